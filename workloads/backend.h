@@ -1,0 +1,67 @@
+// workloads/backend.h: the one seam between workloads and backends.
+//
+// A workload is a class template over a backend B. It includes this header and nothing from
+// engine/ or torch; a backend (engine/backend.h, baselines/libtorch_backend.h) is a small adapter
+// that satisfies the concept. The harness instantiates every workload in workloads/registry.h on
+// every backend; a workload whose `requires` a backend does not meet is reported as skipped.
+//
+// Not here: tensors (a TensorBackend concept comes with the tensor workloads).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace bp {
+
+// A scalar autodiff backend: every value is one number.
+//  - param(v) makes a trainable leaf that lives as long as the backend;
+//  - Scalar supports + - * / with Scalars and doubles on either side, and unary minus;
+//    workloads write `c = c + x`, never `c += x`, so that no backend is asked for in-place ops;
+//  - backward(root) accumulates d(root)/d(param) into every param's gradient;
+//  - reset() ends a step: drops the graph and clears parameter gradients.
+template <class B>
+concept ScalarBackend = requires(B& b, typename B::Scalar x, double c) {
+  { B::name } -> std::convertible_to<std::string_view>;
+  { b.param(c) } -> std::same_as<typename B::Scalar>;
+  { x + x } -> std::convertible_to<typename B::Scalar>;
+  { x - x } -> std::convertible_to<typename B::Scalar>;
+  { x * x } -> std::convertible_to<typename B::Scalar>;
+  { x / x } -> std::convertible_to<typename B::Scalar>;
+  { x + c } -> std::convertible_to<typename B::Scalar>;
+  { c + x } -> std::convertible_to<typename B::Scalar>;
+  { x - c } -> std::convertible_to<typename B::Scalar>;
+  { c - x } -> std::convertible_to<typename B::Scalar>;
+  { x * c } -> std::convertible_to<typename B::Scalar>;
+  { c * x } -> std::convertible_to<typename B::Scalar>;
+  { x / c } -> std::convertible_to<typename B::Scalar>;
+  { c / x } -> std::convertible_to<typename B::Scalar>;
+  { -x } -> std::convertible_to<typename B::Scalar>;
+  { b.pow(x, c) } -> std::same_as<typename B::Scalar>;
+  { b.relu(x) } -> std::same_as<typename B::Scalar>;
+  { b.tanh(x) } -> std::same_as<typename B::Scalar>;
+  { b.exp(x) } -> std::same_as<typename B::Scalar>;
+  { b.log(x) } -> std::same_as<typename B::Scalar>;
+  { b.backward(x) };
+  { b.value(x) } -> std::convertible_to<double>;
+  { b.grad(x) } -> std::convertible_to<double>;
+  { b.reset() };
+};
+
+// What a workload says about one of its instances: which size, and which answers are known.
+struct WorkloadSize {
+  std::string_view key;  // e.g. "nodes"; empty for a workload without a size
+  int64_t value = 0;
+};
+
+// Answers known independently of any backend (from a paper or the micrograd README), with the
+// tolerance they were published at.
+struct KnownAnswer {
+  double value;
+  double grads[4];
+  int num_grads;
+  double tolerance;  // absolute
+};
+
+}  // namespace bp

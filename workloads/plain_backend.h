@@ -1,0 +1,53 @@
+// workloads/plain_backend.h: a ScalarBackend with no autodiff: every Scalar is a plain double.
+//
+// The floor of CppAD's speed suite and our finite-difference oracle: tests evaluate a workload
+// here with one parameter nudged by +-h to get d(out)/d(param) with no autodiff involved.
+// Not a benchmark backend: it has no gradients (grad() returns NaN so that no one mistakes it).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <string_view>
+
+#include "workloads/backend.h"
+
+namespace bp {
+
+struct PlainBackend {
+  static constexpr std::string_view name = "plain";
+  using Scalar = double;
+
+  int nudged_param = -1;  // which param() call gets `nudge` added, -1 for none
+  double nudge = 0.0;
+  int params_made = 0;
+
+  Scalar param(double v) { return params_made++ == nudged_param ? v + nudge : v; }
+  Scalar pow(Scalar x, double k) { return std::pow(x, k); }
+  Scalar relu(Scalar x) { return x > 0 ? x : 0.0; }
+  Scalar tanh(Scalar x) { return std::tanh(x); }
+  Scalar exp(Scalar x) { return std::exp(x); }
+  Scalar log(Scalar x) { return std::log(x); }
+  void backward(Scalar) {}
+  double value(Scalar x) const { return x; }
+  double grad(Scalar) const { return std::numeric_limits<double>::quiet_NaN(); }
+  void reset() {}
+};
+
+static_assert(ScalarBackend<PlainBackend>);
+
+// d(step value)/d(param i) of workload W at `size` by central differences on PlainBackend.
+template <class W>
+double finite_difference(int64_t size, int param, double h) {
+  double out[2];
+  for (int side = 0; side < 2; side++) {
+    PlainBackend be;
+    be.nudged_param = param;
+    be.nudge = side ? -h : h;
+    typename W::template Run<PlainBackend> run(be, size);
+    double unused[W::num_grads + 1];
+    out[side] = run.step(be, std::span<double>(unused, W::num_grads));
+  }
+  return (out[0] - out[1]) / (2 * h);
+}
+
+}  // namespace bp
