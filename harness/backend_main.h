@@ -13,8 +13,9 @@
 //   --check_out=FILE       run the correctness check instead of the benchmarks
 // Bad flags print one line (what is wrong, what is valid) and exit 2.
 //
-// Test hook: BACKPROP_BENCH_FAULT=crash:REGEX or hang:REGEX makes the matching benchmarks abort or
-// hang, so the tests can prove that the runner survives a backend that dies (harness/tests/).
+// Test hook: BACKPROP_BENCH_FAULT=KIND:REGEX breaks the matching instances on purpose, so the tests
+// can prove that the runner survives and reports it (harness/tests/): KIND is `crash` or `hang`
+// (while benchmarking), `check-crash` or `wrong` (during the check; `wrong` adds 1 to the value).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -102,29 +103,30 @@ inline std::string json_number(double x) {
   return std::isfinite(x) ? fmt::format("{}", x) : std::string("null");
 }
 
-// The test hook described at the top of this file.
-inline void maybe_inject_fault(const std::string& name) {
+// The test hook described at the top of this file. Returns true for a `wrong` fault.
+inline bool maybe_inject_fault(const std::string& name, bool checking) {
   const char* spec = std::getenv("BACKPROP_BENCH_FAULT");
-  if (!spec) return;
+  if (!spec) return false;
   std::string s = spec;
   const size_t colon = s.find(':');
-  if (colon == std::string::npos) return;
+  if (colon == std::string::npos) return false;
   NameFilter filter(s.substr(colon + 1));
-  if (!filter.matches(name)) return;
+  if (!filter.matches(name)) return false;
   const std::string kind = s.substr(0, colon);
-  if (kind == "crash") {
+  if (kind == (checking ? "check-crash" : "crash")) {
     fmt::print(stderr, "BACKPROP_BENCH_FAULT: crashing in {}\n", name);
     std::abort();
   }
-  if (kind == "hang")
+  if (kind == "hang" && !checking)
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  return kind == "wrong" && checking;
 }
 
 // The timed loop: one workload step per iteration, setup outside it. Peak RSS is reset before the
 // setup so that the counter covers everything this benchmark holds.
 template <class W, class B>
 void run_benchmark(benchmark::State& state, const std::string& name, int64_t size) {
-  maybe_inject_fault(name);
+  maybe_inject_fault(name, false);
   proc_reset_peak_rss();
   try {
     B backend;
@@ -148,15 +150,15 @@ void run_benchmark(benchmark::State& state, const std::string& name, int64_t siz
 // The correctness record of one instance: two steps in a row, so that reset() is checked too.
 template <class W, class B>
 std::string check_instance(const std::string& name, const std::string& instance, int64_t size) {
-  maybe_inject_fault(name);
+  const bool inject_wrong = maybe_inject_fault(name, true);
   std::string head = fmt::format(R"({{"name": "{}", "instance": "{}", )", name, instance);
   try {
     B backend;
     typename W::template Run<B> run(backend, size);
     std::vector<double> first(W::num_grads), second(W::num_grads);
     const double v1 = run.step(backend, first);
-    const double v2 = run.step(backend, second);
-    double repeat_diff = std::fabs(v1 - v2);
+    const double v2 = run.step(backend, second) + (inject_wrong ? 1.0 : 0.0);
+    double repeat_diff = std::fabs(v1 - v2 + (inject_wrong ? 1.0 : 0.0));
     for (int i = 0; i < W::num_grads; i++)
       repeat_diff = std::max(repeat_diff, std::fabs(first[i] - second[i]));
     std::string grads;

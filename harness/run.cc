@@ -66,7 +66,10 @@ const char* kUsage = R"(usage: bench_run [options]
   --min-time S         minimum seconds per repetition (default 0.2)
   --timeout S          seconds before a backend process is killed (default 600)
   --check-only         run the correctness check only; exit 1 if any backend disagrees
+  --no-plots           do not draw the plots (plots/plot.py) at the end
   --bin-dir DIR        where the backend binaries are (default: next to bench_run)
+Exit status: 0 all ran and agreed; 1 check-only found disagreement; 2 bad input; 3 some
+benchmark failed, timed out or was not run because its backend failed the check.
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -80,7 +83,7 @@ struct Options {
   std::string filter, workloads, sizes;
   int threads = 1, repetitions = 5;
   double min_time = 0.2, timeout = 600;
-  bool check_only = false;
+  bool check_only = false, plots = true;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -126,6 +129,7 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--min-time") o.min_time = parse_number(arg, next(), 0.001, 600);
     else if (arg == "--timeout") o.timeout = parse_number(arg, next(), 1, 86400);
     else if (arg == "--check-only") o.check_only = true;
+    else if (arg == "--no-plots") o.plots = false;
     else if (arg == "--backends") {
       o.backends = split(next(), ',');
       std::vector<std::string> valid;
@@ -341,7 +345,8 @@ class Run {
     if (opt_.check_only) return all_agree ? 0 : 1;
     bench();
     summary();
-    return failures_ ? 3 : 0;
+    if (opt_.plots) plot();
+    return failures_ || !bad_backends_.empty() ? 3 : 0;
   }
 
  private:
@@ -646,6 +651,16 @@ class Run {
     out += fmt::format("results: {}\n", dir_.string());
     fmt::print("{}", out);
     write_atomically(dir_ / "summary.txt", out);
+  }
+
+  // plots/plot.py is a pure function of the run folder; a failure there loses no result.
+  void plot() const {
+    std::fflush(stdout);  // our buffered lines first, then the script's
+    const std::string cmd = fmt::format("/usr/bin/python3 '{}/plots/plot.py' '{}'", BP_SOURCE_DIR,
+                                        dir_.string());
+    if (std::system(cmd.c_str()) != 0)
+      fmt::print(stderr, "plots failed; the results are intact, retry with: make plots RUN={}\n",
+                 dir_.string());
   }
 
   Options opt_;

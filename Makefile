@@ -1,0 +1,18 @@
+# backprop-bench: the verbs. CMake does the building (CMakeLists.txt); each verb is one line.
+#   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES=nodes=10,1000] [BACKENDS=engine,libtorch]
+#              [REPETITIONS=5] [THREADS=1]
+#   make test          make plots RUN=results/<run-id>          make clean
+BUILD := build
+PYTHON := /usr/bin/python3
+BENCH_ARGS = $(if $(FILTER),--filter '$(FILTER)') $(if $(WORKLOADS),--workloads $(WORKLOADS)) \
+  $(if $(SIZES),--sizes $(SIZES)) $(if $(BACKENDS),--backends $(BACKENDS)) \
+  $(if $(REPETITIONS),--repetitions $(REPETITIONS)) $(if $(THREADS),--threads $(THREADS))
+
+.PHONY: all deps build test bench plots clean
+all: build
+deps: ; @sh harness/install-deps.sh
+build: deps ; cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null && cmake --build $(BUILD) -j2
+test: build ; cd $(BUILD) && ctest --output-on-failure
+bench: build ; $(BUILD)/bench_run --out results $(BENCH_ARGS)
+plots: ; $(PYTHON) plots/plot.py $(or $(RUN),results/latest)
+clean: ; rm -rf $(BUILD)

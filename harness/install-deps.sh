@@ -1,0 +1,23 @@
+#!/bin/sh
+# harness/install-deps.sh: installs the Debian 12 packages backprop-bench needs, only the missing
+# ones (as root with apt-get, otherwise with sudo). `make`, `make test` and `make bench` call it.
+set -eu
+PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
+          python3-matplotlib python3-pytest libopenblas0-pthread"
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  echo "install-deps: installing$missing"
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+fi
+# libtorch calls whatever libblas.so.3 resolves to; the reference BLAS would make it unfairly slow.
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 || true)
+case "$blas" in
+  *openblas*) ;;
+  *) echo "install-deps: warning: libblas.so.3 is $blas, not OpenBLAS; run" \
+          "'update-alternatives --config libblas.so.3-x86_64-linux-gnu' to pick openblas-pthread" >&2 ;;
+esac
