@@ -71,7 +71,7 @@ class NameFilter {
     if (pattern.empty() || pattern == "all" || pattern == ".") return;
     if (pattern[0] == '-') negate_ = true, pattern.erase(0, 1);
     if (regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) != 0)
-      backend_usage_error(fmt::format("--benchmark_filter='{}' is not a valid regular expression",
+      backend_usage_error(fmt::format("filter '{}' is not a valid regular expression",
                                       pattern));
     active_ = true;
   }
@@ -247,6 +247,8 @@ inline BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInf
     }
   }
   argc = kept;
+  // Google Benchmark 1.7.1 treats a filter that does not compile as matching nothing; say why.
+  NameFilter validate_filter(flags.filter);
   if (!flags.sizes_key.empty()) {
     bool found = false;
     std::apply([&](auto... w) {
