@@ -70,19 +70,11 @@ def load_run(run_dir):
 
 
 def backends_of(run):
-    seen = []
-    for r in run["rows"]:
-        if r["backend"] not in seen:
-            seen.append(r["backend"])
-    return seen
+    return list(dict.fromkeys(r["backend"] for r in run["rows"]))  # first-seen order
 
 
 def instances_of(run):
-    seen = []
-    for r in run["rows"]:
-        if r["instance"] not in seen:
-            seen.append(r["instance"])
-    return seen
+    return list(dict.fromkeys(r["instance"] for r in run["rows"]))
 
 
 def caption(run):

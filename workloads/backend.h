@@ -49,6 +49,19 @@ concept ScalarBackend = requires(B& b, typename B::Scalar x, double c) {
   { b.reset() };
 };
 
+// The end of every scalar step, written once: backward from `root`, each parameter's gradient
+// into `grads` (in the order given), reset the backend, and return the root's value.
+template <ScalarBackend B, class... Params>
+double finish_step(B& be, const typename B::Scalar& root, std::span<double> grads,
+                   const Params&... params) {
+  be.backward(root);
+  int i = 0;
+  ((grads[i++] = be.grad(params)), ...);
+  const double out = be.value(root);
+  be.reset();
+  return out;
+}
+
 // What a workload says about one of its instances: which size, and which answers are known.
 struct WorkloadSize {
   std::string_view key;  // e.g. "nodes"; empty for a workload without a size

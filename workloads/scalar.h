@@ -62,12 +62,7 @@ struct TinyGraph : ScalarWorkloadDefaults {
       S e = c - d;
       S f = be.pow(e, 2.0);
       S g = f / 2.0;
-      be.backward(g);
-      grads[0] = be.grad(a);
-      grads[1] = be.grad(b);
-      const double out = be.value(g);
-      be.reset();
-      return out;
+      return finish_step(be, g, grads, a, b);
     }
   };
 };
@@ -100,12 +95,7 @@ struct SmallGraph : ScalarWorkloadDefaults {
       S f = be.pow(e, 2.0);
       S g = f / 2.0;
       g = g + 10.0 / f;
-      be.backward(g);
-      grads[0] = be.grad(a);
-      grads[1] = be.grad(b);
-      const double out = be.value(g);
-      be.reset();
-      return out;
+      return finish_step(be, g, grads, a, b);
     }
   };
 };
@@ -139,13 +129,7 @@ struct ScalarChain : ScalarWorkloadDefaults {
           default: x = be.tanh(x); break;
         }
       }
-      be.backward(x);
-      grads[0] = be.grad(x0);
-      grads[1] = be.grad(w);
-      grads[2] = be.grad(b);
-      const double out = be.value(x);
-      be.reset();
-      return out;
+      return finish_step(be, x, grads, x0, w, b);
     }
   };
 };
