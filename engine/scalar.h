@@ -225,7 +225,7 @@ class ScalarTape {
 
  private:
   Value push(ScalarOp op, T value, uint32_t lhs, uint32_t rhs) {
-    if (size_ == capacity_) [[unlikely]] grow(capacity_ * 2);
+    if (size_ == capacity_) [[unlikely]] grow(capacity_ < 64 ? 64 : capacity_ * 2);
     nodes_[size_] = Node{value, T(0), lhs, rhs, op};
     return Value{this, size_++};
   }

@@ -170,6 +170,16 @@ TEST(ScalarEngine, SteadyStateStepsAllocateNothing) {
   EXPECT_EQ(g_allocations - before, 0) << "heap allocations in 1000 steady-state steps";
 }
 
+TEST(ScalarEngine, GrowsFromAnEmptyReservation) {
+  Tape tape(0);
+  S x = tape.param(2.0);
+  S y = x;
+  for (int i = 0; i < 1000; i++) y = y * 1.0;
+  tape.backward(y);
+  EXPECT_EQ(x.grad(), 1.0);
+  EXPECT_GE(tape.arena_bytes(), tape.size() * sizeof(bp::ScalarNode<double>));
+}
+
 TEST(ScalarEngine, FloatPrecision) {
   bp::ScalarTape<float> tape;
   auto a = tape.param(-41.0f), b = tape.param(2.0f);
