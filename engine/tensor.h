@@ -1,0 +1,659 @@
+// engine/tensor.h: dense tensor reverse-mode autodiff on the same plan as engine/scalar.h.
+//
+// Every tensor is a row-major matrix (rows, cols); sequences are (B*T, C) and a view changes the
+// shape without copying. Building ops records nodes on a tape and computes forward at once;
+// `backward` walks the tape once in reverse creation order. Memory comes from two arenas: one for
+// parameters (kept), one for the step's activations and their gradients (reset after each step,
+// consolidated to one block, so steady-state steps allocate nothing). Each op's forward and
+// backward sit side by side below; backward accumulates (+=) into gradients, only zero_grad zeroes.
+//
+// Not here: threads (single-threaded by design), broadcasting beyond "one row against every row",
+// more than two dimensions. T is float for benchmarks and double for the finite-difference tests.
+//
+//   bp::TensorGraph<float> g;
+//   auto W = g.param(4, 3, init), x = g.input(2, 3, data);        // (OC, C), (N, C)
+//   auto loss = g.cross_entropy(g.matmul(x, W, true), targets);    // x @ W^T: (N, OC)
+//   g.backward(loss); g.adamw_step(cfg); g.end_step();
+//
+// Tests: engine/tensor_test.cc (every op against central finite differences in double).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <iterator>
+#include <span>
+#include <vector>
+
+namespace bp {
+
+enum class TensorOp : uint8_t {
+  leaf, view, matmul, add, mul, tanh, relu, gelu, exp, log, embedding, sum, mean, layernorm,
+  softmax, attention, cross_entropy, count
+};
+inline constexpr const char* tensor_op_names[] = {
+    "leaf", "view", "matmul", "add", "mul", "tanh", "relu", "gelu", "exp", "log", "embedding",
+    "sum", "mean", "layernorm", "softmax", "attention", "cross_entropy"};
+static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
+
+// A bump allocator over blocks that never move, so pointers into it stay valid while a step
+// grows it. reset() frees everything at once and, if the step needed several blocks, replaces
+// them with one block of their total size: from the second step on, one block, no allocation.
+template <class T>
+class Arena {
+ public:
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() {
+    for (Block& b : blocks_) std::free(b.data);
+  }
+
+  // n zeroed elements, 64-byte aligned (whole cache lines, and vector loads never split).
+  T* alloc(size_t n) {
+    n = (n + kAlign - 1) / kAlign * kAlign;
+    if (blocks_.empty() || blocks_.back().used + n > blocks_.back().capacity)
+      add_block(std::max(n, capacity() ? capacity() : size_t(1) << 16));
+    Block& b = blocks_.back();
+    T* p = b.data + b.used;
+    b.used += n;
+    peak_ = std::max(peak_, used());
+    std::memset(p, 0, n * sizeof(T));
+    return p;
+  }
+  void reset() {
+    if (blocks_.size() > 1) {
+      const size_t total = capacity();
+      for (Block& b : blocks_) std::free(b.data);
+      blocks_.clear();
+      add_block(total);
+    }
+    if (!blocks_.empty()) blocks_.back().used = 0;
+  }
+  size_t capacity() const {
+    size_t c = 0;
+    for (const Block& b : blocks_) c += b.capacity;
+    return c;
+  }
+  size_t used() const {
+    size_t u = 0;
+    for (const Block& b : blocks_) u += b.used;
+    return u;
+  }
+  size_t peak_bytes() const { return peak_ * sizeof(T); }
+
+ private:
+  static constexpr size_t kAlign = 64 / sizeof(T);
+  struct Block {
+    T* data;
+    size_t capacity, used;
+  };
+  void add_block(size_t n) {
+    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
+    if (!p) {
+      std::fprintf(stderr, "bp::Arena: out of memory allocating %zu bytes\n", n * sizeof(T));
+      std::abort();
+    }
+    blocks_.push_back({static_cast<T*>(p), n, 0});
+  }
+  std::vector<Block> blocks_;
+  size_t peak_ = 0;
+};
+
+struct Tensor {
+  uint32_t id = 0;
+};
+
+// Indices (token ids, targets) live outside the graph: the caller owns them for the step.
+struct IndexSpan {
+  const int32_t* data = nullptr;
+  int32_t size = 0;
+};
+
+struct AdamWConfig {  // torch.optim.AdamW's defaults, so both backends run the same update
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+template <class T>
+class TensorGraph {
+ public:
+  struct Node {
+    T* data;
+    T* grad;  // null when nothing upstream needs the gradient (inputs)
+    T* aux;   // what backward needs that forward had: layernorm mean/rstd, probabilities
+    int32_t rows, cols;
+    uint32_t in[3];
+    int32_t arg[3];  // op-specific: matmul transpose flag; attention B, T, H
+    IndexSpan index;
+    TensorOp op;
+  };
+
+  explicit TensorGraph(size_t reserve_nodes = 256) { nodes_.reserve(reserve_nodes); }
+  TensorGraph(const TensorGraph&) = delete;
+  TensorGraph& operator=(const TensorGraph&) = delete;
+
+  // ---- leaves ----
+
+  // A trainable (rows, cols) parameter initialised from `init` (row-major). Parameters come
+  // before any step's graph, so that end_step() keeps them by truncating the tape.
+  Tensor param(int32_t rows, int32_t cols, std::span<const T> init) {
+    if (nodes_.size() != num_params_) fail("param", "create all parameters before the first op");
+    if (init.size() != size_t(rows) * cols) fail("param", "init has the wrong number of values");
+    Node& n = push(TensorOp::leaf, rows, cols, params_, true);
+    std::copy(init.begin(), init.end(), n.data);
+    num_params_++;
+    return Tensor{uint32_t(nodes_.size() - 1)};
+  }
+  // A constant (rows, cols) input of this step; no gradient.
+  Tensor input(int32_t rows, int32_t cols, std::span<const T> values) {
+    if (values.size() != size_t(rows) * cols) fail("input", "wrong number of values");
+    Node& n = push(TensorOp::leaf, rows, cols, step_, false);
+    std::copy(values.begin(), values.end(), n.data);
+    return Tensor{uint32_t(nodes_.size() - 1)};
+  }
+
+  // ---- ops: each builds a node and computes its forward; backward is in backward_node ----
+
+  // Same data, new shape (rows*cols must match); the gradient buffer is shared too, so
+  // backward has nothing to do.
+  Tensor view(Tensor x, int32_t rows, int32_t cols) {
+    const Node& a = nodes_[x.id];
+    if (size_t(rows) * cols != size_t(a.rows) * a.cols) fail("view", "element counts differ");
+    Node n = a;
+    n.op = TensorOp::view, n.rows = rows, n.cols = cols, n.in[0] = x.id;
+    nodes_.push_back(n);
+    return Tensor{uint32_t(nodes_.size() - 1)};
+  }
+
+  // a (M, K) times b (K, N), or times b^T when transpose_b and b is (N, K) (nn.Linear's layout).
+  Tensor matmul(Tensor a, Tensor b, bool transpose_b) {
+    const int32_t M = rows(a), K = cols(a);
+    const int32_t N = transpose_b ? rows(b) : cols(b);
+    if ((transpose_b ? cols(b) : rows(b)) != K) fail("matmul", "inner dimensions differ");
+    Node& n = make(TensorOp::matmul, M, N, {a.id, b.id});
+    n.arg[0] = transpose_b;
+    matmul_forward(n.data, data(a), data(b), M, K, N, transpose_b);
+    return last();
+  }
+
+  // x + y, where y has x's shape or is one row (cols) added to every row of x (a bias).
+  Tensor add(Tensor x, Tensor y) { return binary(TensorOp::add, x, y); }
+  // x * y elementwise, with the same broadcasting as add.
+  Tensor mul(Tensor x, Tensor y) { return binary(TensorOp::mul, x, y); }
+
+  Tensor tanh(Tensor x) { return unary(TensorOp::tanh, x); }
+  Tensor relu(Tensor x) { return unary(TensorOp::relu, x); }
+  Tensor gelu(Tensor x) { return unary(TensorOp::gelu, x); }  // exact (erf) form, torch's default
+  Tensor exp(Tensor x) { return unary(TensorOp::exp, x); }
+  Tensor log(Tensor x) { return unary(TensorOp::log, x); }
+
+  // Rows of table (V, C) picked by idx (N): (N, C).
+  Tensor embedding(Tensor table, IndexSpan idx) {
+    const int32_t V = rows(table), C = cols(table);
+    for (int32_t i = 0; i < idx.size; i++)
+      if (idx.data[i] < 0 || idx.data[i] >= V) fail("embedding", "index out of range");
+    Node& n = make(TensorOp::embedding, idx.size, C, {table.id});
+    n.index = idx;
+    const T* t = data(table);
+    for (int32_t i = 0; i < idx.size; i++)
+      std::memcpy(n.data + size_t(i) * C, t + size_t(idx.data[i]) * C, C * sizeof(T));
+    return last();
+  }
+
+  Tensor sum(Tensor x) { return reduce(TensorOp::sum, x); }
+  Tensor mean(Tensor x) { return reduce(TensorOp::mean, x); }
+
+  // Per row of x (N, C): normalise to zero mean and unit variance (biased, eps 1e-5 as in
+  // torch.nn.LayerNorm), then scale by gamma (C) and shift by beta (C).
+  Tensor layernorm(Tensor x, Tensor gamma, Tensor beta) {
+    const int32_t N = rows(x), C = cols(x);
+    Node& n = make(TensorOp::layernorm, N, C, {x.id, gamma.id, beta.id});
+    n.aux = step_.alloc(2 * size_t(N));  // (N) means, then (N) reciprocal std devs
+    const T *in = data(x), *g = data(gamma), *b = data(beta);
+    for (int32_t r = 0; r < N; r++) {
+      const T* row = in + size_t(r) * C;
+      T m = 0, v = 0;
+      for (int32_t c = 0; c < C; c++) m += row[c];
+      m /= C;
+      for (int32_t c = 0; c < C; c++) v += (row[c] - m) * (row[c] - m);
+      const T rstd = T(1) / std::sqrt(v / C + T(1e-5));
+      T* out = n.data + size_t(r) * C;
+      for (int32_t c = 0; c < C; c++) out[c] = (row[c] - m) * rstd * g[c] + b[c];
+      n.aux[r] = m, n.aux[N + r] = rstd;
+    }
+    return last();
+  }
+
+  // Softmax of every row.
+  Tensor softmax(Tensor x) {
+    Node& n = make(TensorOp::softmax, rows(x), cols(x), {x.id});
+    for (int32_t r = 0; r < n.rows; r++)
+      softmax_row(n.data + size_t(r) * n.cols, data(x) + size_t(r) * n.cols, n.cols);
+    return last();
+  }
+
+  // Causal multi-head self-attention, fused. qkv is (B*T, 3C): queries, keys, values side by
+  // side, each split into H heads of C/H. Output (B*T, C): for each head and position t, the
+  // average of v over positions s <= t weighted by softmax(q_t . k_s / sqrt(C/H)).
+  // Vaswani et al. 2017, eq. 1; the causal mask as in GPT (Radford et al. 2018).
+  Tensor attention(Tensor qkv, int32_t B, int32_t T_, int32_t H) {
+    const int32_t C3 = cols(qkv), C = C3 / 3;
+    if (rows(qkv) != B * T_ || C3 != 3 * C || C % H) fail("attention", "shape is not (B*T, 3C)");
+    Node& n = make(TensorOp::attention, B * T_, C, {qkv.id});
+    n.arg[0] = B, n.arg[1] = T_, n.arg[2] = H;
+    n.aux = step_.alloc(size_t(B) * H * T_ * T_);  // (B, H, T, T) probabilities
+    const int32_t hs = C / H;
+    const T scale = T(1) / std::sqrt(T(hs));
+    const T* in = data(qkv);
+    for (int32_t b = 0; b < B; b++)
+      for (int32_t h = 0; h < H; h++)
+        for (int32_t t = 0; t < T_; t++) {
+          const T* q = in + size_t(b * T_ + t) * C3 + h * hs;
+          T* p = n.aux + ((size_t(b) * H + h) * T_ + t) * T_;
+          T maxv = -INFINITY;
+          for (int32_t s = 0; s <= t; s++) {
+            const T* k = in + size_t(b * T_ + s) * C3 + C + h * hs;
+            T dot = 0;
+            for (int32_t i = 0; i < hs; i++) dot += q[i] * k[i];
+            p[s] = dot * scale;
+            maxv = std::max(maxv, p[s]);
+          }
+          T total = 0;
+          for (int32_t s = 0; s <= t; s++) total += (p[s] = std::exp(p[s] - maxv));
+          T* out = n.data + size_t(b * T_ + t) * C + h * hs;
+          for (int32_t s = 0; s <= t; s++) {
+            p[s] /= total;
+            const T* v = in + size_t(b * T_ + s) * C3 + 2 * C + h * hs;
+            for (int32_t i = 0; i < hs; i++) out[i] += p[s] * v[i];
+          }
+        }
+    return last();
+  }
+
+  // Mean over rows of -log softmax(logits)[target]: logits (N, V), targets (N). Output (1, 1).
+  Tensor cross_entropy(Tensor logits, IndexSpan targets) {
+    const int32_t N = rows(logits), V = cols(logits);
+    if (targets.size != N) fail("cross_entropy", "one target per row");
+    Node& n = make(TensorOp::cross_entropy, 1, 1, {logits.id});
+    n.index = targets;
+    n.aux = step_.alloc(size_t(N) * V);  // (N, V) probabilities
+    T loss = 0;
+    for (int32_t r = 0; r < N; r++) {
+      const int32_t y = targets.data[r];
+      if (y < 0 || y >= V) fail("cross_entropy", "target out of range");
+      T* p = n.aux + size_t(r) * V;
+      softmax_row(p, data(logits) + size_t(r) * V, V);
+      loss -= std::log(p[y]);
+    }
+    n.data[0] = loss / N;
+    return last();
+  }
+
+  // ---- backward, optimizers, step boundaries ----
+
+  // d(root)/d(everything) into the gradient buffers; root must be (1, 1).
+  void backward(Tensor root) {
+    Node& r = nodes_[root.id];
+    if (r.rows != 1 || r.cols != 1 || !r.grad) fail("backward", "root must be a (1, 1) result");
+    r.grad[0] += T(1);
+    for (uint32_t i = root.id + 1; i-- > num_params_;) backward_node(nodes_[i]);
+  }
+
+  void zero_grad() {
+    for (uint32_t i = 0; i < num_params_; i++)
+      std::memset(nodes_[i].grad, 0, numel(nodes_[i]) * sizeof(T));
+  }
+  void sgd_step(double lr) {
+    for (uint32_t i = 0; i < num_params_; i++) {
+      Node& p = nodes_[i];
+      for (size_t j = 0, n = numel(p); j < n; j++) p.data[j] -= T(lr) * p.grad[j];
+    }
+  }
+  // Loshchilov & Hutter 2019 (decoupled weight decay), with torch.optim.AdamW's bias correction
+  // and eps placement, so that both backends take the same step from the same gradients.
+  void adamw_step(const AdamWConfig& cfg) {
+    if (adam_m_.empty())
+      for (uint32_t i = 0; i < num_params_; i++) {
+        adam_m_.push_back(params_.alloc(numel(nodes_[i])));
+        adam_v_.push_back(params_.alloc(numel(nodes_[i])));
+      }
+    adam_t_++;
+    const double c1 = 1 - std::pow(cfg.beta1, adam_t_), c2 = 1 - std::pow(cfg.beta2, adam_t_);
+    const T b1 = T(cfg.beta1), b2 = T(cfg.beta2), eps = T(cfg.eps);
+    const T decay = T(1 - cfg.lr * cfg.weight_decay), step = T(cfg.lr / c1);
+    const T rc2 = T(1 / std::sqrt(c2));
+    for (uint32_t i = 0; i < num_params_; i++) {
+      Node& p = nodes_[i];
+      T *m = adam_m_[i], *v = adam_v_[i];
+      for (size_t j = 0, n = numel(p); j < n; j++) {
+        const T g = p.grad[j];
+        m[j] = b1 * m[j] + (1 - b1) * g;
+        v[j] = b2 * v[j] + (1 - b2) * g * g;
+        p.data[j] = p.data[j] * decay - step * m[j] / (std::sqrt(v[j]) * rc2 + eps);
+      }
+    }
+  }
+  // Drop this step's graph and activations; parameters, their gradients and optimizer state stay.
+  void end_step() {
+    nodes_.resize(num_params_);
+    step_.reset();
+  }
+
+  // ---- access ----
+  const Node& node(Tensor t) const { return nodes_[t.id]; }
+  T* data(Tensor t) const { return nodes_[t.id].data; }
+  T* grad(Tensor t) const { return nodes_[t.id].grad; }
+  int32_t rows(Tensor t) const { return nodes_[t.id].rows; }
+  int32_t cols(Tensor t) const { return nodes_[t.id].cols; }
+  size_t num_params() const { return num_params_; }
+  size_t num_nodes() const { return nodes_.size(); }
+  size_t arena_bytes() const { return params_.peak_bytes() + step_.peak_bytes(); }
+
+ private:
+  static size_t numel(const Node& n) { return size_t(n.rows) * n.cols; }
+
+  [[noreturn]] static void fail(const char* op, const char* what) {
+    std::fprintf(stderr, "bp::TensorGraph::%s: %s\n", op, what);
+    std::abort();
+  }
+
+  Node& push(TensorOp op, int32_t rows, int32_t cols, Arena<T>& arena, bool with_grad) {
+    Node n{};
+    n.op = op, n.rows = rows, n.cols = cols;
+    n.data = arena.alloc(size_t(rows) * cols);
+    n.grad = with_grad ? arena.alloc(size_t(rows) * cols) : nullptr;
+    nodes_.push_back(n);
+    return nodes_.back();
+  }
+  // An op's node: activations and their gradients from the step arena. The gradient is only
+  // allocated if an operand needs one, so nothing flows back into inputs.
+  Node& make(TensorOp op, int32_t rows, int32_t cols, std::initializer_list<uint32_t> in) {
+    bool needs_grad = false;
+    for (uint32_t id : in) needs_grad |= nodes_[id].grad != nullptr;
+    Node& n = push(op, rows, cols, step_, needs_grad);
+    int k = 0;
+    for (uint32_t id : in) n.in[k++] = id;
+    return n;
+  }
+  Tensor last() const { return Tensor{uint32_t(nodes_.size() - 1)}; }
+
+  Tensor binary(TensorOp op, Tensor x, Tensor y) {
+    const bool row = rows(y) == 1 && rows(x) != 1;
+    if (cols(x) != cols(y) || (!row && rows(x) != rows(y)))
+      fail(tensor_op_names[int(op)], "y must have x's shape or be one row of x's width");
+    Node& n = make(op, rows(x), cols(x), {x.id, y.id});
+    const T *a = data(x), *b = data(y);
+    const int32_t C = n.cols;
+    for (int32_t r = 0; r < n.rows; r++) {
+      const T* br = b + (row ? 0 : size_t(r) * C);
+      const T* ar = a + size_t(r) * C;
+      T* out = n.data + size_t(r) * C;
+      if (op == TensorOp::add)
+        for (int32_t c = 0; c < C; c++) out[c] = ar[c] + br[c];
+      else
+        for (int32_t c = 0; c < C; c++) out[c] = ar[c] * br[c];
+    }
+    return last();
+  }
+
+  Tensor unary(TensorOp op, Tensor x) {
+    Node& n = make(op, rows(x), cols(x), {x.id});
+    const T* a = data(x);
+    const size_t count = numel(n);
+    for (size_t i = 0; i < count; i++) {
+      const T v = a[i];
+      switch (op) {
+        case TensorOp::tanh: n.data[i] = std::tanh(v); break;
+        case TensorOp::relu: n.data[i] = v > 0 ? v : T(0); break;
+        case TensorOp::gelu: n.data[i] = T(0.5) * v * (1 + std::erf(v * T(M_SQRT1_2))); break;
+        case TensorOp::exp: n.data[i] = std::exp(v); break;
+        case TensorOp::log: n.data[i] = std::log(v); break;
+        default: fail("unary", "not a unary op");
+      }
+    }
+    return last();
+  }
+
+  Tensor reduce(TensorOp op, Tensor x) {
+    Node& n = make(op, 1, 1, {x.id});
+    T s = 0;
+    const size_t count = numel(nodes_[x.id]);
+    for (size_t i = 0; i < count; i++) s += data(x)[i];
+    n.data[0] = op == TensorOp::mean ? s / T(count) : s;
+    return last();
+  }
+
+  static void softmax_row(T* out, const T* in, int32_t n) {
+    T maxv = in[0], total = 0;
+    for (int32_t i = 1; i < n; i++) maxv = std::max(maxv, in[i]);
+    for (int32_t i = 0; i < n; i++) total += (out[i] = std::exp(in[i] - maxv));
+    const T inv = T(1) / total;
+    for (int32_t i = 0; i < n; i++) out[i] *= inv;
+  }
+
+  // out (M, N) = a (M, K) @ b (K, N), or @ b^T with b (N, K). Inner loops run over contiguous
+  // memory so the compiler vectorises them; for b^T, rows of b are taken in blocks that stay in
+  // L2 while every row of a passes over them.
+  static void matmul_forward(T* out, const T* a, const T* b, int32_t M, int32_t K, int32_t N,
+                             bool transpose_b) {
+    if (transpose_b) {
+      constexpr int32_t kBlock = 64;
+      for (int32_t n0 = 0; n0 < N; n0 += kBlock)
+        for (int32_t m = 0; m < M; m++) {
+          const T* ar = a + size_t(m) * K;
+          for (int32_t n = n0; n < std::min(N, n0 + kBlock); n++) {
+            const T* br = b + size_t(n) * K;
+            T s = 0;
+#pragma omp simd reduction(+ : s)
+            for (int32_t k = 0; k < K; k++) s += ar[k] * br[k];
+            out[size_t(m) * N + n] = s;
+          }
+        }
+    } else {
+      for (int32_t m = 0; m < M; m++) {
+        T* o = out + size_t(m) * N;
+        for (int32_t k = 0; k < K; k++) {
+          const T av = a[size_t(m) * K + k];
+          const T* br = b + size_t(k) * N;
+#pragma omp simd
+          for (int32_t n = 0; n < N; n++) o[n] += av * br[n];
+        }
+      }
+    }
+  }
+
+  // The chain rule for one node: reads its gradient, adds into its operands' gradients.
+  void backward_node(Node& n) {
+    if (!n.grad) return;
+    const T* g = n.grad;
+    Node& x = nodes_[n.in[0]];
+    const size_t count = numel(n);
+    switch (n.op) {
+      case TensorOp::leaf:
+      case TensorOp::view:  // shares its operand's gradient buffer
+        break;
+      case TensorOp::matmul: {
+        Node& y = nodes_[n.in[1]];
+        const int32_t M = n.rows, N = n.cols, K = x.cols;
+        if (n.arg[0]) {  // out = a b^T: da += g b, db += g^T a. Two passes, each keeping the row
+                         // it accumulates into in L1 while the other matrix streams past.
+          if (x.grad)
+            for (int32_t m = 0; m < M; m++)
+              for (int32_t j = 0; j < N; j++)
+                axpy(x.grad + size_t(m) * K, g[size_t(m) * N + j], y.data + size_t(j) * K, K);
+          if (y.grad)
+            for (int32_t j = 0; j < N; j++)
+              for (int32_t m = 0; m < M; m++)
+                axpy(y.grad + size_t(j) * K, g[size_t(m) * N + j], x.data + size_t(m) * K, K);
+        } else {  // out = a b: da += g b^T, db += a^T g
+          for (int32_t m = 0; m < M; m++) {
+            const T* gr = g + size_t(m) * N;
+            for (int32_t k = 0; k < K; k++) {
+              const T* br = y.data + size_t(k) * N;
+              if (x.grad) {
+                T s = 0;
+#pragma omp simd reduction(+ : s)
+                for (int32_t j = 0; j < N; j++) s += gr[j] * br[j];
+                x.grad[size_t(m) * K + k] += s;
+              }
+              if (y.grad) axpy(y.grad + size_t(k) * N, x.data[size_t(m) * K + k], gr, N);
+            }
+          }
+        }
+        break;
+      }
+      case TensorOp::add:
+      case TensorOp::mul: {
+        Node& y = nodes_[n.in[1]];
+        const bool row = y.rows == 1 && n.rows != 1;
+        const int32_t C = n.cols;
+        for (int32_t r = 0; r < n.rows; r++) {
+          const T* gr = g + size_t(r) * C;
+          const size_t yo = row ? 0 : size_t(r) * C, xo = size_t(r) * C;
+          if (n.op == TensorOp::add) {
+            if (x.grad) axpy(x.grad + xo, T(1), gr, C);
+            if (y.grad) axpy(y.grad + yo, T(1), gr, C);
+          } else {
+            if (x.grad)
+              for (int32_t c = 0; c < C; c++) x.grad[xo + c] += gr[c] * y.data[yo + c];
+            if (y.grad)
+              for (int32_t c = 0; c < C; c++) y.grad[yo + c] += gr[c] * x.data[xo + c];
+          }
+        }
+        break;
+      }
+      case TensorOp::tanh:
+        for (size_t i = 0; i < count; i++) x.grad[i] += g[i] * (1 - n.data[i] * n.data[i]);
+        break;
+      case TensorOp::relu:
+        for (size_t i = 0; i < count; i++) x.grad[i] += n.data[i] > 0 ? g[i] : T(0);
+        break;
+      case TensorOp::gelu:  // d/dx x Phi(x) = Phi(x) + x phi(x)
+        for (size_t i = 0; i < count; i++) {
+          const T v = x.data[i];
+          const T cdf = T(0.5) * (1 + std::erf(v * T(M_SQRT1_2)));
+          const T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);  // 1/sqrt(2 pi)
+          x.grad[i] += g[i] * (cdf + v * pdf);
+        }
+        break;
+      case TensorOp::exp:
+        for (size_t i = 0; i < count; i++) x.grad[i] += g[i] * n.data[i];
+        break;
+      case TensorOp::log:
+        for (size_t i = 0; i < count; i++) x.grad[i] += g[i] / x.data[i];
+        break;
+      case TensorOp::embedding:
+        for (int32_t i = 0; i < n.index.size; i++)
+          axpy(x.grad + size_t(n.index.data[i]) * n.cols, T(1), g + size_t(i) * n.cols, n.cols);
+        break;
+      case TensorOp::sum:
+      case TensorOp::mean: {
+        const size_t xn = numel(x);
+        const T d = n.op == TensorOp::mean ? g[0] / T(xn) : g[0];
+        for (size_t i = 0; i < xn; i++) x.grad[i] += d;
+        break;
+      }
+      case TensorOp::layernorm: {
+        // dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = g * gamma.
+        Node &gamma = nodes_[n.in[1]], &beta = nodes_[n.in[2]];
+        const int32_t N = n.rows, C = n.cols;
+        for (int32_t r = 0; r < N; r++) {
+          const T m = n.aux[r], rstd = n.aux[N + r];
+          const T *xr = x.data + size_t(r) * C, *gr = g + size_t(r) * C;
+          T mean_dnorm = 0, mean_dnorm_norm = 0;
+          for (int32_t c = 0; c < C; c++) {
+            const T norm = (xr[c] - m) * rstd, dnorm = gr[c] * gamma.data[c];
+            mean_dnorm += dnorm, mean_dnorm_norm += dnorm * norm;
+            if (gamma.grad) gamma.grad[c] += gr[c] * norm;
+            if (beta.grad) beta.grad[c] += gr[c];
+          }
+          mean_dnorm /= C, mean_dnorm_norm /= C;
+          if (x.grad)
+            for (int32_t c = 0; c < C; c++) {
+              const T norm = (xr[c] - m) * rstd;
+              x.grad[size_t(r) * C + c] +=
+                  rstd * (gr[c] * gamma.data[c] - mean_dnorm - norm * mean_dnorm_norm);
+            }
+        }
+        break;
+      }
+      case TensorOp::softmax:  // dx = y * (dy - sum(dy * y)) per row
+        for (int32_t r = 0; r < n.rows; r++) {
+          const T *y = n.data + size_t(r) * n.cols, *gr = g + size_t(r) * n.cols;
+          T dot = 0;
+          for (int32_t c = 0; c < n.cols; c++) dot += gr[c] * y[c];
+          for (int32_t c = 0; c < n.cols; c++) x.grad[size_t(r) * n.cols + c] += y[c] * (gr[c] - dot);
+        }
+        break;
+      case TensorOp::attention: attention_backward(n, x); break;
+      case TensorOp::cross_entropy: {  // dlogits = (softmax - onehot(target)) / N
+        const int32_t N = x.rows, V = x.cols;
+        const T d = g[0] / T(N);
+        for (int32_t r = 0; r < N; r++) {
+          const T* p = n.aux + size_t(r) * V;
+          T* gx = x.grad + size_t(r) * V;
+          for (int32_t c = 0; c < V; c++) gx[c] += d * p[c];
+          gx[n.index.data[r]] -= d;
+        }
+        break;
+      }
+      case TensorOp::count: fail("backward", "bad op");
+    }
+  }
+
+  // Softmax attention's chain rule, position by position (as in llm.c's attention_backward):
+  // dv_s += p_ts dout_t; dp_ts = dout_t . v_s; dpre_ts = p_ts (dp_ts - sum_r p_tr dp_tr);
+  // dq_t += scale sum_s dpre_ts k_s; dk_s += scale dpre_ts q_t.
+  void attention_backward(Node& n, Node& qkv) {
+    if (!qkv.grad) return;
+    const int32_t B = n.arg[0], T_ = n.arg[1], H = n.arg[2], C = n.cols, C3 = 3 * C;
+    const int32_t hs = C / H;
+    const T scale = T(1) / std::sqrt(T(hs));
+    std::vector<T>& dp = scratch_;
+    dp.resize(T_);
+    for (int32_t b = 0; b < B; b++)
+      for (int32_t h = 0; h < H; h++)
+        for (int32_t t = 0; t < T_; t++) {
+          const T* p = n.aux + ((size_t(b) * H + h) * T_ + t) * T_;
+          const T* dout = n.grad + size_t(b * T_ + t) * C + h * hs;
+          const size_t qo = size_t(b * T_ + t) * C3 + h * hs;
+          T weighted = 0;
+          for (int32_t s = 0; s <= t; s++) {
+            const size_t vo = size_t(b * T_ + s) * C3 + 2 * C + h * hs;
+            T d = 0;
+            for (int32_t i = 0; i < hs; i++) {
+              d += dout[i] * qkv.data[vo + i];
+              qkv.grad[vo + i] += p[s] * dout[i];
+            }
+            dp[s] = d;
+            weighted += p[s] * d;
+          }
+          for (int32_t s = 0; s <= t; s++) {
+            const T dpre = p[s] * (dp[s] - weighted) * scale;
+            const size_t ko = size_t(b * T_ + s) * C3 + C + h * hs;
+            for (int32_t i = 0; i < hs; i++) {
+              qkv.grad[qo + i] += dpre * qkv.data[ko + i];
+              qkv.grad[ko + i] += dpre * qkv.data[qo + i];
+            }
+          }
+        }
+  }
+
+  static void axpy(T* y, T a, const T* x, int32_t n) {
+#pragma omp simd
+    for (int32_t i = 0; i < n; i++) y[i] += a * x[i];
+  }
+
+  std::vector<Node> nodes_;  // parameters first ([0, num_params_)), then the current step's ops
+  uint32_t num_params_ = 0;
+  Arena<T> params_, step_;
+  std::vector<T*> adam_m_, adam_v_;
+  std::vector<T> scratch_;  // attention backward's (T) row; sized once
+  int64_t adam_t_ = 0;
+};
+
+}  // namespace bp
