@@ -1,6 +1,12 @@
-// baselines/libtorch_backend.h: libtorch 1.13 eager as a ScalarBackend (workloads/backend.h).
+// baselines/libtorch_backend.h: libtorch 1.13 eager as a ScalarBackend and a TensorBackend
+// (workloads/backend.h).
 //
-// Used the way its C++ docs recommend for scalars: each value is a 0-dim double tensor, parameters
+// Tensors: ATen's functional ops, which torch::nn modules call underneath (linear is one addmm,
+// layer_norm and cross_entropy are the fused kernels), attention written as nanoGPT writes it
+// (split, view, transpose, matmul, causal masked_fill, softmax, matmul), and torch::optim's SGD
+// and AdamW with optimizer.zero_grad() each step, as in the C++ frontend's examples.
+//
+// Scalars, the way its C++ docs recommend: each value is a 0-dim double tensor, parameters
 // have requires_grad, `backward()` on the root, gradients read with `.grad().item<double>()`, and
 // reset between steps by setting each parameter's gradient to undefined (set_to_none, the cheaper
 // of the two ways PyTorch documents for zero_grad). Thread counts are fixed by the harness
@@ -9,8 +15,14 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <map>
+#include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
+
+#include "workloads/backend.h"
 
 namespace bp {
 
@@ -38,6 +50,68 @@ struct LibtorchBackend {
   }
   void reset() {
     for (auto& p : params) p.mutable_grad().reset();
+  }
+
+  // ---- tensors, float32 ----
+  using Tensor = torch::Tensor;
+  using Indices = torch::Tensor;  // int64, as embedding and cross_entropy take them
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::map<int32_t, torch::Tensor> causal_masks;  // per context length: true above the diagonal
+
+  // A (1, n) parameter becomes a 1-D tensor of n, the shape torch gives biases and norm scales.
+  static torch::Tensor from(int32_t rows, int32_t cols, std::span<const float> v) {
+    auto shape = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{rows, cols};
+    return torch::from_blob(const_cast<float*>(v.data()), shape, torch::kFloat32).clone();
+  }
+  Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
+    params.push_back(from(rows, cols, v).requires_grad_(true));
+    return params.back();
+  }
+  Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
+    return torch::from_blob(const_cast<float*>(v.data()), {rows, cols}, torch::kFloat32).clone();
+  }
+  Indices indices(std::span<const int32_t> ids) {
+    return torch::from_blob(const_cast<int32_t*>(ids.data()), {int64_t(ids.size())}, torch::kInt32)
+        .to(torch::kInt64);
+  }
+  Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return torch::linear(x, w, b); }
+  Tensor linear(const Tensor& x, const Tensor& w) { return torch::linear(x, w); }
+  Tensor embedding(const Tensor& table, const Indices& idx) { return torch::embedding(table, idx); }
+  Tensor view(const Tensor& x, int32_t rows, int32_t cols) { return x.view({rows, cols}); }
+  Tensor add(const Tensor& x, const Tensor& y) { return x + y; }
+  Tensor layernorm(const Tensor& x, const Tensor& g, const Tensor& b) {
+    return torch::layer_norm(x, {x.size(-1)}, g, b, 1e-5);
+  }
+  Tensor attention(const Tensor& qkv, int32_t B, int32_t T, int32_t H) {
+    const int64_t C = qkv.size(1) / 3, hs = C / H;
+    auto parts = qkv.view({B, T, 3 * C}).split(C, 2);
+    auto q = parts[0].view({B, T, H, hs}).transpose(1, 2);  // (B, H, T, hs)
+    auto k = parts[1].view({B, T, H, hs}).transpose(1, 2);
+    auto v = parts[2].view({B, T, H, hs}).transpose(1, 2);
+    auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hs)));  // (B,H,T,T)
+    auto& mask = causal_masks[T];
+    if (!mask.defined()) mask = torch::ones({T, T}, torch::kBool).triu(1);
+    att = torch::softmax(att.masked_fill(mask, -INFINITY), -1);
+    return torch::matmul(att, v).transpose(1, 2).contiguous().view({B * T, C});
+  }
+  Tensor cross_entropy(const Tensor& logits, const Indices& targets) {
+    return torch::nn::functional::cross_entropy(logits, targets);
+  }
+  void use_adamw(const AdamW& c) {
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps)
+                    .weight_decay(c.weight_decay));
+  }
+  void use_sgd(double lr) {
+    optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
+  }
+  void zero_grad() { optimizer->zero_grad(); }
+  void optimizer_step() { optimizer->step(); }
+  void end_step() {}
+  double loss_value(const Tensor& loss) const { return loss.item<double>(); }
+  void read_grad(const Tensor& p, std::span<float> out) const {
+    auto g = p.grad().contiguous();
+    std::copy(g.data_ptr<float>(), g.data_ptr<float>() + out.size(), out.begin());
   }
 };
 

@@ -148,7 +148,16 @@ class TensorGraph {
     num_params_++;
     return Tensor{uint32_t(nodes_.size() - 1)};
   }
-  // A constant (rows, cols) input of this step; no gradient.
+  // A constant that lives as long as the parameters (a dataset prepared at setup); no gradient.
+  Tensor constant(int32_t rows, int32_t cols, std::span<const T> values) {
+    if (nodes_.size() != num_params_) fail("constant", "create constants before the first op");
+    if (values.size() != size_t(rows) * cols) fail("constant", "wrong number of values");
+    Node& n = push(TensorOp::leaf, rows, cols, params_, false);
+    std::copy(values.begin(), values.end(), n.data);
+    num_params_++;
+    return Tensor{uint32_t(nodes_.size() - 1)};
+  }
+  // A constant (rows, cols) input of this step only; no gradient.
   Tensor input(int32_t rows, int32_t cols, std::span<const T> values) {
     if (values.size() != size_t(rows) * cols) fail("input", "wrong number of values");
     Node& n = push(TensorOp::leaf, rows, cols, step_, false);
@@ -303,13 +312,15 @@ class TensorGraph {
     for (uint32_t i = root.id + 1; i-- > num_params_;) backward_node(nodes_[i]);
   }
 
+  // Parameters are the persistent nodes with a gradient (constants have none).
   void zero_grad() {
     for (uint32_t i = 0; i < num_params_; i++)
-      std::memset(nodes_[i].grad, 0, numel(nodes_[i]) * sizeof(T));
+      if (nodes_[i].grad) std::memset(nodes_[i].grad, 0, numel(nodes_[i]) * sizeof(T));
   }
   void sgd_step(double lr) {
     for (uint32_t i = 0; i < num_params_; i++) {
       Node& p = nodes_[i];
+      if (!p.grad) continue;
       for (size_t j = 0, n = numel(p); j < n; j++) p.data[j] -= T(lr) * p.grad[j];
     }
   }
@@ -318,8 +329,9 @@ class TensorGraph {
   void adamw_step(const AdamWConfig& cfg) {
     if (adam_m_.empty())
       for (uint32_t i = 0; i < num_params_; i++) {
-        adam_m_.push_back(params_.alloc(numel(nodes_[i])));
-        adam_v_.push_back(params_.alloc(numel(nodes_[i])));
+        const bool trained = nodes_[i].grad != nullptr;
+        adam_m_.push_back(trained ? params_.alloc(numel(nodes_[i])) : nullptr);
+        adam_v_.push_back(trained ? params_.alloc(numel(nodes_[i])) : nullptr);
       }
     adam_t_++;
     const double c1 = 1 - std::pow(cfg.beta1, adam_t_), c2 = 1 - std::pow(cfg.beta2, adam_t_);
@@ -328,6 +340,7 @@ class TensorGraph {
     const T rc2 = T(1 / std::sqrt(c2));
     for (uint32_t i = 0; i < num_params_; i++) {
       Node& p = nodes_[i];
+      if (!p.grad) continue;
       T *m = adam_m_[i], *v = adam_v_[i];
       for (size_t j = 0, n = numel(p); j < n; j++) {
         const T g = p.grad[j];

@@ -10,6 +10,8 @@
 //   --workloads=a,b        only these workloads (default: all)
 //   --sizes=KEY=N,N,...    replace the default sizes of every workload sized by KEY
 //   --threads=N            intra-op threads, for backends that have them (default 1)
+//   --data=FILE            the character corpus of the model workloads (default
+//                          /usr/share/dict/words); read only if a selected workload needs it
 //   --check_out=FILE       run the correctness check instead of the benchmarks
 // Bad flags print one line (what is wrong, what is valid) and exit 2.
 //
@@ -39,6 +41,7 @@
 
 #include "harness/names.h"
 #include "harness/proc.h"
+#include "workloads/data.h"
 #include "workloads/registry.h"
 
 namespace bp {
@@ -59,6 +62,7 @@ struct BackendInfo {
 // One workload at one size on one backend: a benchmark and a check.
 struct Instance {
   std::string name, instance;
+  size_t corpus_bytes = 0;  // the corpus size it needs; 0 if it needs none
   std::function<void(benchmark::State&)> bench;
   std::function<std::string()> check;  // one JSON object
 };
@@ -122,6 +126,24 @@ inline bool maybe_inject_fault(const std::string& name, bool checking) {
   return kind == "wrong" && checking;
 }
 
+// The corpus the model workloads read, loaded once by backend_main before anything runs.
+inline Corpus& loaded_corpus() {
+  static Corpus corpus;
+  return corpus;
+}
+
+template <class W>
+constexpr bool is_model = ModelWorkload<W>;
+
+// A workload's Run on backend B: scalar workloads take (backend, size), models also the corpus.
+template <class W, class B>
+auto make_run(B& backend, int64_t size) {
+  if constexpr (is_model<W>)
+    return typename W::template Run<B>(backend, size, loaded_corpus());
+  else
+    return typename W::template Run<B>(backend, size);
+}
+
 // The timed loop: one workload step per iteration, setup outside it. Peak RSS is reset before the
 // setup so that the counter covers everything this benchmark holds.
 template <class W, class B>
@@ -130,52 +152,73 @@ void run_benchmark(benchmark::State& state, const std::string& name, int64_t siz
   proc_reset_peak_rss();
   try {
     B backend;
-    typename W::template Run<B> run(backend, size);
-    std::array<double, W::num_grads + 1> grads{};  // +1: std::array of 0 is awkward for DoNotOptimize
+    auto run = make_run<W, B>(backend, size);
     double out = 0;
-    for (auto _ : state) {
-      out = run.step(backend, std::span<double>(grads.data(), W::num_grads));
-      benchmark::DoNotOptimize(out);
-      benchmark::DoNotOptimize(grads);
+    if constexpr (is_model<W>) {
+      for (auto _ : state) {
+        out = run.step(backend);
+        benchmark::DoNotOptimize(out);
+      }
+    } else {
+      std::array<double, W::num_grads + 1> grads{};  // +1: no zero-length array to DoNotOptimize
+      for (auto _ : state) {
+        out = run.step(backend, std::span<double>(grads.data(), W::num_grads));
+        benchmark::DoNotOptimize(out);
+        benchmark::DoNotOptimize(grads);
+      }
     }
     state.counters["peak_rss_bytes"] = double(proc_peak_rss_bytes());
     if constexpr (requires { backend.arena_bytes(); })
       state.counters["arena_bytes"] = double(backend.arena_bytes());
-    if (!W::size_key.empty()) state.SetItemsProcessed(state.iterations() * size);
+    if (!W::size_key.empty() && !is_model<W>) state.SetItemsProcessed(state.iterations() * size);
   } catch (const std::exception& e) {
     state.SkipWithError(fmt::format("failed: {}", e.what()).c_str());
   }
 }
 
-// The correctness record of one instance: two steps in a row, so that reset() is checked too.
+// The correctness record of one instance. Scalar workloads: the value and gradients of a second
+// step (the first must give the same numbers, which checks reset). Models: the step-0 loss, each
+// parameter's gradient norm, and the losses of the next training steps (TrainingRun).
 template <class W, class B>
 std::string check_instance(const std::string& name, const std::string& instance, int64_t size) {
   const bool inject_wrong = maybe_inject_fault(name, true);
   std::string head = fmt::format(R"({{"name": "{}", "instance": "{}", )", name, instance);
   try {
     B backend;
-    typename W::template Run<B> run(backend, size);
-    std::vector<double> first(W::num_grads), second(W::num_grads);
-    const double v1 = run.step(backend, first);
-    const double v2 = run.step(backend, second) + (inject_wrong ? 1.0 : 0.0);
-    double repeat_diff = std::fabs(v1 - v2 + (inject_wrong ? 1.0 : 0.0));
-    for (int i = 0; i < W::num_grads; i++)
-      repeat_diff = std::max(repeat_diff, std::fabs(first[i] - second[i]));
-    std::string grads;
-    for (int i = 0; i < W::num_grads; i++)
-      grads += (i ? ", " : "") + json_number(second[i]);
-    std::string known = "null";
-    if constexpr (W::known != nullptr) {
-      double diff = std::fabs(v2 - W::known->value);
-      for (int i = 0; i < W::known->num_grads; i++)
-        diff = std::max(diff, std::fabs(second[i] - W::known->grads[i]));
-      known = fmt::format(R"({{"max_diff": {}, "tolerance": {}}})", json_number(diff),
-                          W::known->tolerance);
+    auto run = make_run<W, B>(backend, size);
+    if constexpr (is_model<W>) {
+      std::vector<double> v = run.check_values(backend, W::check_steps);
+      v[0] += inject_wrong ? 1.0 : 0.0;
+      std::string rest;
+      for (size_t i = 1; i < v.size(); i++) rest += (i > 1 ? ", " : "") + json_number(v[i]);
+      return head + fmt::format(
+                        R"("status": "ok", "value": {}, "grads": [{}], "repeat_max_diff": 0, )"
+                        R"("known_answer": null, "tolerance": {{"rel": {}, "floor": 1e-12}}}})",
+                        json_number(v[0]), rest, W::check_tolerance);
+    } else {
+      std::vector<double> first(W::num_grads), second(W::num_grads);
+      const double v1 = run.step(backend, first);
+      const double v2 = run.step(backend, second) + (inject_wrong ? 1.0 : 0.0);
+      double repeat_diff = std::fabs(v1 - v2 + (inject_wrong ? 1.0 : 0.0));
+      for (int i = 0; i < W::num_grads; i++)
+        repeat_diff = std::max(repeat_diff, std::fabs(first[i] - second[i]));
+      std::string grads;
+      for (int i = 0; i < W::num_grads; i++)
+        grads += (i ? ", " : "") + json_number(second[i]);
+      std::string known = "null";
+      if constexpr (W::known != nullptr) {
+        double diff = std::fabs(v2 - W::known->value);
+        for (int i = 0; i < W::known->num_grads; i++)
+          diff = std::max(diff, std::fabs(second[i] - W::known->grads[i]));
+        known = fmt::format(R"({{"max_diff": {}, "tolerance": {}}})", json_number(diff),
+                            W::known->tolerance);
+      }
+      return head + fmt::format(
+                        R"("status": "ok", "value": {}, "grads": [{}], "repeat_max_diff": {}, )"
+                        R"("known_answer": {}, "tolerance": {{"rel": {}, "floor": 1}}}})",
+                        json_number(v2), grads, json_number(repeat_diff), known,
+                        W::check_tolerance);
     }
-    return head + fmt::format(
-                      R"("status": "ok", "value": {}, "grads": [{}], "repeat_max_diff": {}, )"
-                      R"("known_answer": {}}})",
-                      json_number(v2), grads, json_number(repeat_diff), known);
   } catch (const std::exception& e) {
     return head + fmt::format(R"("status": "failed", "message": "{}"}})", json_escape(e.what()));
   }
@@ -193,7 +236,7 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 struct BackendFlags {
-  std::string check_out, filter, sizes_key;
+  std::string check_out, filter, sizes_key, data = "/usr/share/dict/words";
   std::vector<int64_t> sizes;
   std::vector<std::string> workloads;
   int threads = 1;
@@ -236,6 +279,8 @@ inline BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInf
       flags.sizes_key = spec.substr(0, eq);
       for (const std::string& n : split(spec.substr(eq + 1), ','))
         flags.sizes.push_back(to_int(n, "--sizes"));
+    } else if (const char* v = value_of(arg, "--data=")) {
+      flags.data = v;
     } else if (const char* v = value_of(arg, "--threads=")) {
       flags.threads = int(to_int(v, "--threads"));
       if (flags.threads < 1 || flags.threads > info.max_threads)
@@ -266,6 +311,11 @@ inline BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInf
     }, Workloads{});
     if (!found) {
       std::erase(size_keys, std::string());
+      std::vector<std::string> unique_keys;
+      for (const std::string& k : size_keys)
+        if (std::find(unique_keys.begin(), unique_keys.end(), k) == unique_keys.end())
+          unique_keys.push_back(k);
+      size_keys = unique_keys;
       backend_usage_error(fmt::format("--sizes: no workload is sized by '{}'; size keys: {}",
                                       flags.sizes_key, fmt::join(size_keys, ", ")));
     }
@@ -290,6 +340,8 @@ std::vector<Instance> make_instances(const BackendFlags& flags) {
       if (!W::size_key.empty()) keys.push_back({std::string(W::size_key), std::to_string(size)});
       keys.push_back({"threads", threads});
       Instance inst;
+      if constexpr (is_model<W>)
+        if (W::needs_corpus) inst.corpus_bytes = size_t(W::context) + 1;
       inst.name = bench_name(W::phase, W::name, B::name, keys);
       inst.instance = parse_bench_name(inst.name)->instance();
       if constexpr (requires { typename W::template Run<B>; }) {
@@ -333,8 +385,21 @@ int backend_main(int argc, char** argv, const BackendInfo& info) {
   context.insert(context.end(), info.context.begin(), info.context.end());
 
   std::vector<Instance> instances = make_instances<B>(flags);
+  NameFilter filter(flags.filter);
+  size_t corpus_bytes = 0;
+  for (const Instance& inst : instances)
+    if (filter.matches(inst.name)) corpus_bytes = std::max(corpus_bytes, inst.corpus_bytes);
+  if (corpus_bytes > 0) {
+    try {
+      loaded_corpus() = load_corpus(flags.data, corpus_bytes);
+    } catch (const std::exception& e) {
+      backend_usage_error(e.what());
+    }
+    context.push_back({"data", fmt::format("{} ({} bytes, vocabulary {})", flags.data,
+                                           loaded_corpus().tokens.size(),
+                                           loaded_corpus().vocab_size)});
+  }
   if (!flags.check_out.empty()) {
-    NameFilter filter(flags.filter);
     FILE* out = std::fopen(flags.check_out.c_str(), "w");
     if (!out) backend_usage_error(fmt::format("--check_out={}: cannot write", flags.check_out));
     fmt::print(out, "{{\n  \"context\": {{");

@@ -6,10 +6,12 @@
 
 #include <tuple>
 
+#include "workloads/models.h"
 #include "workloads/scalar.h"
 
 namespace bp {
 
-using Workloads = std::tuple<EmptyStep, TinyGraph, SmallGraph, ScalarChain>;
+using Workloads = std::tuple<EmptyStep, TinyGraph, SmallGraph, ScalarChain, CharMlp, MiniGpt,
+                             MiniGptWide, MlpWidth>;
 
 }  // namespace bp

@@ -25,6 +25,8 @@ struct ScalarWorkloadDefaults {
   static constexpr std::array<int64_t, 1> default_sizes = {0};
   static constexpr int64_t min_size = 0, max_size = 0;
   static constexpr const KnownAnswer* known = nullptr;
+  // Across backends, both in double: relative to max(1, |reference|); see harness/run.cc.
+  static constexpr double check_tolerance = 1e-9;
 };
 
 // The floor: a step that does nothing, so each backend's fixed cost in time and memory is shown

@@ -1,0 +1,91 @@
+// workloads/data.h: the numbers every backend receives: a portable generator, weight init, and
+// batches cut from a character corpus.
+//
+// Same numbers in: weights and batches are produced here as plain floats and int32 ids, then
+// copied into each backend, so the check can compare losses and gradients. splitmix64 (Steele,
+// Lea, Flood 2014) is a few lines in any language, so a Python backend can reproduce it exactly.
+// The corpus is read as bytes; the vocabulary is the set of byte values present, in byte order.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bp {
+
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  int64_t below(int64_t n) { return int64_t(uniform() * double(n)); }
+};
+
+// n floats uniform in [-bound, bound): PyTorch's default init for nn.Linear uses
+// bound = 1/sqrt(fan_in) (Kaiming-uniform with a=sqrt(5) reduces to it).
+inline std::vector<float> uniform_init(SplitMix64& rng, size_t n, double bound) {
+  std::vector<float> v(n);
+  for (float& x : v) x = float((2 * rng.uniform() - 1) * bound);
+  return v;
+}
+inline std::vector<float> constant_init(size_t n, float value) { return std::vector<float>(n, value); }
+
+struct Corpus {
+  std::string path;
+  std::vector<int32_t> tokens;  // the file's bytes mapped to 0..vocab_size-1
+  int32_t vocab_size = 0;
+};
+
+// Reads `path` as bytes. Throws std::runtime_error with a message for the user if the file cannot
+// be read or has fewer than `min_bytes` bytes.
+inline Corpus load_corpus(const std::string& path, size_t min_bytes) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("--data=" + path + ": cannot open it");
+  std::vector<unsigned char> bytes;
+  unsigned char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.insert(bytes.end(), buf, buf + n);
+  std::fclose(f);
+  if (bytes.empty()) throw std::runtime_error("--data=" + path + ": the file is empty");
+  if (bytes.size() < min_bytes)
+    throw std::runtime_error("--data=" + path + ": has " + std::to_string(bytes.size()) +
+                             " bytes; the selected workloads need at least " +
+                             std::to_string(min_bytes) + " (context length + 1)");
+  Corpus c;
+  c.path = path;
+  int32_t id_of[256];
+  bool present[256] = {};
+  for (unsigned char b : bytes) present[b] = true;
+  for (int b = 0; b < 256; b++) id_of[b] = present[b] ? c.vocab_size++ : -1;
+  c.tokens.reserve(bytes.size());
+  for (unsigned char b : bytes) c.tokens.push_back(id_of[b]);
+  return c;
+}
+
+// One batch of `batch` windows of `context` tokens at random offsets, each predicting the token
+// after every position: ids (batch*context), targets (batch*context). A model that predicts only
+// the next token after the window (char_mlp) uses the last target of each window.
+struct TokenBatch {
+  std::vector<int32_t> ids, targets;
+};
+
+inline TokenBatch sample_batch(const Corpus& c, SplitMix64& rng, int32_t batch, int32_t context) {
+  TokenBatch b;
+  const int64_t windows = int64_t(c.tokens.size()) - context;  // load_corpus checked > 0
+  for (int32_t i = 0; i < batch; i++) {
+    const int64_t at = rng.below(windows);
+    for (int32_t t = 0; t < context; t++) {
+      b.ids.push_back(c.tokens[at + t]);
+      b.targets.push_back(c.tokens[at + t + 1]);
+    }
+  }
+  return b;
+}
+
+}  // namespace bp
