@@ -27,7 +27,10 @@
 #include <initializer_list>
 #include <iterator>
 #include <span>
+#include <type_traits>
 #include <vector>
+
+#include "engine/blas.h"
 
 namespace bp {
 
@@ -55,6 +58,12 @@ class Arena {
 
   // n zeroed elements, 64-byte aligned (whole cache lines, and vector loads never split).
   T* alloc(size_t n) {
+    T* p = alloc_uninitialized(n);
+    std::memset(p, 0, n * sizeof(T));
+    return p;
+  }
+  // Scratch that the caller overwrites entirely (transposed copies for matmul).
+  T* alloc_uninitialized(size_t n) {
     n = (n + kAlign - 1) / kAlign * kAlign;
     if (blocks_.empty() || blocks_.back().used + n > blocks_.back().capacity)
       add_block(std::max(n, capacity() ? capacity() : size_t(1) << 16));
@@ -62,7 +71,6 @@ class Arena {
     T* p = b.data + b.used;
     b.used += n;
     peak_ = std::max(peak_, used());
-    std::memset(p, 0, n * sizeof(T));
     return p;
   }
   void reset() {
@@ -185,7 +193,7 @@ class TensorGraph {
     if ((transpose_b ? cols(b) : rows(b)) != K) fail("matmul", "inner dimensions differ");
     Node& n = make(TensorOp::matmul, M, N, {a.id, b.id});
     n.arg[0] = transpose_b;
-    matmul_forward(n.data, data(a), data(b), M, K, N, transpose_b);
+    matmul_into(n.data, data(a), false, data(b), transpose_b, M, N, K);
     return last();
   }
 
@@ -448,35 +456,83 @@ class TensorGraph {
     for (int32_t i = 0; i < n; i++) out[i] *= inv;
   }
 
-  // out (M, N) = a (M, K) @ b (K, N), or @ b^T with b (N, K). Inner loops run over contiguous
-  // memory so the compiler vectorises them; for b^T, rows of b are taken in blocks that stay in
-  // L2 while every row of a passes over them.
-  static void matmul_forward(T* out, const T* a, const T* b, int32_t M, int32_t K, int32_t N,
-                             bool transpose_b) {
-    if (transpose_b) {
-      constexpr int32_t kBlock = 64;
-      for (int32_t n0 = 0; n0 < N; n0 += kBlock)
-        for (int32_t m = 0; m < M; m++) {
-          const T* ar = a + size_t(m) * K;
-          for (int32_t n = n0; n < std::min(N, n0 + kBlock); n++) {
-            const T* br = b + size_t(n) * K;
-            T s = 0;
-#pragma omp simd reduction(+ : s)
-            for (int32_t k = 0; k < K; k++) s += ar[k] * br[k];
-            out[size_t(m) * N + n] = s;
-          }
-        }
-    } else {
-      for (int32_t m = 0; m < M; m++) {
-        T* o = out + size_t(m) * N;
-        for (int32_t k = 0; k < K; k++) {
-          const T av = a[size_t(m) * K + k];
-          const T* br = b + size_t(k) * N;
-#pragma omp simd
-          for (int32_t n = 0; n < N; n++) o[n] += av * br[n];
-        }
+  // c (M, N) += op(a) op(b), op(a) (M, K), op(b) (K, N); trans_a means a is stored (K, M),
+  // trans_b that b is stored (N, K). Large float products go to OpenBLAS (engine/blas.h); the
+  // rest to gemm below, after transposing into arena scratch whichever side is cheaper.
+  void matmul_into(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
+                   int32_t K) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (double(M) * N * K >= kBlasMinMacs && blas_library().sgemm) {
+        blas_library().sgemm(kCblasRowMajor, trans_a ? kCblasTrans : kCblasNoTrans,
+                             trans_b ? kCblasTrans : kCblasNoTrans, M, N, K, 1.0f, a,
+                             trans_a ? M : K, b, trans_b ? K : N, 1.0f, c, N);
+        return;
       }
     }
+    const T* an = a;
+    if (trans_a) {
+      T* at = step_.alloc_uninitialized(size_t(M) * K);
+      transpose(at, a, K, M);
+      an = at;
+    }
+    if (!trans_b) {
+      gemm(c, an, b, M, K, N);
+    } else if (size_t(N) * K <= size_t(M) * (K + N)) {  // transpose b ...
+      T* bt = step_.alloc_uninitialized(size_t(K) * N);
+      transpose(bt, b, N, K);
+      gemm(c, an, bt, M, K, N);
+    } else {  // ... or a and the result: c^T (N, M) += b (N, K) @ a^T (K, M)
+      T* at = step_.alloc_uninitialized(size_t(K) * M);
+      T* c_t = step_.alloc_uninitialized(size_t(N) * M);
+      transpose(at, an, M, K);
+      transpose(c_t, c, M, N);
+      gemm(c_t, b, at, N, K, M);
+      transpose(c, c_t, N, M);
+    }
+  }
+
+  // c (M, N) += a (M, K) @ b (K, N), all row-major and contiguous. The output is computed in
+  // tiles of MR rows x NR columns held in registers across the whole k loop: per k, NR/16 vector
+  // loads of b, MR broadcasts of a, MR*NR/16 fused multiply-adds (AVX-512). Columns go by panels
+  // of NR so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
+  template <int MR, int NR>
+  static void gemm_tile(T* c, const T* a, const T* b, int32_t K, int32_t N, int32_t lda) {
+    T acc[MR][NR];
+    for (int i = 0; i < MR; i++)
+      for (int j = 0; j < NR; j++) acc[i][j] = c[size_t(i) * N + j];
+    for (int32_t k = 0; k < K; k++) {
+      const T* bk = b + size_t(k) * N;
+      for (int i = 0; i < MR; i++) {
+        const T av = a[size_t(i) * lda + k];
+#pragma omp simd
+        for (int j = 0; j < NR; j++) acc[i][j] += av * bk[j];
+      }
+    }
+    for (int i = 0; i < MR; i++)
+      for (int j = 0; j < NR; j++) c[size_t(i) * N + j] = acc[i][j];
+  }
+  template <int NR>
+  static void gemm_panel(T* c, const T* a, const T* b, int32_t M, int32_t K, int32_t N) {
+    int32_t m = 0;
+    for (; m + 4 <= M; m += 4) gemm_tile<4, NR>(c + size_t(m) * N, a + size_t(m) * K, b, K, N, K);
+    for (; m < M; m++) gemm_tile<1, NR>(c + size_t(m) * N, a + size_t(m) * K, b, K, N, K);
+  }
+  static void gemm(T* c, const T* a, const T* b, int32_t M, int32_t K, int32_t N) {
+    int32_t n = 0;
+    for (; n + 32 <= N; n += 32) gemm_panel<32>(c + n, a, b + n, M, K, N);
+    for (; n + 16 <= N; n += 16) gemm_panel<16>(c + n, a, b + n, M, K, N);
+    for (; n + 8 <= N; n += 8) gemm_panel<8>(c + n, a, b + n, M, K, N);
+    for (; n < N; n++) gemm_panel<1>(c + n, a, b + n, M, K, N);
+  }
+  // out (C, R) = in (R, C)^T, in blocks so that both sides are read and written a cache line at
+  // a time.
+  static void transpose(T* out, const T* in, int32_t R, int32_t C) {
+    constexpr int32_t kB = 16;
+    for (int32_t r0 = 0; r0 < R; r0 += kB)
+      for (int32_t c0 = 0; c0 < C; c0 += kB)
+        for (int32_t r = r0; r < std::min(R, r0 + kB); r++)
+          for (int32_t c = c0; c < std::min(C, c0 + kB); c++)
+            out[size_t(c) * R + r] = in[size_t(r) * C + c];
   }
 
   // The chain rule for one node: reads its gradient, adds into its operands' gradients.
@@ -492,30 +548,11 @@ class TensorGraph {
       case TensorOp::matmul: {
         Node& y = nodes_[n.in[1]];
         const int32_t M = n.rows, N = n.cols, K = x.cols;
-        if (n.arg[0]) {  // out = a b^T: da += g b, db += g^T a. Two passes, each keeping the row
-                         // it accumulates into in L1 while the other matrix streams past.
-          if (x.grad)
-            for (int32_t m = 0; m < M; m++)
-              for (int32_t j = 0; j < N; j++)
-                axpy(x.grad + size_t(m) * K, g[size_t(m) * N + j], y.data + size_t(j) * K, K);
-          if (y.grad)
-            for (int32_t j = 0; j < N; j++)
-              for (int32_t m = 0; m < M; m++)
-                axpy(y.grad + size_t(j) * K, g[size_t(m) * N + j], x.data + size_t(m) * K, K);
-        } else {  // out = a b: da += g b^T, db += a^T g
-          for (int32_t m = 0; m < M; m++) {
-            const T* gr = g + size_t(m) * N;
-            for (int32_t k = 0; k < K; k++) {
-              const T* br = y.data + size_t(k) * N;
-              if (x.grad) {
-                T s = 0;
-#pragma omp simd reduction(+ : s)
-                for (int32_t j = 0; j < N; j++) s += gr[j] * br[j];
-                x.grad[size_t(m) * K + k] += s;
-              }
-              if (y.grad) axpy(y.grad + size_t(k) * N, x.data[size_t(m) * K + k], gr, N);
-            }
-          }
+        const bool tb = n.arg[0];
+        if (x.grad) matmul_into(x.grad, g, false, y.data, !tb, M, K, N);  // da += g op(b)^T
+        if (y.grad) {
+          if (tb) matmul_into(y.grad, g, true, x.data, false, N, K, M);   // db += g^T a
+          else matmul_into(y.grad, x.data, true, g, false, K, N, M);      // db += a^T g
         }
         break;
       }

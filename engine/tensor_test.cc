@@ -49,6 +49,8 @@ std::vector<OpCase> cases() {
   return {
       {"matmul a b^T", {{3, 4, -1, 1}, {5, 4, -1, 1}},
        [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
+      {"matmul a b^T 2", {{2, 6, -1, 1}, {7, 6, -1, 1}},  // b the larger side: the other path
+       [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
       {"matmul a b", {{3, 4, -1, 1}, {4, 5, -1, 1}},
        [](G& g, auto& p) { return g.matmul(p[0], p[1], false); }},
       {"add", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},

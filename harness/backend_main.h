@@ -52,6 +52,10 @@ struct BackendInfo {
   int max_threads = 1;                                      // --threads accepts 1..max_threads
   std::function<void(int)> set_threads = [](int) {};        // called once, before any work
   std::vector<std::pair<std::string, std::string>> context;  // extra context (e.g. the BLAS)
+  // context known only after set_threads ran (what the libraries report back)
+  std::function<std::vector<std::pair<std::string, std::string>>()> late_context = [] {
+    return std::vector<std::pair<std::string, std::string>>{};
+  };
 };
 
 [[noreturn]] inline void backend_usage_error(const std::string& what) {
@@ -383,6 +387,7 @@ int backend_main(int argc, char** argv, const BackendInfo& info) {
       {"git_sha", sha ? sha : "unknown (not run by bench_run)"},
   };
   context.insert(context.end(), info.context.begin(), info.context.end());
+  for (auto& kv : info.late_context()) context.push_back(kv);
 
   std::vector<Instance> instances = make_instances<B>(flags);
   NameFilter filter(flags.filter);

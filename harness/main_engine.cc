@@ -9,6 +9,11 @@ static_assert(bp::ScalarBackend<bp::EngineBackend>);
 
 int main(int argc, char** argv) {
   bp::BackendInfo info;
-  info.version = "backprop-bench engine (this repository), double precision, single-threaded";
+  info.version = "backprop-bench engine (this repository): scalars in double, tensors in float32, "
+                 "single-threaded";
+  info.late_context = [] {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"matmul", bp::blas_policy()}};
+  };
   return bp::backend_main<bp::EngineBackend>(argc, argv, info);
 }

@@ -363,7 +363,12 @@ class Run {
     if (spec_of(backend).threaded) f.push_back(fmt::format("--threads={}", opt_.threads));
     return f;
   }
-  std::vector<std::string> child_env() const { return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_}; }
+  // OPENBLAS_NUM_THREADS too: any backend that loads OpenBLAS gets the run's thread count from
+  // its first instruction (bench_libtorch also sets it at run time, see main_libtorch.cc).
+  std::vector<std::string> child_env() const {
+    return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_,
+            "OPENBLAS_NUM_THREADS=" + std::to_string(opt_.threads)};
+  }
   std::string binary(const std::string& backend) const {
     return (opt_.bin_dir / spec_of(backend).binary).string();
   }
