@@ -50,7 +50,7 @@ struct EngineBackend {
     index_store.emplace_back(ids.begin(), ids.end());
     return IndexSpan{index_store.back().data(), int32_t(ids.size())};
   }
-  Tensor linear(Tensor x, Tensor w, Tensor b) { return graph.add(graph.matmul(x, w, true), b); }
+  Tensor linear(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b); }
   Tensor linear(Tensor x, Tensor w) { return graph.matmul(x, w, true); }
   Tensor embedding(Tensor table, Indices idx) { return graph.embedding(table, idx); }
   Tensor view(Tensor x, int32_t rows, int32_t cols) { return graph.view(x, rows, cols); }

@@ -30,18 +30,54 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/blas.h"
-
 namespace bp {
 
 enum class TensorOp : uint8_t {
-  leaf, view, matmul, add, mul, tanh, relu, gelu, exp, log, embedding, sum, mean, layernorm,
-  softmax, attention, cross_entropy, count
+  leaf, view, matmul, linear, add, mul, tanh, relu, gelu, exp, log, embedding, sum, mean,
+  layernorm, softmax, attention, cross_entropy, count
 };
 inline constexpr const char* tensor_op_names[] = {
-    "leaf", "view", "matmul", "add", "mul", "tanh", "relu", "gelu", "exp", "log", "embedding",
-    "sum", "mean", "layernorm", "softmax", "attention", "cross_entropy"};
+    "leaf", "view", "matmul", "linear", "add", "mul", "tanh", "relu", "gelu", "exp", "log",
+    "embedding", "sum", "mean", "layernorm", "softmax", "attention", "cross_entropy"};
 static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
+
+// exp and tanh that GCC vectorises (libm's are scalar calls): used for float; double keeps libm,
+// so the finite-difference tests (in double) check the derivative code against libm's values.
+// exp: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 split in a part exact in float and a
+// remainder), exp(r) by its Taylor series to r^7 (truncation < 6e-9 relative, under float's
+// epsilon), times 2^n built in the exponent bits.
+inline float exp_f32(float x) {
+  x = std::min(std::max(x, -87.3f), 88.3f);  // 2^n stays a normal float
+  const float n = std::floor(x * 1.44269504f + 0.5f);
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  const float p =
+      1 + r * (1 + r * (0.5f + r * (1 / 6.f + r * (1 / 24.f + r * (1 / 120.f + r * (1 / 720.f +
+                                                                                  r / 5040.f))))));
+  const int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+// tanh(x) = 1 - 2 / (exp(2x) + 1), odd; near 0 that subtraction cancels, so |x| < 1/16 uses the
+// series x - x^3/3 + 2x^5/15 - 17x^7/315 (next term < 1e-11 relative there).
+inline float tanh_f32(float x) {
+  const float ax = std::fabs(x);
+  const float big = 1 - 2 / (exp_f32(2 * ax) + 1);
+  const float x2 = x * x;
+  const float small = ax * (1 + x2 * (-1 / 3.f + x2 * (2 / 15.f + x2 * (-17 / 315.f))));
+  const float t = ax < 0.0625f ? small : big;
+  return x < 0 ? -t : t;
+}
+template <class T>
+inline T exp_t(T x) {
+  if constexpr (std::is_same_v<T, float>) return exp_f32(x);
+  else return std::exp(x);
+}
+template <class T>
+inline T tanh_t(T x) {
+  if constexpr (std::is_same_v<T, float>) return tanh_f32(x);
+  else return std::tanh(x);
+}
 
 // A bump allocator over blocks that never move, so pointers into it stay valid while a step
 // grows it. reset() frees everything at once and, if the step needed several blocks, replaces
@@ -197,6 +233,18 @@ class TensorGraph {
     return last();
   }
 
+  // x (N, C) @ w^T + b, w (OC, C), b (1, OC): torch.nn.Linear, fused. matmul then add would
+  // store the product, its gradient and a second pass over both; here the output starts as the
+  // bias rows and the gemm accumulates onto them (measured on mini_gpt: README, "Kernels").
+  Tensor linear(Tensor x, Tensor w, Tensor b) {
+    const int32_t N = rows(x), C = cols(x), OC = rows(w);
+    if (cols(w) != C || rows(b) != 1 || cols(b) != OC) fail("linear", "shapes x (N, C), w (OC, C), b (1, OC)");
+    Node& n = make(TensorOp::linear, N, OC, {x.id, w.id, b.id});
+    for (int32_t r = 0; r < N; r++) std::memcpy(n.data + size_t(r) * OC, data(b), OC * sizeof(T));
+    matmul_into(n.data, data(x), false, data(w), true, N, OC, C);
+    return last();
+  }
+
   // x + y, where y has x's shape or is one row (cols) added to every row of x (a bias).
   Tensor add(Tensor x, Tensor y) { return binary(TensorOp::add, x, y); }
   // x * y elementwise, with the same broadcasting as add.
@@ -280,7 +328,7 @@ class TensorGraph {
             maxv = std::max(maxv, p[s]);
           }
           T total = 0;
-          for (int32_t s = 0; s <= t; s++) total += (p[s] = std::exp(p[s] - maxv));
+          for (int32_t s = 0; s <= t; s++) total += (p[s] = exp_t(p[s] - maxv));
           T* out = n.data + size_t(b * T_ + t) * C + h * hs;
           for (int32_t s = 0; s <= t; s++) {
             p[s] /= total;
@@ -350,7 +398,8 @@ class TensorGraph {
       Node& p = nodes_[i];
       if (!p.grad) continue;
       T *m = adam_m_[i], *v = adam_v_[i];
-      for (size_t j = 0, n = numel(p); j < n; j++) {
+#pragma omp simd
+      for (size_t j = 0; j < numel(p); j++) {
         const T g = p.grad[j];
         m[j] = b1 * m[j] + (1 - b1) * g;
         v[j] = b2 * v[j] + (1 - b2) * g * g;
@@ -424,17 +473,28 @@ class TensorGraph {
   Tensor unary(TensorOp op, Tensor x) {
     Node& n = make(op, rows(x), cols(x), {x.id});
     const T* a = data(x);
+    T* out = n.data;
     const size_t count = numel(n);
-    for (size_t i = 0; i < count; i++) {
-      const T v = a[i];
-      switch (op) {
-        case TensorOp::tanh: n.data[i] = std::tanh(v); break;
-        case TensorOp::relu: n.data[i] = v > 0 ? v : T(0); break;
-        case TensorOp::gelu: n.data[i] = T(0.5) * v * (1 + std::erf(v * T(M_SQRT1_2))); break;
-        case TensorOp::exp: n.data[i] = std::exp(v); break;
-        case TensorOp::log: n.data[i] = std::log(v); break;
-        default: fail("unary", "not a unary op");
-      }
+    switch (op) {  // outside the loops, so that each loop vectorises
+      case TensorOp::tanh:
+#pragma omp simd
+        for (size_t i = 0; i < count; i++) out[i] = tanh_t(a[i]);
+        break;
+      case TensorOp::relu:
+#pragma omp simd
+        for (size_t i = 0; i < count; i++) out[i] = a[i] > 0 ? a[i] : T(0);
+        break;
+      case TensorOp::gelu:
+        for (size_t i = 0; i < count; i++) out[i] = T(0.5) * a[i] * (1 + std::erf(a[i] * T(M_SQRT1_2)));
+        break;
+      case TensorOp::exp:
+#pragma omp simd
+        for (size_t i = 0; i < count; i++) out[i] = exp_t(a[i]);
+        break;
+      case TensorOp::log:
+        for (size_t i = 0; i < count; i++) out[i] = std::log(a[i]);
+        break;
+      default: fail("unary", "not a unary op");
     }
     return last();
   }
@@ -451,59 +511,53 @@ class TensorGraph {
   static void softmax_row(T* out, const T* in, int32_t n) {
     T maxv = in[0], total = 0;
     for (int32_t i = 1; i < n; i++) maxv = std::max(maxv, in[i]);
-    for (int32_t i = 0; i < n; i++) total += (out[i] = std::exp(in[i] - maxv));
+#pragma omp simd reduction(+ : total)
+    for (int32_t i = 0; i < n; i++) total += (out[i] = exp_t(in[i] - maxv));
     const T inv = T(1) / total;
     for (int32_t i = 0; i < n; i++) out[i] *= inv;
   }
 
   // c (M, N) += op(a) op(b), op(a) (M, K), op(b) (K, N); trans_a means a is stored (K, M),
-  // trans_b that b is stored (N, K). Large float products go to OpenBLAS (engine/blas.h); the
-  // rest to gemm below, after transposing into arena scratch whichever side is cheaper.
+  // trans_b that b is stored (N, K). Everything goes to gemm below. (OpenBLAS's sgemm was tried
+  // for large products and lost on every workload here: README, "Kernels".)
   void matmul_into(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
                    int32_t K) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (double(M) * N * K >= kBlasMinMacs && blas_library().sgemm) {
-        blas_library().sgemm(kCblasRowMajor, trans_a ? kCblasTrans : kCblasNoTrans,
-                             trans_b ? kCblasTrans : kCblasNoTrans, M, N, K, 1.0f, a,
-                             trans_a ? M : K, b, trans_b ? K : N, 1.0f, c, N);
-        return;
-      }
-    }
-    const T* an = a;
-    if (trans_a) {
-      T* at = step_.alloc_uninitialized(size_t(M) * K);
-      transpose(at, a, K, M);
-      an = at;
-    }
+    // op(a)(i, k) is a[i * rs + k * cs]: a transposed a is only other strides, never a copy.
+    const int32_t rs = trans_a ? 1 : K, cs = trans_a ? M : 1;
     if (!trans_b) {
-      gemm(c, an, b, M, K, N);
-    } else if (size_t(N) * K <= size_t(M) * (K + N)) {  // transpose b ...
+      gemm(c, a, rs, cs, b, M, K, N);
+    } else if (size_t(N) * K <= size_t(M) * (K + N)) {  // copy b transposed ...
       T* bt = step_.alloc_uninitialized(size_t(K) * N);
       transpose(bt, b, N, K);
-      gemm(c, an, bt, M, K, N);
-    } else {  // ... or a and the result: c^T (N, M) += b (N, K) @ a^T (K, M)
-      T* at = step_.alloc_uninitialized(size_t(K) * M);
+      gemm(c, a, rs, cs, bt, M, K, N);
+    } else {  // ... or work on c^T (N, M) += b (N, K) @ op(a)^T (K, M), the smaller copies
+      const T* a_t = a;  // op(a)^T, row-major (K, M)
+      if (!trans_a) {
+        T* at = step_.alloc_uninitialized(size_t(K) * M);
+        transpose(at, a, M, K);
+        a_t = at;
+      }
       T* c_t = step_.alloc_uninitialized(size_t(N) * M);
-      transpose(at, an, M, K);
       transpose(c_t, c, M, N);
-      gemm(c_t, b, at, N, K, M);
+      gemm(c_t, b, K, 1, a_t, N, K, M);
       transpose(c, c_t, N, M);
     }
   }
 
-  // c (M, N) += a (M, K) @ b (K, N), all row-major and contiguous. The output is computed in
+  // c (M, N) += a (M, K) @ b (K, N), b and c row-major and contiguous. The output is computed in
   // tiles of MR rows x NR columns held in registers across the whole k loop: per k, NR/16 vector
   // loads of b, MR broadcasts of a, MR*NR/16 fused multiply-adds (AVX-512). Columns go by panels
   // of NR so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
   template <int MR, int NR>
-  static void gemm_tile(T* c, const T* a, const T* b, int32_t K, int32_t N, int32_t lda) {
+  static void gemm_tile(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t K,
+                        int32_t N) {
     T acc[MR][NR];
     for (int i = 0; i < MR; i++)
       for (int j = 0; j < NR; j++) acc[i][j] = c[size_t(i) * N + j];
     for (int32_t k = 0; k < K; k++) {
       const T* bk = b + size_t(k) * N;
       for (int i = 0; i < MR; i++) {
-        const T av = a[size_t(i) * lda + k];
+        const T av = a[size_t(i) * rs + size_t(k) * cs];
 #pragma omp simd
         for (int j = 0; j < NR; j++) acc[i][j] += av * bk[j];
       }
@@ -511,18 +565,24 @@ class TensorGraph {
     for (int i = 0; i < MR; i++)
       for (int j = 0; j < NR; j++) c[size_t(i) * N + j] = acc[i][j];
   }
+  // MR = 8 rows keep 8 x NR/16 independent accumulator chains in flight (of AVX-512's 32 vector
+  // registers), enough to hide the FMA latency even on the 24-wide matrices of mini_gpt.
   template <int NR>
-  static void gemm_panel(T* c, const T* a, const T* b, int32_t M, int32_t K, int32_t N) {
+  static void gemm_panel(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M,
+                         int32_t K, int32_t N) {
     int32_t m = 0;
-    for (; m + 4 <= M; m += 4) gemm_tile<4, NR>(c + size_t(m) * N, a + size_t(m) * K, b, K, N, K);
-    for (; m < M; m++) gemm_tile<1, NR>(c + size_t(m) * N, a + size_t(m) * K, b, K, N, K);
+    for (; m + 8 <= M; m += 8) gemm_tile<8, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
+    for (; m + 4 <= M; m += 4) gemm_tile<4, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
+    for (; m < M; m++) gemm_tile<1, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
   }
-  static void gemm(T* c, const T* a, const T* b, int32_t M, int32_t K, int32_t N) {
+  // c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs].
+  static void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
+                   int32_t N) {
     int32_t n = 0;
-    for (; n + 32 <= N; n += 32) gemm_panel<32>(c + n, a, b + n, M, K, N);
-    for (; n + 16 <= N; n += 16) gemm_panel<16>(c + n, a, b + n, M, K, N);
-    for (; n + 8 <= N; n += 8) gemm_panel<8>(c + n, a, b + n, M, K, N);
-    for (; n < N; n++) gemm_panel<1>(c + n, a, b + n, M, K, N);
+    for (; n + 32 <= N; n += 32) gemm_panel<32>(c + n, a, rs, cs, b + n, M, K, N);
+    for (; n + 16 <= N; n += 16) gemm_panel<16>(c + n, a, rs, cs, b + n, M, K, N);
+    for (; n + 8 <= N; n += 8) gemm_panel<8>(c + n, a, rs, cs, b + n, M, K, N);
+    for (; n < N; n++) gemm_panel<1>(c + n, a, rs, cs, b + n, M, K, N);
   }
   // out (C, R) = in (R, C)^T, in blocks so that both sides are read and written a cache line at
   // a time.
@@ -554,6 +614,15 @@ class TensorGraph {
           if (tb) matmul_into(y.grad, g, true, x.data, false, N, K, M);   // db += g^T a
           else matmul_into(y.grad, x.data, true, g, false, K, N, M);      // db += a^T g
         }
+        break;
+      }
+      case TensorOp::linear: {  // dx += g w; dw += g^T x; db += the column sums of g
+        Node &w = nodes_[n.in[1]], &b = nodes_[n.in[2]];
+        const int32_t N = n.rows, OC = n.cols, C = x.cols;
+        if (x.grad) matmul_into(x.grad, g, false, w.data, false, N, C, OC);
+        if (w.grad) matmul_into(w.grad, g, true, x.data, false, OC, C, N);
+        if (b.grad)
+          for (int32_t r = 0; r < N; r++) axpy(b.grad, T(1), g + size_t(r) * OC, OC);
         break;
       }
       case TensorOp::add:

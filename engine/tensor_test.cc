@@ -53,6 +53,8 @@ std::vector<OpCase> cases() {
        [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
       {"matmul a b", {{3, 4, -1, 1}, {4, 5, -1, 1}},
        [](G& g, auto& p) { return g.matmul(p[0], p[1], false); }},
+      {"linear", {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
+       [](G& g, auto& p) { return g.linear(p[0], p[1], p[2]); }},
       {"add", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
       {"add row", {{3, 4, -1, 1}, {1, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
       {"mul", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.mul(p[0], p[1]); }},

@@ -11,9 +11,6 @@ int main(int argc, char** argv) {
   bp::BackendInfo info;
   info.version = "backprop-bench engine (this repository): scalars in double, tensors in float32, "
                  "single-threaded";
-  info.late_context = [] {
-    return std::vector<std::pair<std::string, std::string>>{
-        {"matmul", bp::blas_policy()}};
-  };
+  info.context = {{"matmul", "own register-tiled kernels (engine/tensor.h), no BLAS"}};
   return bp::backend_main<bp::EngineBackend>(argc, argv, info);
 }
