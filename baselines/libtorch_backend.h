@@ -76,6 +76,9 @@ struct LibtorchBackend {
   }
   Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return torch::linear(x, w, b); }
   Tensor linear(const Tensor& x, const Tensor& w) { return torch::linear(x, w); }
+  Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) {
+    return torch::relu(torch::linear(x, w, b));
+  }
   Tensor embedding(const Tensor& table, const Indices& idx) { return torch::embedding(table, idx); }
   Tensor view(const Tensor& x, int32_t rows, int32_t cols) { return x.view({rows, cols}); }
   Tensor add(const Tensor& x, const Tensor& y) { return x + y; }

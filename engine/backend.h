@@ -52,6 +52,7 @@ struct EngineBackend {
   }
   Tensor linear(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b); }
   Tensor linear(Tensor x, Tensor w) { return graph.matmul(x, w, true); }
+  Tensor linear_relu(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b, true); }
   Tensor embedding(Tensor table, Indices idx) { return graph.embedding(table, idx); }
   Tensor view(Tensor x, int32_t rows, int32_t cols) { return graph.view(x, rows, cols); }
   Tensor add(Tensor x, Tensor y) { return graph.add(x, y); }

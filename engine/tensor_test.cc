@@ -49,12 +49,14 @@ std::vector<OpCase> cases() {
   return {
       {"matmul a b^T", {{3, 4, -1, 1}, {5, 4, -1, 1}},
        [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
-      {"matmul a b^T 2", {{2, 6, -1, 1}, {7, 6, -1, 1}},  // b the larger side: the other path
+      {"matmul a b^T 2", {{1, 8, -1, 1}, {40, 8, -1, 1}},  // b much larger: the c^T path
        [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
       {"matmul a b", {{3, 4, -1, 1}, {4, 5, -1, 1}},
        [](G& g, auto& p) { return g.matmul(p[0], p[1], false); }},
       {"linear", {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
        [](G& g, auto& p) { return g.linear(p[0], p[1], p[2]); }},
+      {"linear relu", {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
+       [](G& g, auto& p) { return g.linear(p[0], p[1], p[2], true); }},
       {"add", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
       {"add row", {{3, 4, -1, 1}, {1, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
       {"mul", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.mul(p[0], p[1]); }},

@@ -72,6 +72,7 @@ struct AdamW {
 // a (1, n) parameter is a row that broadcasts (a bias, a layernorm scale).
 //  - param / constant / indices copy plain numbers in (at setup, never in the timed step);
 //  - linear(x, W, b) is x W^T + b with W (out, in), as torch.nn.Linear; linear(x, W) has no bias;
+//    linear_relu(x, W, b) is relu(linear(x, W, b)), which a backend may fuse;
 //  - attention(qkv, B, T, H): causal multi-head self-attention of qkv (B*T, 3C) into (B*T, C);
 //  - a training step is: zero_grad, the forward ops, backward(loss), optimizer_step, end_step.
 template <class B>
@@ -84,6 +85,7 @@ concept TensorBackend = requires(B& b, typename B::Tensor x, typename B::Indices
   { b.indices(ids) } -> std::same_as<typename B::Indices>;
   { b.linear(x, x, x) } -> std::same_as<typename B::Tensor>;
   { b.linear(x, x) } -> std::same_as<typename B::Tensor>;
+  { b.linear_relu(x, x, x) } -> std::same_as<typename B::Tensor>;
   { b.embedding(x, idx) } -> std::same_as<typename B::Tensor>;
   { b.view(x, n, n) } -> std::same_as<typename B::Tensor>;
   { b.add(x, x) } -> std::same_as<typename B::Tensor>;

@@ -39,7 +39,7 @@ inline std::vector<float> constant_init(size_t n, float value) { return std::vec
 
 struct Corpus {
   std::string path;
-  std::vector<int32_t> tokens;  // the file's bytes mapped to 0..vocab_size-1
+  std::vector<uint8_t> tokens;  // the file's bytes mapped to 0..vocab_size-1, one byte each
   int32_t vocab_size = 0;
 };
 
@@ -48,23 +48,26 @@ struct Corpus {
 inline Corpus load_corpus(const std::string& path, size_t min_bytes) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw std::runtime_error("--data=" + path + ": cannot open it");
-  std::vector<unsigned char> bytes;
-  unsigned char buf[1 << 16];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) bytes.insert(bytes.end(), buf, buf + n);
-  std::fclose(f);
-  if (bytes.empty()) throw std::runtime_error("--data=" + path + ": the file is empty");
-  if (bytes.size() < min_bytes)
-    throw std::runtime_error("--data=" + path + ": has " + std::to_string(bytes.size()) +
-                             " bytes; the selected workloads need at least " +
-                             std::to_string(min_bytes) + " (context length + 1)");
   Corpus c;
   c.path = path;
-  int32_t id_of[256];
+  long size = -1;
+  if (std::fseek(f, 0, SEEK_END) == 0) size = std::ftell(f);
+  std::rewind(f);
+  // Read in place, sized once: the corpus is the largest thing some engine processes hold.
+  c.tokens.resize(size > 0 ? size_t(size) : 0);
+  const size_t got = c.tokens.empty() ? 0 : std::fread(c.tokens.data(), 1, c.tokens.size(), f);
+  std::fclose(f);
+  c.tokens.resize(got);
+  if (c.tokens.empty()) throw std::runtime_error("--data=" + path + ": the file is empty");
+  if (c.tokens.size() < min_bytes)
+    throw std::runtime_error("--data=" + path + ": has " + std::to_string(c.tokens.size()) +
+                             " bytes; the selected workloads need at least " +
+                             std::to_string(min_bytes) + " (context length + 1)");
+  uint8_t id_of[256];
   bool present[256] = {};
-  for (unsigned char b : bytes) present[b] = true;
-  for (int b = 0; b < 256; b++) id_of[b] = present[b] ? c.vocab_size++ : -1;
-  c.tokens.reserve(bytes.size());
-  for (unsigned char b : bytes) c.tokens.push_back(id_of[b]);
+  for (uint8_t b : c.tokens) present[b] = true;
+  for (int b = 0; b < 256; b++) id_of[b] = present[b] ? uint8_t(c.vocab_size++) : 0;
+  for (uint8_t& b : c.tokens) b = id_of[b];
   return c;
 }
 

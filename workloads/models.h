@@ -192,7 +192,7 @@ struct GptModel : ParamList<B> {
       Tn qkv = be.linear(be.layernorm(x, b.ln1_g, b.ln1_b), b.w_qkv, b.b_qkv);  // (B*T, 3C)
       Tn att = be.attention(qkv, batch, cfg.context, cfg.heads);               // (B*T, C)
       x = be.add(x, be.linear(att, b.w_proj, b.b_proj));
-      Tn h = be.relu(be.linear(be.layernorm(x, b.ln2_g, b.ln2_b), b.w_fc, b.b_fc));  // (B*T, 4C)
+      Tn h = be.linear_relu(be.layernorm(x, b.ln2_g, b.ln2_b), b.w_fc, b.b_fc);  // (B*T, 4C)
       x = be.add(x, be.linear(h, b.w_out, b.b_out));
     }
     Tn logits = be.linear(be.layernorm(x, lnf_g, lnf_b), head);  // (B*T, V)
@@ -262,7 +262,7 @@ struct MlpWidth : ModelWorkloadDefaults {
       be.use_sgd(0.1);
     }
     Tn loss(B& be, size_t i) {
-      Tn h = be.relu(be.linear(inputs[i], w1, b1));                  // (64, W)
+      Tn h = be.linear_relu(inputs[i], w1, b1);                     // (64, W)
       return be.cross_entropy(be.linear(h, w2, b2), targets[i]);     // logits (64, 10)
     }
   };
