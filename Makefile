@@ -1,11 +1,11 @@
 # backprop-bench: the verbs. CMake does the building (CMakeLists.txt); each verb is one line.
-#   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES=nodes=10,1000] [BACKENDS=engine,libtorch]
+#   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES="nodes=10,1000 batch=1,8"] [BACKENDS=...]
 #              [REPETITIONS=5] [THREADS=1] [DATA=/usr/share/dict/words]
 #   make test          make plots RUN=results/<run-id>          make clean
 BUILD := build
 PYTHON := /usr/bin/python3
 BENCH_ARGS = $(if $(FILTER),--filter '$(FILTER)') $(if $(WORKLOADS),--workloads $(WORKLOADS)) \
-  $(if $(SIZES),--sizes $(SIZES)) $(if $(BACKENDS),--backends $(BACKENDS)) $(if $(DATA),--data $(DATA)) \
+  $(foreach s,$(SIZES),--sizes $(s)) $(if $(BACKENDS),--backends $(BACKENDS)) $(if $(DATA),--data $(DATA)) \
   $(if $(REPETITIONS),--repetitions $(REPETITIONS)) $(if $(THREADS),--threads $(THREADS))
 
 .PHONY: all deps build test bench plots clean

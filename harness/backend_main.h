@@ -8,7 +8,8 @@
 //     and gradients written as JSON for harness/run.cc to compare across backends.
 // Our own flags:
 //   --workloads=a,b        only these workloads (default: all)
-//   --sizes=KEY=N,N,...    replace the default sizes of every workload sized by KEY
+//   --sizes=KEY=N,N,...    replace the default sizes of every workload sized by KEY (repeatable,
+//                          one per key)
 //   --threads=N            intra-op threads, for backends that have them (default 1)
 //   --data=FILE            the character corpus of the model workloads (default
 //                          /usr/share/dict/words); read only if a selected workload needs it
@@ -194,12 +195,14 @@ std::string check_instance(const std::string& name, const std::string& instance,
     if constexpr (is_model<W>) {
       std::vector<double> v = run.check_values(backend, W::check_steps);
       v[0] += inject_wrong ? 1.0 : 0.0;
-      std::string rest;
+      std::string rest, losses = json_number(v[0]);  // losses: step 0, then the steps after
       for (size_t i = 1; i < v.size(); i++) rest += (i > 1 ? ", " : "") + json_number(v[i]);
+      for (size_t i = 1 + run.params.size(); i < v.size(); i++) losses += ", " + json_number(v[i]);
       return head + fmt::format(
                         R"("status": "ok", "value": {}, "grads": [{}], "repeat_max_diff": 0, )"
-                        R"("known_answer": null, "tolerance": {{"rel": {}, "floor": 1e-12}}}})",
-                        json_number(v[0]), rest, W::check_tolerance);
+                        R"("known_answer": null, "tolerance": {{"rel": {}, "floor": 1e-12}}, )"
+                        R"("losses": [{}]}})",
+                        json_number(v[0]), rest, W::check_tolerance, losses);
     } else {
       std::vector<double> first(W::num_grads), second(W::num_grads);
       const double v1 = run.step(backend, first);
@@ -241,8 +244,8 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 struct BackendFlags {
-  std::string check_out, filter, sizes_key, data = "/usr/share/dict/words";
-  std::vector<int64_t> sizes;
+  std::string check_out, filter, data = "/usr/share/dict/words";
+  std::vector<std::pair<std::string, std::vector<int64_t>>> sizes;  // key -> sizes
   std::vector<std::string> workloads;
   int threads = 1;
 };
@@ -281,9 +284,10 @@ inline BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInf
       if (eq == std::string::npos)
         backend_usage_error(fmt::format("--sizes='{}': expected KEY=N,N,... (e.g. nodes=10,1000)",
                                         spec));
-      flags.sizes_key = spec.substr(0, eq);
+      std::vector<int64_t> values;
       for (const std::string& n : split(spec.substr(eq + 1), ','))
-        flags.sizes.push_back(to_int(n, "--sizes"));
+        values.push_back(to_int(n, "--sizes"));
+      flags.sizes.emplace_back(spec.substr(0, eq), values);
     } else if (const char* v = value_of(arg, "--data=")) {
       flags.data = v;
     } else if (const char* v = value_of(arg, "--threads=")) {
@@ -299,30 +303,27 @@ inline BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInf
   argc = kept;
   // Google Benchmark 1.7.1 treats a filter that does not compile as matching nothing; say why.
   NameFilter validate_filter(flags.filter);
-  if (!flags.sizes_key.empty()) {
+  for (const auto& [key, values] : flags.sizes) {
     bool found = false;
     std::apply([&](auto... w) {
       auto check = [&](auto wl) {
         using W = decltype(wl);
-        if (W::size_key != flags.sizes_key) return;
+        if (W::size_key != key) return;
         found = true;
-        for (int64_t n : flags.sizes)
+        for (int64_t n : values)
           if (n < W::min_size || n > W::max_size)
             backend_usage_error(fmt::format("--sizes: {}={} is out of range for {} ({} to {})",
-                                            flags.sizes_key, n, W::name, W::min_size,
-                                            W::max_size));
+                                            key, n, W::name, W::min_size, W::max_size));
       };
       (check(w), ...);
     }, Workloads{});
     if (!found) {
-      std::erase(size_keys, std::string());
       std::vector<std::string> unique_keys;
       for (const std::string& k : size_keys)
-        if (std::find(unique_keys.begin(), unique_keys.end(), k) == unique_keys.end())
+        if (!k.empty() && std::find(unique_keys.begin(), unique_keys.end(), k) == unique_keys.end())
           unique_keys.push_back(k);
-      size_keys = unique_keys;
-      backend_usage_error(fmt::format("--sizes: no workload is sized by '{}'; size keys: {}",
-                                      flags.sizes_key, fmt::join(size_keys, ", ")));
+      backend_usage_error(fmt::format("--sizes: no workload is sized by '{}'; size keys: {}", key,
+                                      fmt::join(unique_keys, ", ")));
     }
   }
   return flags;
@@ -339,7 +340,8 @@ std::vector<Instance> make_instances(const BackendFlags& flags) {
         std::find(flags.workloads.begin(), flags.workloads.end(), W::name) == flags.workloads.end())
       return;
     std::vector<int64_t> sizes(W::default_sizes.begin(), W::default_sizes.end());
-    if (!W::size_key.empty() && W::size_key == flags.sizes_key) sizes = flags.sizes;
+    for (const auto& [key, values] : flags.sizes)
+      if (!W::size_key.empty() && W::size_key == key) sizes = values;
     for (int64_t size : sizes) {
       std::vector<NameKey> keys;
       if (!W::size_key.empty()) keys.push_back({std::string(W::size_key), std::to_string(size)});

@@ -63,7 +63,8 @@ const char* kUsage = R"(usage: bench_run [options]
   --backends A,B       backends to run (default: all: engine,libtorch)
   --filter REGEX       run only benchmarks whose names match (Google Benchmark's --benchmark_filter)
   --workloads A,B      run only these workloads
-  --sizes KEY=N,...    replace the default sizes of workloads sized by KEY (e.g. nodes=10,5000)
+  --sizes KEY=N,...    replace the default sizes of workloads sized by KEY (e.g. nodes=10,5000);
+                       repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)
   --threads N          intra-op threads for threaded backends (default 1)
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
   --repetitions N      repetitions per benchmark; the median is reported (default 5)
@@ -84,7 +85,8 @@ benchmark failed, timed out or was not run because its backend failed the check.
 struct Options {
   fs::path out = "results", bin_dir;
   std::vector<std::string> backends;
-  std::string filter, workloads, sizes, data;
+  std::string filter, workloads, data;
+  std::vector<std::string> sizes;
   int threads = 1, repetitions = 5;
   double min_time = 0.2, timeout = 600;
   bool check_only = false, plots = true;
@@ -127,7 +129,7 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--bin-dir") o.bin_dir = next();
     else if (arg == "--filter") o.filter = next();
     else if (arg == "--workloads") o.workloads = next();
-    else if (arg == "--sizes") o.sizes = next();
+    else if (arg == "--sizes") o.sizes.push_back(next());
     else if (arg == "--data") o.data = next();
     else if (arg == "--threads") o.threads = int(parse_number(arg, next(), 1, 256));
     else if (arg == "--repetitions") o.repetitions = int(parse_number(arg, next(), 1, 1000));
@@ -358,7 +360,7 @@ class Run {
   std::vector<std::string> common_flags(const std::string& backend) const {
     std::vector<std::string> f;
     if (!opt_.workloads.empty()) f.push_back("--workloads=" + opt_.workloads);
-    if (!opt_.sizes.empty()) f.push_back("--sizes=" + opt_.sizes);
+    for (const std::string& s : opt_.sizes) f.push_back("--sizes=" + s);
     if (!opt_.data.empty()) f.push_back("--data=" + opt_.data);
     if (spec_of(backend).threaded) f.push_back(fmt::format("--threads={}", opt_.threads));
     return f;
@@ -617,7 +619,7 @@ class Run {
         "\"sizes\": \"{}\", \"data\": \"{}\", \"threads\": {}, \"repetitions\": {}, \"min_time\": {}, "
         "\"timeout\": {}}},\n  \"processes\": [\n    {}\n  ]\n}}\n",
         run_id_, git_sha_, started, fmt::join(opt_.backends, ","), escape(opt_.filter),
-        opt_.workloads, opt_.sizes, escape(opt_.data), opt_.threads, opt_.repetitions, opt_.min_time, opt_.timeout,
+        opt_.workloads, fmt::join(opt_.sizes, " "), escape(opt_.data), opt_.threads, opt_.repetitions, opt_.min_time, opt_.timeout,
         fmt::join(records_, ",\n    "));
     write_atomically(dir_ / "processes.json", text);
   }

@@ -29,7 +29,7 @@ struct ModelWorkloadDefaults {
   static constexpr bool needs_corpus = true;
   static constexpr int32_t context = 1;              // tokens per example (for the corpus check)
   static constexpr const KnownAnswer* known = nullptr;
-  static constexpr int check_steps = 10;             // losses compared across backends
+  static constexpr int check_steps = 10;             // training steps compared across backends
   // float32 on both sides, summed in different orders: measured differences are ~1e-6 at step 0
   // and grow through training; see harness/run.cc for how values are compared.
   static constexpr double check_tolerance = 2e-3;
@@ -211,6 +211,7 @@ struct MiniGpt : ModelWorkloadDefaults {
   static constexpr std::array<int64_t, 4> default_sizes = {1, 8, 32, 64};
   static constexpr int64_t min_size = 1, max_size = 4096;
   static constexpr int32_t context = config.context;
+  static constexpr int check_steps = 50;  // its losses are the training curves in plots/
   template <TensorBackend B>
   using Run = TrainingRun<B, GptModel<B, config>>;
 };
@@ -225,6 +226,7 @@ struct MiniGptWide : MiniGpt {
       "characters: zero grads, forward, mean cross-entropy over every position, backward, update";
   static constexpr std::array<int64_t, 3> default_sizes = {1, 8, 32};
   static constexpr int32_t context = config.context;
+  static constexpr int check_steps = 10;
   template <TensorBackend B>
   using Run = TrainingRun<B, GptModel<B, config>>;
 };
