@@ -129,6 +129,7 @@ class Arena {
     return u;
   }
   size_t peak_bytes() const { return peak_ * sizeof(T); }
+  size_t num_blocks() const { return blocks_.size(); }
 
  private:
   static constexpr size_t kAlign = 64 / sizeof(T);
@@ -439,6 +440,7 @@ class TensorGraph {
   size_t num_params() const { return num_params_; }
   size_t num_nodes() const { return nodes_.size(); }
   size_t arena_bytes() const { return params_.peak_bytes() + step_.peak_bytes(); }
+  size_t step_arena_blocks() const { return step_.num_blocks(); }
 
  private:
   static size_t numel(const Node& n) { return size_t(n.rows) * n.cols; }

@@ -15,6 +15,18 @@
 
 #include "engine/tensor.h"
 
+// Counts operator new calls, so a test can prove steady-state steps allocate nothing (the arenas
+// use aligned_alloc, which is checked through their block count instead).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+static long g_news = 0;
+void* operator new(size_t n) {
+  g_news++;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
 namespace {
 
 using G = bp::TensorGraph<double>;
@@ -166,6 +178,38 @@ TEST(TensorArena, StepsReuseTheirMemory) {
   for (int i = 0; i < 5; i++) step();
   EXPECT_EQ(g.arena_bytes(), peak);
   EXPECT_EQ(g.num_nodes(), 1u);
+}
+
+// A training step of a small attention model, as the workloads run it: after the first step
+// (which sizes the arena) and the second (which consolidates it into one block), none allocates.
+TEST(TensorArena, SteadyStateStepsAllocateNothing) {
+  bp::TensorGraph<float> g;
+  auto init = [](size_t n) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = float((i * 37 % 101) / 101.0 - 0.5);
+    return v;
+  };
+  Tensor wte = g.param(10, 12, init(120)), wqkv = g.param(36, 12, init(432));
+  Tensor bqkv = g.param(1, 36, init(36)), head = g.param(10, 12, init(120));
+  Tensor gamma = g.param(1, 12, init(12)), beta = g.param(1, 12, init(12));
+  const int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8}, targets[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+  auto step = [&] {
+    g.zero_grad();
+    Tensor x = g.embedding(wte, {ids, 8});                                       // (B*T, C)
+    Tensor att = g.attention(g.linear(g.layernorm(x, gamma, beta), wqkv, bqkv), 2, 4, 3);
+    Tensor loss = g.cross_entropy(g.matmul(g.add(x, att), head, true), {targets, 8});
+    g.backward(loss);
+    g.adamw_step({});
+    g.end_step();
+  };
+  step();
+  step();
+  const long before = g_news;
+  const size_t peak = g.arena_bytes();
+  for (int i = 0; i < 100; i++) step();
+  EXPECT_EQ(g_news - before, 0) << "operator new calls in 100 steady-state steps";
+  EXPECT_EQ(g.step_arena_blocks(), 1u);
+  EXPECT_EQ(g.arena_bytes(), peak);
 }
 
 }  // namespace
