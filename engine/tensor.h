@@ -326,34 +326,14 @@ class TensorGraph {
     n.aux = step_.alloc(size_t(B) * H * T_ * T_);  // (B, H, T, T) probabilities
     const int32_t hs = C / H;
     if (hs > kMaxHeadSize) fail("attention", "head size above kMaxHeadSize");
-    const T scale = T(1) / std::sqrt(T(hs));
-    const T* __restrict in = data(qkv);
-    for (int32_t b = 0; b < B; b++)
-      for (int32_t h = 0; h < H; h++)
-        for (int32_t t = 0; t < T_; t++) {
-          const T* __restrict q = in + size_t(b * T_ + t) * C3 + h * hs;
-          T* __restrict p = n.aux + ((size_t(b) * H + h) * T_ + t) * T_;
-          T maxv = -INFINITY;
-          for (int32_t s = 0; s <= t; s++) {
-            const T* __restrict k = in + size_t(b * T_ + s) * C3 + C + h * hs;
-            T dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int32_t i = 0; i < hs; i++) dot += q[i] * k[i];
-            p[s] = dot * scale;
-            maxv = std::max(maxv, p[s]);
-          }
-          T total = 0;
-          for (int32_t s = 0; s <= t; s++) total += (p[s] = exp_t(p[s] - maxv));
-          const T inv = T(1) / total;
-          T acc[kMaxHeadSize] = {};  // this head's output row, in registers across s
-          for (int32_t s = 0; s <= t; s++) {
-            p[s] *= inv;
-            const T* __restrict v = in + size_t(b * T_ + s) * C3 + 2 * C + h * hs;
-#pragma omp simd
-            for (int32_t i = 0; i < hs; i++) acc[i] += p[s] * v[i];
-          }
-          std::memcpy(n.data + size_t(b * T_ + t) * C + h * hs, acc, hs * sizeof(T));
-        }
+    switch (hs) {  // common head sizes compiled as constants: their loops unroll into registers
+      case 4: attention_forward<4>(n, data(qkv), B, T_, H, hs); break;
+      case 8: attention_forward<8>(n, data(qkv), B, T_, H, hs); break;
+      case 16: attention_forward<16>(n, data(qkv), B, T_, H, hs); break;
+      case 32: attention_forward<32>(n, data(qkv), B, T_, H, hs); break;
+      case 64: attention_forward<64>(n, data(qkv), B, T_, H, hs); break;
+      default: attention_forward<0>(n, data(qkv), B, T_, H, hs);
+    }
     return last();
   }
 
@@ -752,13 +732,57 @@ class TensorGraph {
     }
   }
 
+  // Attention's forward for head size HS (0: the runtime hs), per batch, head and position.
+  template <int HS>
+  void attention_forward(Node& n, const T* __restrict in, int32_t B, int32_t T_, int32_t H,
+                         int32_t runtime_hs) {
+    const int32_t hs = HS > 0 ? HS : runtime_hs, C = n.cols, C3 = 3 * C;
+    const T scale = T(1) / std::sqrt(T(hs));
+    for (int32_t b = 0; b < B; b++)
+      for (int32_t h = 0; h < H; h++)
+        for (int32_t t = 0; t < T_; t++) {
+          const T* __restrict q = in + size_t(b * T_ + t) * C3 + h * hs;
+          T* __restrict p = n.aux + ((size_t(b) * H + h) * T_ + t) * T_;
+          T maxv = -INFINITY;
+          for (int32_t s = 0; s <= t; s++) {
+            const T* __restrict k = in + size_t(b * T_ + s) * C3 + C + h * hs;
+            T dot = 0;
+            for (int32_t i = 0; i < hs; i++) dot += q[i] * k[i];
+            p[s] = dot * scale;
+            maxv = std::max(maxv, p[s]);
+          }
+          T total = 0;
+          for (int32_t s = 0; s <= t; s++) total += (p[s] = exp_t(p[s] - maxv));
+          const T inv = T(1) / total;
+          T acc[HS > 0 ? HS : kMaxHeadSize];  // this head's output row, across s
+          for (int32_t i = 0; i < hs; i++) acc[i] = 0;
+          for (int32_t s = 0; s <= t; s++) {
+            p[s] *= inv;
+            const T* __restrict v = in + size_t(b * T_ + s) * C3 + 2 * C + h * hs;
+            for (int32_t i = 0; i < hs; i++) acc[i] += p[s] * v[i];
+          }
+          std::memcpy(n.data + size_t(b * T_ + t) * C + h * hs, acc, hs * sizeof(T));
+        }
+  }
+
   // Softmax attention's chain rule, position by position (as in llm.c's attention_backward):
   // dv_s += p_ts dout_t; dp_ts = dout_t . v_s; dpre_ts = p_ts (dp_ts - sum_r p_tr dp_tr);
   // dq_t += scale sum_s dpre_ts k_s; dk_s += scale dpre_ts q_t.
   void attention_backward(Node& n, Node& qkv) {
     if (!qkv.grad) return;
+    switch (n.cols / n.arg[2]) {
+      case 4: attention_backward_hs<4>(n, qkv); break;
+      case 8: attention_backward_hs<8>(n, qkv); break;
+      case 16: attention_backward_hs<16>(n, qkv); break;
+      case 32: attention_backward_hs<32>(n, qkv); break;
+      case 64: attention_backward_hs<64>(n, qkv); break;
+      default: attention_backward_hs<0>(n, qkv);
+    }
+  }
+  template <int HS>
+  void attention_backward_hs(Node& n, Node& qkv) {
     const int32_t B = n.arg[0], T_ = n.arg[1], H = n.arg[2], C = n.cols, C3 = 3 * C;
-    const int32_t hs = C / H;
+    const int32_t hs = HS > 0 ? HS : C / H;
     const T scale = T(1) / std::sqrt(T(hs));
     std::vector<T>& dp = scratch_;
     dp.resize(T_);
@@ -774,7 +798,6 @@ class TensorGraph {
           for (int32_t s = 0; s <= t; s++) {
             const size_t vo = size_t(b * T_ + s) * C3 + 2 * C + h * hs;
             T d = 0;
-#pragma omp simd reduction(+ : d)
             for (int32_t i = 0; i < hs; i++) {
               d += dout[i] * in[vo + i];
               grad[vo + i] += p[s] * dout[i];
@@ -782,17 +805,16 @@ class TensorGraph {
             dp[s] = d;
             weighted += p[s] * d;
           }
-          T dq[kMaxHeadSize] = {};  // the query's gradient, in registers across s
+          T dq[HS > 0 ? HS : kMaxHeadSize];  // the query's gradient, across s
+          for (int32_t i = 0; i < hs; i++) dq[i] = 0;
           for (int32_t s = 0; s <= t; s++) {
             const T dpre = p[s] * (dp[s] - weighted) * scale;
             const size_t ko = size_t(b * T_ + s) * C3 + C + h * hs;
-#pragma omp simd
             for (int32_t i = 0; i < hs; i++) {
               dq[i] += dpre * in[ko + i];
               grad[ko + i] += dpre * in[qo + i];
             }
           }
-#pragma omp simd
           for (int32_t i = 0; i < hs; i++) grad[qo + i] += dq[i];
         }
   }

@@ -86,8 +86,10 @@ std::vector<OpCase> cases() {
       {"layernorm", {{4, 6, -2, 2}, {1, 6, 0.5, 1.5}, {1, 6, -1, 1}},
        [](G& g, auto& p) { return g.layernorm(p[0], p[1], p[2]); }},
       {"softmax", {{3, 5, -2, 2}}, [](G& g, auto& p) { return g.softmax(p[0]); }},
-      {"attention", {{2 * 3, 3 * 4, -1, 1}},  // B=2, T=3, C=4, H=2
+      {"attention", {{2 * 3, 3 * 4, -1, 1}},  // B=2, T=3, C=4, H=2: head size 2, the generic path
        [](G& g, auto& p) { return g.attention(p[0], 2, 3, 2); }},
+      {"attention hs 4", {{1 * 3, 3 * 8, -1, 1}},  // B=1, T=3, C=8, H=2: the compiled head size
+       [](G& g, auto& p) { return g.attention(p[0], 1, 3, 2); }},
       {"cross_entropy", {{4, 5, -2, 2}},
        [targets4](G& g, auto& p) { return g.cross_entropy(p[0], targets4); }},
   };
