@@ -113,7 +113,7 @@ def grouped_bars(run, value_of, ylabel, title):
     """Bars per instance, one per backend; a backend that did not run says why above its slot."""
     backends, instances = backends_of(run), instances_of(run)
     by_key = {(r["instance"], r["backend"]): r for r in run["rows"]}
-    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(instances)), 4.8))
+    fig, ax = plt.subplots(figsize=(min(16, max(7, 0.8 * len(instances))), 4.8))
     width = 0.8 / len(backends)
     for j, b in enumerate(backends):
         xs, ys = [], []
@@ -169,7 +169,7 @@ def speedups(run):
 def speedup_figure(run, phase):
     data = speedups(run)
     instances = [i for i in instances_of(run) if not i.endswith("/empty")]
-    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(instances)), 4.8))
+    fig, ax = plt.subplots(figsize=(min(16, max(7, 0.8 * len(instances))), 4.8))
     width = 0.8 / max(1, len(data))
     for j, (b, pairs) in enumerate(data.items()):
         pos = {inst: k for k, inst in enumerate(instances)}
@@ -177,7 +177,8 @@ def speedup_figure(run, phase):
         ys = [s for _, s in pairs]
         ax.bar(xs, ys, width, label=f"vs {b}", color=COLORS.get(b))
         for x, y in zip(xs, ys):
-            ax.annotate(f"{y:.0f}x", (x, y), ha="center", va="bottom", fontsize=8)
+            ax.annotate(f"{y:.1f}x" if y < 10 else f"{y:.0f}x", (x, y), ha="center", va="bottom",
+                        fontsize=8)
     ax.set_yscale("log")
     ax.axhline(1, color="black", linewidth=0.8)
     ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
@@ -271,8 +272,8 @@ def width_figure(run):
             ax.axvline(first, color=COLORS.get(b, "gray"), linestyle=":", linewidth=1)
             ax.annotate(f"{b} faster from {first}", (first, ax.get_ylim()[1]), rotation=90,
                         va="top", ha="right", fontsize=8)
-    ax.set_title("mlp_width: time per step against width; " + "; ".join(crossover_text(run)),
-                 fontsize=9)
+    ax.text(0.98, 0.03, "\n".join(crossover_text(run)), transform=ax.transAxes, ha="right",
+            va="bottom", fontsize=8, bbox=dict(facecolor="white", edgecolor="gray", alpha=0.9))
     return fig
 
 
