@@ -29,8 +29,9 @@
 
 namespace bp {
 
-// The closed set of primitive ops. Each has its forward in make_* below and its backward in
-// ScalarTape::backward, one case each; everything else (+=, constants on either side) is sugar.
+// The closed set of primitive ops. Each has its forward in ScalarTape::binary, unary or power and
+// its backward in ScalarTape::backward, one case each; everything else (+=, constants on either
+// side) is sugar.
 enum class ScalarOp : uint8_t { leaf, add, sub, mul, div, neg, pow, exp, log, tanh, relu, count };
 inline constexpr const char* scalar_op_names[] = {"leaf", "add", "sub", "mul", "div", "neg",
                                                   "pow",  "exp", "log", "tanh", "relu"};

@@ -13,19 +13,8 @@
 #include <new>
 #include <set>
 
+#include "engine/alloc_counter_test.h"
 #include "engine/scalar.h"
-
-// Counts heap allocations so that a test can prove a steady-state step makes none. The
-// replacement pair is malloc/free underneath, which GCC's mismatch check cannot see.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-static long g_allocations = 0;
-void* operator new(size_t n) {
-  g_allocations++;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace {
 

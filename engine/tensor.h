@@ -4,11 +4,15 @@
 // shape without copying. Building ops records nodes on a tape and computes forward at once;
 // `backward` walks the tape once in reverse creation order. Memory comes from two arenas: one for
 // parameters (kept), one for the step's activations and their gradients (reset after each step,
-// consolidated to one block, so steady-state steps allocate nothing). Each op's forward and
-// backward sit side by side below; backward accumulates (+=) into gradients, only zero_grad zeroes.
+// consolidated to one block, so steady-state steps allocate nothing). Each op's forward is its
+// method below; all derivative rules are one table, the cases of backward_node, in the same order
+// as TensorOp. Backward accumulates (+=) into gradients; only zero_grad zeroes.
 //
 // Not here: threads (single-threaded by design), broadcasting beyond "one row against every row",
-// more than two dimensions. T is float for benchmarks and double for the finite-difference tests.
+// more than two dimensions, a static-graph mode. The tape is shaped for one: every node holds its
+// operands, op arguments and arena pointers, so replaying a captured step would need only a
+// forward pass over the same nodes with the shapes already planned (not built).
+// T is float for benchmarks and double for the finite-difference tests.
 //
 //   bp::TensorGraph<float> g;
 //   auto W = g.param(4, 3, init), x = g.input(2, 3, data);        // (OC, C), (N, C)
@@ -189,21 +193,11 @@ class TensorGraph {
   // A trainable (rows, cols) parameter initialised from `init` (row-major). Parameters come
   // before any step's graph, so that end_step() keeps them by truncating the tape.
   Tensor param(int32_t rows, int32_t cols, std::span<const T> init) {
-    if (nodes_.size() != num_params_) fail("param", "create all parameters before the first op");
-    if (init.size() != size_t(rows) * cols) fail("param", "init has the wrong number of values");
-    Node& n = push(TensorOp::leaf, rows, cols, params_, true);
-    std::copy(init.begin(), init.end(), n.data);
-    num_params_++;
-    return Tensor{uint32_t(nodes_.size() - 1)};
+    return persistent_leaf("param", rows, cols, init, true);
   }
   // A constant that lives as long as the parameters (a dataset prepared at setup); no gradient.
   Tensor constant(int32_t rows, int32_t cols, std::span<const T> values) {
-    if (nodes_.size() != num_params_) fail("constant", "create constants before the first op");
-    if (values.size() != size_t(rows) * cols) fail("constant", "wrong number of values");
-    Node& n = push(TensorOp::leaf, rows, cols, params_, false);
-    std::copy(values.begin(), values.end(), n.data);
-    num_params_++;
-    return Tensor{uint32_t(nodes_.size() - 1)};
+    return persistent_leaf("constant", rows, cols, values, false);
   }
   // A constant (rows, cols) input of this step only; no gradient.
   Tensor input(int32_t rows, int32_t cols, std::span<const T> values) {
@@ -428,6 +422,16 @@ class TensorGraph {
   [[noreturn]] static void fail(const char* op, const char* what) {
     std::fprintf(stderr, "bp::TensorGraph::%s: %s\n", op, what);
     std::abort();
+  }
+
+  Tensor persistent_leaf(const char* what, int32_t rows, int32_t cols, std::span<const T> values,
+                         bool with_grad) {
+    if (nodes_.size() != num_params_) fail(what, "create parameters and constants before any op");
+    if (values.size() != size_t(rows) * cols) fail(what, "wrong number of values for the shape");
+    Node& n = push(TensorOp::leaf, rows, cols, params_, with_grad);
+    std::copy(values.begin(), values.end(), n.data);
+    num_params_++;
+    return Tensor{uint32_t(nodes_.size() - 1)};
   }
 
   Node& push(TensorOp op, int32_t rows, int32_t cols, Arena<T>& arena, bool with_grad) {

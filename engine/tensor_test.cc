@@ -13,19 +13,8 @@
 #include <set>
 #include <vector>
 
+#include "engine/alloc_counter_test.h"
 #include "engine/tensor.h"
-
-// Counts operator new calls, so a test can prove steady-state steps allocate nothing (the arenas
-// use aligned_alloc, which is checked through their block count instead).
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-static long g_news = 0;
-void* operator new(size_t n) {
-  g_news++;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -206,10 +195,10 @@ TEST(TensorArena, SteadyStateStepsAllocateNothing) {
   };
   step();
   step();
-  const long before = g_news;
+  const long before = g_allocations;
   const size_t peak = g.arena_bytes();
   for (int i = 0; i < 100; i++) step();
-  EXPECT_EQ(g_news - before, 0) << "operator new calls in 100 steady-state steps";
+  EXPECT_EQ(g_allocations - before, 0) << "operator new calls in 100 steady-state steps";
   EXPECT_EQ(g.step_arena_blocks(), 1u);
   EXPECT_EQ(g.arena_bytes(), peak);
 }
