@@ -38,16 +38,20 @@ using bp::Json;
 
 namespace {
 
-// The backends the runner knows: name, binary, whether --threads applies. The first is the
-// reference every other backend is checked against and divided by in the ratios.
+// The backends the runner knows: name, program (a binary in the build folder, or a script in the
+// source tree when it has a '/'), the flag that selects its mode, whether --threads applies. The
+// first is the reference every other backend is checked against and divided by in the ratios.
 struct BackendSpec {
   const char* name;
-  const char* binary;
+  const char* program;
+  const char* mode_flag;
   bool threaded;
 };
 const BackendSpec kBackends[] = {
-    {"engine", "bench_engine", false},
-    {"libtorch", "bench_libtorch", true},
+    {"engine", "bench_engine", nullptr, false},
+    {"libtorch", "bench_libtorch", nullptr, true},
+    {"pytorch", "baselines/pytorch_bench.py", "--mode=pytorch", true},
+    {"torchscript", "baselines/pytorch_bench.py", "--mode=torchscript", true},
 };
 
 // Values are compared as |x - reference| / max(floor, |reference|) <= rel, with rel and floor
@@ -60,7 +64,7 @@ struct Tolerance {
 const char* kUsage = R"(usage: bench_run [options]
   --out DIR            results folder (default: results); the run goes to DIR/<run-id>/ and
                        DIR/latest points at it
-  --backends A,B       backends to run (default: all: engine,libtorch)
+  --backends A,B       backends to run (default: all: engine,libtorch,pytorch,torchscript)
   --filter REGEX       run only benchmarks whose names match (Google Benchmark's --benchmark_filter)
   --workloads A,B      run only these workloads
   --sizes KEY=N,...    replace the default sizes of workloads sized by KEY (e.g. nodes=10,5000);
@@ -372,7 +376,15 @@ class Run {
             "OPENBLAS_NUM_THREADS=" + std::to_string(opt_.threads)};
   }
   std::string binary(const std::string& backend) const {
-    return (opt_.bin_dir / spec_of(backend).binary).string();
+    const std::string program = spec_of(backend).program;
+    if (program.find('/') != std::string::npos) return std::string(BP_SOURCE_DIR "/") + program;
+    return (opt_.bin_dir / program).string();
+  }
+  // The start of every command line of this backend: its program, then its mode if it has one.
+  std::vector<std::string> command(const std::string& backend) const {
+    std::vector<std::string> argv = {binary(backend)};
+    if (spec_of(backend).mode_flag) argv.push_back(spec_of(backend).mode_flag);
+    return argv;
   }
   int threads_of(const std::string& backend) const {
     return spec_of(backend).threaded ? opt_.threads : 1;
@@ -384,7 +396,8 @@ class Run {
     for (const std::string& b : opt_.backends) {
       if (!fs::exists(binary(b)))
         usage_error(fmt::format("{} not found; build first (make)", binary(b)));
-      std::vector<std::string> argv = {binary(b), "--benchmark_list_tests=true"};
+      std::vector<std::string> argv = command(b);
+      argv.push_back("--benchmark_list_tests=true");
       if (!opt_.filter.empty()) argv.push_back("--benchmark_filter=" + opt_.filter);
       for (const std::string& f : common_flags(b)) argv.push_back(f);
       const fs::path log = dir_ / "logs" / (b + ".list.log");
@@ -406,8 +419,9 @@ class Run {
     }
     if (instances_.empty()) {
       std::vector<std::string> all;
-      ProcessResult r = run_process({binary(opt_.backends[0]), "--benchmark_list_tests=true"},
-                                    dir_ / "logs" / "all.list.log", 120, child_env());
+      std::vector<std::string> argv = command(opt_.backends[0]);
+      argv.push_back("--benchmark_list_tests=true");
+      ProcessResult r = run_process(argv, dir_ / "logs" / "all.list.log", 120, child_env());
       (void)r;
       for (const std::string& line : split(read_file(dir_ / "logs" / "all.list.log"), '\n'))
         all.push_back(line);
@@ -434,7 +448,8 @@ class Run {
       Record rec;
       rec.backend = b, rec.phase = "check";
       rec.file = "check/" + b + ".json", rec.log = "logs/" + b + ".check.log";
-      std::vector<std::string> argv = {binary(b), "--check_out=" + (dir_ / rec.file).string()};
+      std::vector<std::string> argv = command(b);
+      argv.push_back("--check_out=" + (dir_ / rec.file).string());
       if (!opt_.filter.empty()) argv.push_back("--benchmark_filter=" + opt_.filter);
       for (const std::string& f : common_flags(b)) argv.push_back(f);
       rec.proc = run_process(argv, dir_ / rec.log, opt_.timeout, child_env());
@@ -558,14 +573,14 @@ class Run {
       rec.message = bad_backends_[b];
       return rec;
     }
-    std::vector<std::string> argv = {
-        binary(b),
+    std::vector<std::string> argv = command(b);
+    argv.insert(argv.end(), {
         "--benchmark_filter=^" + regex_quote(name) + "$",
         "--benchmark_out=" + (dir_ / rec.file).string(),
         "--benchmark_out_format=json",
         fmt::format("--benchmark_repetitions={}", opt_.repetitions),
         fmt::format("--benchmark_min_time={}", opt_.min_time),
-        "--benchmark_display_aggregates_only=true"};
+        "--benchmark_display_aggregates_only=true"});
     for (const std::string& f : common_flags(b)) argv.push_back(f);
     rec.proc = run_process(argv, dir_ / rec.log, opt_.timeout, child_env());
     std::string err;

@@ -8,11 +8,15 @@ while the other backend's results are kept. Fault injection: BACKPROP_BENCH_FAUL
 """
 import json
 import os
+import statistics
 import subprocess
 
 import pytest
 
 QUICK = ["--repetitions", "2", "--min-time", "0.01", "--no-plots"]
+BACKENDS = ("engine", "libtorch", "pytorch", "torchscript")
+CPP = ["--backends", "engine,libtorch"]  # where the subject is the runner, not a backend
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def run(bin_dir, tmp_path, *args, env=None):
@@ -39,7 +43,7 @@ def test_short_run_writes_everything_plots_read(bin_dir, tmp_path):
     rows = [p for p in process_rows(tmp_path) if p["phase"] == "bench"]
     # 3 instances (tiny_graph, scalar_chain at 10 and 100) on 2 backends, each its own process
     assert sorted((p["backend"], p["instance"]) for p in rows) == sorted(
-        (b, i) for b in ("engine", "libtorch")
+        (b, i) for b in BACKENDS
         for i in ("grad/tiny_graph", "grad/scalar_chain/nodes:10", "grad/scalar_chain/nodes:100"))
     for p in rows:
         assert p["status"] == "ok", p
@@ -50,17 +54,23 @@ def test_short_run_writes_everything_plots_read(bin_dir, tmp_path):
                     "git_sha", "date", "host_name", "num_cpus"):
             assert ctx.get(key), (key, ctx)
         assert ctx["backend"] == p["backend"] and ctx["threads"] == "1"
-        if p["backend"] == "libtorch":
-            assert "openblas" in ctx["blas"], "libtorch must run on OpenBLAS, not the reference BLAS"
+        if p["backend"] != "engine":
+            assert "openblas" in ctx["blas"], "torch must run on OpenBLAS, not the reference BLAS"
+            assert ctx["blas_threads"] == "1" and ctx["intra_op_threads"] == "1"
         medians = [b for b in result["benchmarks"] if b.get("aggregate_name") == "median"]
         assert len(medians) == 1 and medians[0]["name"] == p["benchmark"] + "_median"
+        repetitions = [b["real_time"] for b in result["benchmarks"] if b["run_type"] == "iteration"]
+        assert len(repetitions) == 2
+        assert medians[0]["real_time"] == pytest.approx(statistics.median(repetitions), rel=1e-9)
         assert medians[0]["peak_rss_bytes"] > 1_000_000
         if "scalar_chain" in p["instance"]:
             assert medians[0]["items_per_second"] > 0
     check = load(latest / "check.json")
     assert {c["status"] for c in check["results"]} == {"ok"}
     summary = (latest / "summary.txt").read_text()
-    assert "grad/scalar_chain/nodes:100" in summary and "libtorch/engine" in summary
+    assert "grad/scalar_chain/nodes:100" in summary
+    for b in BACKENDS[1:]:
+        assert f"{b}/engine" in summary
 
 
 def test_check_only_agrees(bin_dir, tmp_path):
@@ -109,7 +119,7 @@ def test_bad_data_file_is_a_clear_error(bin_dir, tmp_path):
 
 
 def test_backend_crash_mid_run_keeps_other_results(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK,
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK, *CPP,
             env={"BACKPROP_BENCH_FAULT": "crash:small_graph/libtorch"})
     assert r.returncode == 3, r.stdout + r.stderr
     rows = {(p["backend"], p["instance"]): p for p in process_rows(tmp_path) if p["phase"] == "bench"}
@@ -123,7 +133,7 @@ def test_backend_crash_mid_run_keeps_other_results(bin_dir, tmp_path):
 
 
 def test_hanging_backend_is_killed_at_the_timeout(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", "--timeout", "3", *QUICK,
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", "--timeout", "3", *QUICK, *CPP,
             env={"BACKPROP_BENCH_FAULT": "hang:tiny_graph/libtorch"})
     assert r.returncode == 3
     rows = {p["backend"]: p for p in process_rows(tmp_path) if p["phase"] == "bench"}
@@ -133,7 +143,7 @@ def test_hanging_backend_is_killed_at_the_timeout(bin_dir, tmp_path):
 
 
 def test_backend_with_wrong_answers_is_not_reported(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", *QUICK,
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", *QUICK, *CPP,
             env={"BACKPROP_BENCH_FAULT": "wrong:tiny_graph/libtorch"})
     assert r.returncode == 3
     assert "WRONG" in r.stdout and "libtorch not reported: wrong answers" in r.stdout
@@ -145,8 +155,34 @@ def test_backend_with_wrong_answers_is_not_reported(bin_dir, tmp_path):
 
 
 def test_backend_crashing_in_check_is_not_reported(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", *QUICK,
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", *QUICK, *CPP,
             env={"BACKPROP_BENCH_FAULT": "check-crash:libtorch"})
     assert r.returncode == 3
     rows = {p["backend"]: p for p in process_rows(tmp_path) if p["phase"] == "bench"}
     assert rows["libtorch"]["status"] == "not_run" and rows["engine"]["status"] == "ok"
+
+
+def test_python_backend_crash_and_wrong_answers_are_reported(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", "--backends",
+            "engine,pytorch,torchscript", *QUICK,
+            env={"BACKPROP_BENCH_FAULT": "crash:small_graph/pytorch"})
+    assert r.returncode == 3, r.stdout + r.stderr
+    rows = {(p["backend"], p["instance"]): p for p in process_rows(tmp_path) if p["phase"] == "bench"}
+    assert rows[("pytorch", "grad/small_graph")]["signal"] == 6
+    assert rows[("torchscript", "grad/small_graph")]["status"] == "ok"
+    r = run(bin_dir, tmp_path, "--workloads", "mini_gpt", "--sizes", "batch=1", "--backends",
+            "engine,torchscript", "--check-only", env={"BACKPROP_BENCH_FAULT": "wrong:torchscript"})
+    assert r.returncode == 1 and "torchscript vs engine" in r.stdout and "WRONG" in r.stdout
+
+
+@pytest.mark.parametrize("flag", ["--workloads=resnet", "--sizes=nodes=abc", "--sizes=batch=0",
+                                  "--sizes=depth=3", "--benchmark_filter=tiny((",
+                                  "--data=/nonexistent/corpus"])
+def test_python_backend_rejects_bad_flags_like_the_cpp_ones(bin_dir, flag):
+    def first_line(cmd):
+        r = subprocess.run(cmd + [flag, "--benchmark_list_tests=true"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 2, r.stdout + r.stderr
+        return r.stderr.splitlines()[0]
+    python = first_line([os.path.join(SOURCE, "baselines", "pytorch_bench.py"), "--mode=pytorch"])
+    assert python == first_line([os.path.join(bin_dir, "bench_engine")])
