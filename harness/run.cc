@@ -545,7 +545,7 @@ class Run {
         for (const std::string& name : names_[b]) {
           if (bp::parse_bench_name(name)->instance() != inst) continue;
           done++;
-          fmt::print("[{:>3}/{}] {:<9} {:<40} ", done, total, b, inst);
+          fmt::print("[{:>3}/{}] {:<11} {:<36} ", done, total, b, inst);
           std::fflush(stdout);
           Record rec = bench_one(b, name);
           if (rec.status == "ok")
@@ -639,33 +639,30 @@ class Run {
     write_atomically(dir_ / "processes.json", text);
   }
 
-  // The table a person reads at the end: per instance, each backend's median time and its
-  // process's peak RSS, and how many times slower each baseline is than the reference.
+  // The tables a person reads at the end: per instance, each backend's median time and how many
+  // times slower each baseline is than the reference; then each process's peak RSS.
   void summary() {
     const std::string& ref = opt_.backends[0];
-    std::string out = fmt::format("\nsummary: median time per step | peak RSS of the process "
-                                  "(wait4) | ratio = backend time / {} time\n", ref);
-    out += fmt::format("{:<32}", "workload");
+    auto cell_of = [&](const std::string& inst, const std::string& b, bool memory) {
+      auto it = results_[inst].find(b);
+      if (it == results_[inst].end()) return std::string("-");
+      const Record& r = it->second;
+      if (r.status == "not_run") return std::string("not run");
+      if (r.status != "ok") return r.status;
+      return memory ? human_mb(double(r.proc.max_rss_bytes)) : human_time(r.median_seconds);
+    };
+    std::string threads;
     for (const std::string& b : opt_.backends)
-      out += fmt::format(" | {:>22}", fmt::format("{} (threads {})", b, threads_of(b)));
+      threads += fmt::format("{}{} {}", threads.empty() ? "" : ", ", b, threads_of(b));
+    std::string out = fmt::format("\nsummary (threads: {})\nmedian time per step, and backend "
+                                  "time / {} time:\n{:<32}", threads, ref, "workload");
+    for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", b);
     for (const std::string& b : opt_.backends)
-      if (b != ref) out += fmt::format(" | {:>16}", b + "/" + ref);
-    out += "\n" + std::string(32 + 25 * opt_.backends.size() + 19 * (opt_.backends.size() - 1),
-                              '-') + "\n";
+      if (b != ref) out += fmt::format(" {:>12}", b + "/" + ref);
+    out += "\n";
     for (const std::string& inst : instances_) {
       out += fmt::format("{:<32}", inst);
-      for (const std::string& b : opt_.backends) {
-        auto it = results_[inst].find(b);
-        std::string cell = "-";
-        if (it != results_[inst].end()) {
-          const Record& r = it->second;
-          cell = r.status == "ok" ? fmt::format("{:>10} {:>11}", human_time(r.median_seconds),
-                                                human_mb(double(r.proc.max_rss_bytes)))
-                                  : r.status == "not_run" ? "not run (check)"
-                                                          : r.status;
-        }
-        out += fmt::format(" | {:>22}", cell);
-      }
+      for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", cell_of(inst, b, false));
       for (const std::string& b : opt_.backends) {
         if (b == ref) continue;
         std::string cell = "-";
@@ -673,8 +670,16 @@ class Run {
         if (r != results_[inst].end() && x != results_[inst].end() && r->second.status == "ok" &&
             x->second.status == "ok" && r->second.median_seconds > 0)
           cell = fmt::format("{:.1f}x", x->second.median_seconds / r->second.median_seconds);
-        out += fmt::format(" | {:>16}", cell);
+        out += fmt::format(" {:>{}}", cell, std::max<size_t>(12, b.size() + 1 + ref.size()));
       }
+      out += "\n";
+    }
+    out += fmt::format("\npeak RSS of each benchmark's process (wait4):\n{:<32}", "workload");
+    for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", b);
+    out += "\n";
+    for (const std::string& inst : instances_) {
+      out += fmt::format("{:<32}", inst);
+      for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", cell_of(inst, b, true));
       out += "\n";
     }
     for (const auto& [b, why] : bad_backends_) out += fmt::format("{} not reported: {}\n", b, why);

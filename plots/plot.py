@@ -288,7 +288,7 @@ def loss_figure(run, instance="step/mini_gpt/batch:8"):
     fig, ax = plt.subplots(figsize=(7, 4.8))
     for j, (b, losses) in enumerate(curves.items()):
         ax.plot(range(len(losses)), losses, ["-", "--", ":"][j % 3], label=b, color=COLORS.get(b),
-                linewidth=2.5 - j)
+                linewidth=max(0.8, 2.5 - 0.6 * j))
     ax.set_xlabel("training step (same initial weights, same batches)")
     ax.set_ylabel("training loss (mean cross-entropy, nats)")
     ax.set_title(f"{label(instance)}: training loss on every backend (they overlap)")
