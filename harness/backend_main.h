@@ -23,7 +23,6 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
-#include <malloc.h>
 #include <regex.h>
 #include <unistd.h>
 
@@ -53,6 +52,7 @@ struct BackendInfo {
   std::string version;                                      // e.g. libtorch 1.13.1
   int max_threads = 1;                                      // --threads accepts 1..max_threads
   std::function<void(int)> set_threads = [](int) {};        // called once, before any work
+  std::function<void()> before_work = [] {};                // process settings, first thing
   std::vector<std::pair<std::string, std::string>> context;  // extra context (e.g. the BLAS)
   // context known only after set_threads ran (what the libraries report back)
   std::function<std::vector<std::pair<std::string, std::string>>()> late_context = [] {
@@ -376,12 +376,7 @@ std::vector<Instance> make_instances(const BackendFlags& flags) {
 
 template <class B>
 int backend_main(int argc, char** argv, const BackendInfo& info) {
-  // glibc raises its mmap threshold each time a large mmapped block is freed, after which large
-  // blocks come from the heap and are kept when freed; as Google Benchmark builds each benchmark's
-  // setup several times, that memory piles up in RSS (measured on the engine's mini_gpt batch:64:
-  // 30.5 MB peak with a 13 MB arena). A fixed threshold returns every large block when freed.
-  // Same setting for every backend.
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  info.before_work();
   BackendFlags flags = parse_backend_flags(argc, argv, info);
   info.set_threads(flags.threads);
   const char* sha = std::getenv("BACKPROP_BENCH_GIT_SHA");
