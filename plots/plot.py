@@ -178,14 +178,15 @@ def speedup_figure(run, phase):
         ax.bar(xs, ys, width, label=f"vs {b}", color=COLORS.get(b))
         for x, y in zip(xs, ys):
             ax.annotate(f"{y:.1f}x" if y < 10 else f"{y:.0f}x", (x, y), ha="center", va="bottom",
-                        fontsize=8)
+                        fontsize=8 if len(data) == 1 else 6)
     ax.set_yscale("log")
     ax.axhline(1, color="black", linewidth=0.8)
     ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
     ax.set_ylabel("baseline time / engine time (log)")
     ax.set_title(f"How many times faster our engine is ({phase}: same work, same numbers)")
-    if data:
-        ax.legend(loc="lower right")
+    if data:  # room above the bars for the legend, on the log axis
+        ax.set_ylim(top=ax.get_ylim()[1] * 4)
+        ax.legend(loc="upper right", ncol=len(data))
     fig.text(0.01, 0.01, caption(run), fontsize=7, color="gray")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
