@@ -396,7 +396,8 @@ class Instance:
         self.instance = "/".join([spec["phase"], workload] + keys[:-1])
 
     def build(self, mode, corpus):
-        """Returns a step function (untimed setup done), or raises Skip."""
+        """The instance set up for `mode` (untimed): a ScalarRun, a TrainingRun, or None for
+        the empty step."""
         s = self.spec
         if s["kind"] == "model":
             return s["make"](self.size, corpus, mode)
