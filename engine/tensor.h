@@ -530,17 +530,17 @@ class TensorGraph {
     if (!trans_b) {
       gemm(c, a, rs, cs, b, M, K, N);
     } else if (size_t(N) * K <= size_t(M) * (K + N)) {  // copy b transposed ...
-      T* bt = step_.alloc_uninitialized(size_t(K) * N);
+      T* bt = step_.alloc_uninitialized(size_t(K) * N);  // (K, N)
       transpose(bt, b, N, K);
       gemm(c, a, rs, cs, bt, M, K, N);
     } else {  // ... or work on c^T (N, M) += b (N, K) @ op(a)^T (K, M), the smaller copies
       const T* a_t = a;  // op(a)^T, row-major (K, M)
       if (!trans_a) {
-        T* at = step_.alloc_uninitialized(size_t(K) * M);
+        T* at = step_.alloc_uninitialized(size_t(K) * M);  // (K, M)
         transpose(at, a, M, K);
         a_t = at;
       }
-      T* c_t = step_.alloc_uninitialized(size_t(N) * M);
+      T* c_t = step_.alloc_uninitialized(size_t(N) * M);  // (N, M)
       transpose(c_t, c, M, N);
       gemm(c_t, b, K, 1, a_t, N, K, M);
       transpose(c, c_t, N, M);

@@ -42,6 +42,7 @@
 
 #include "harness/names.h"
 #include "harness/proc.h"
+#include "harness/text.h"
 #include "workloads/data.h"
 #include "workloads/registry.h"
 
@@ -98,20 +99,6 @@ class NameFilter {
   regex_t re_{};
   bool active_ = false, negate_ = false;
 };
-
-inline std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
-    else out += c;
-  }
-  return out;
-}
-// JSON has no NaN or infinity: a non-finite number is written as null, which the check rejects.
-inline std::string json_number(double x) {
-  return std::isfinite(x) ? fmt::format("{}", x) : std::string("null");
-}
 
 // The test hook described at the top of this file. Returns true for a `wrong` fault.
 inline bool maybe_inject_fault(const std::string& name, bool checking) {
@@ -229,17 +216,6 @@ std::string check_instance(const std::string& name, const std::string& instance,
     }
   } catch (const std::exception& e) {
     return head + fmt::format(R"("status": "failed", "message": "{}"}})", json_escape(e.what()));
-  }
-}
-
-inline std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t at = s.find(sep, start);
-    out.push_back(s.substr(start, at - start));
-    if (at == std::string::npos) return out;
-    start = at + 1;
   }
 }
 

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/text.h"
+
 namespace bp {
 
 struct NameKey {
@@ -43,14 +45,7 @@ struct ParsedName {
 // Parses a name built by bench_name; nullopt for anything else (a Google Benchmark aggregate
 // suffix such as `_median` must be removed first).
 inline std::optional<ParsedName> parse_bench_name(std::string_view name) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    size_t slash = name.find('/', start);
-    parts.emplace_back(name.substr(start, slash - start));
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
-  }
+  const std::vector<std::string> parts = split(name, '/');
   if (parts.size() < 3) return std::nullopt;
   ParsedName p{parts[0], parts[1], parts[2], {}};
   for (size_t i = 3; i < parts.size(); i++) {

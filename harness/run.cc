@@ -32,6 +32,7 @@
 
 #include "harness/json.h"
 #include "harness/names.h"
+#include "harness/text.h"
 
 namespace fs = std::filesystem;
 using bp::Json;
@@ -96,11 +97,10 @@ struct Options {
   bool check_only = false, plots = true;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, sep);)
-    if (!item.empty()) out.push_back(item);
+// The non-empty fields of a list (a trailing comma or a blank line is nothing).
+std::vector<std::string> fields(const std::string& s, char sep) {
+  std::vector<std::string> out = bp::split(s, sep);
+  std::erase(out, std::string());
   return out;
 }
 
@@ -142,7 +142,7 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--check-only") o.check_only = true;
     else if (arg == "--no-plots") o.plots = false;
     else if (arg == "--backends") {
-      o.backends = split(next(), ',');
+      o.backends = fields(next(), ',');
       std::vector<std::string> valid;
       for (const BackendSpec& b : kBackends) valid.push_back(b.name);
       for (const std::string& b : o.backends)
@@ -268,19 +268,6 @@ std::string shell_line(const char* cmd) {
   return out;
 }
 
-std::string escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 std::string regex_quote(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -323,8 +310,9 @@ std::string record_json(const Record& r) {
       R"("log": "{}", "status": "{}", "message": "{}", "exit_code": {}, "signal": {}, )"
       R"("timed_out": {}, "wall_seconds": {:.3f}, "max_rss_bytes": {}, )"
       R"("median_real_time_seconds": {}, "median_peak_rss_bytes": {}}})",
-      r.backend, r.phase, escape(r.benchmark), escape(r.instance), r.file, r.log, r.status,
-      escape(r.message), r.proc.exit_code, r.proc.signal, r.proc.timed_out ? "true" : "false",
+      r.backend, r.phase, bp::json_escape(r.benchmark), bp::json_escape(r.instance), r.file,
+      r.log, r.status, bp::json_escape(r.message), r.proc.exit_code, r.proc.signal,
+      r.proc.timed_out ? "true" : "false",
       r.proc.wall_seconds, r.proc.max_rss_bytes,
       r.median_seconds >= 0 ? fmt::format("{}", r.median_seconds) : "null",
       r.peak_rss_bytes >= 0 ? fmt::format("{}", r.peak_rss_bytes) : "null");
@@ -369,12 +357,9 @@ class Run {
     if (spec_of(backend).threaded) f.push_back(fmt::format("--threads={}", opt_.threads));
     return f;
   }
-  // OPENBLAS_NUM_THREADS too: any backend that loads OpenBLAS gets the run's thread count from
-  // its first instruction (bench_libtorch also sets it at run time, see main_libtorch.cc).
-  std::vector<std::string> child_env() const {
-    return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_,
-            "OPENBLAS_NUM_THREADS=" + std::to_string(opt_.threads)};
-  }
+  // Thread counts are each backend's own business (--threads): bench_libtorch sets OpenBLAS's,
+  // pytorch_bench.py its environment before importing torch.
+  std::vector<std::string> child_env() const { return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_}; }
   std::string binary(const std::string& backend) const {
     const std::string program = spec_of(backend).program;
     if (program.find('/') != std::string::npos) return std::string(BP_SOURCE_DIR "/") + program;
@@ -409,7 +394,7 @@ class Run {
       }
       if (!r.ok()) usage_error(fmt::format("{} could not list its benchmarks ({}):\n{}", b,
                                            r.failure(), text));
-      for (const std::string& line : split(text, '\n'))
+      for (const std::string& line : fields(text, '\n'))
         if (bp::parse_bench_name(line)) names_[b].push_back(line);
       for (const std::string& n : names_[b]) {
         const std::string inst = bp::parse_bench_name(n)->instance();
@@ -423,7 +408,7 @@ class Run {
       argv.push_back("--benchmark_list_tests=true");
       ProcessResult r = run_process(argv, dir_ / "logs" / "all.list.log", 120, child_env());
       (void)r;
-      for (const std::string& line : split(read_file(dir_ / "logs" / "all.list.log"), '\n'))
+      for (const std::string& line : fields(read_file(dir_ / "logs" / "all.list.log"), '\n'))
         all.push_back(line);
       usage_error(fmt::format("--filter '{}' matches no benchmark; names look like:\n  {}",
                               opt_.filter, fmt::join(all, "\n  ")));
@@ -501,9 +486,9 @@ class Run {
         if (status != "ok" && status != "skipped") problems.push_back(inst + ": " + message);
         report += fmt::format(R"({}    {{"backend": "{}", "instance": "{}", "status": "{}", )"
                               R"("max_rel_diff_vs_reference": {}, "message": "{}"}})",
-                              first_row ? "\n" : ",\n", b, escape(inst), status,
+                              first_row ? "\n" : ",\n", b, bp::json_escape(inst), status,
                               std::isfinite(diff) ? fmt::format("{}", diff) : "null",
-                              escape(message));
+                              bp::json_escape(message));
         first_row = false;
       }
       if (b == ref)
@@ -604,24 +589,23 @@ class Run {
         if (rec.status == "failed") failures_++;
         return rec;
       }
-      if (run["run_type"].string == "aggregate" && run["aggregate_name"].string == "median") {
-        const std::string unit = run["time_unit"].str_or("ns");
-        const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
-        rec.median_seconds = run["real_time"].num_or(NAN) * scale;
-        rec.peak_rss_bytes = run["peak_rss_bytes"].num_or(-1);
-      }
+      if (run["run_type"].string == "aggregate" && run["aggregate_name"].string == "median")
+        read_timing(run, rec);
     }
     // With one repetition Google Benchmark writes no aggregates: the single run is the median.
-    if (rec.median_seconds < 0 && (*j)["benchmarks"].array.size() == 1) {
-      const Json& run = (*j)["benchmarks"].array[0];
-      const std::string unit = run["time_unit"].str_or("ns");
-      const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
-      rec.median_seconds = run["real_time"].num_or(NAN) * scale;
-      rec.peak_rss_bytes = run["peak_rss_bytes"].num_or(-1);
-    }
+    if (rec.median_seconds < 0 && (*j)["benchmarks"].array.size() == 1)
+      read_timing((*j)["benchmarks"].array[0], rec);
     rec.status = rec.median_seconds >= 0 ? "ok" : "failed";
     if (rec.status != "ok") rec.message = "no timing in " + rec.file, failures_++;
     return rec;
+  }
+
+  // A benchmark entry's real time in seconds and its peak_rss_bytes counter, into rec.
+  static void read_timing(const Json& run, Record& rec) {
+    const std::string unit = run["time_unit"].str_or("ns");
+    const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
+    rec.median_seconds = run["real_time"].num_or(NAN) * scale;
+    rec.peak_rss_bytes = run["peak_rss_bytes"].num_or(-1);
   }
 
   void add_record(const Record& r) {
@@ -633,8 +617,9 @@ class Run {
         "  \"options\": {{\"backends\": \"{}\", \"filter\": \"{}\", \"workloads\": \"{}\", "
         "\"sizes\": \"{}\", \"data\": \"{}\", \"threads\": {}, \"repetitions\": {}, \"min_time\": {}, "
         "\"timeout\": {}}},\n  \"processes\": [\n    {}\n  ]\n}}\n",
-        run_id_, git_sha_, started, fmt::join(opt_.backends, ","), escape(opt_.filter),
-        opt_.workloads, fmt::join(opt_.sizes, " "), escape(opt_.data), opt_.threads, opt_.repetitions, opt_.min_time, opt_.timeout,
+        run_id_, git_sha_, started, fmt::join(opt_.backends, ","), bp::json_escape(opt_.filter),
+        opt_.workloads, fmt::join(opt_.sizes, " "), bp::json_escape(opt_.data), opt_.threads,
+        opt_.repetitions, opt_.min_time, opt_.timeout,
         fmt::join(records_, ",\n    "));
     write_atomically(dir_ / "processes.json", text);
   }
