@@ -28,6 +28,7 @@ namespace bp {
 
 struct LibtorchBackend {
   static constexpr std::string_view name = "libtorch";
+  static constexpr Implements implements = Implements::both;
   using Scalar = torch::Tensor;
 
   std::vector<torch::Tensor> params;
@@ -74,7 +75,9 @@ struct LibtorchBackend {
     return torch::from_blob(const_cast<int32_t*>(ids.data()), {int64_t(ids.size())}, torch::kInt32)
         .to(torch::kInt64);
   }
-  Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return torch::linear(x, w, b); }
+  Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+    return torch::linear(x, w, b);
+  }
   Tensor linear(const Tensor& x, const Tensor& w) { return torch::linear(x, w); }
   Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) {
     return torch::relu(torch::linear(x, w, b));
@@ -101,9 +104,10 @@ struct LibtorchBackend {
     return torch::nn::functional::cross_entropy(logits, targets);
   }
   void use_adamw(const AdamW& c) {
-    optimizer = std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps)
-                    .weight_decay(c.weight_decay));
+    optimizer = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(c.lr)
+                                                                  .betas({c.beta1, c.beta2})
+                                                                  .eps(c.eps)
+                                                                  .weight_decay(c.weight_decay));
   }
   void use_sgd(double lr) {
     optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));

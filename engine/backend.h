@@ -4,6 +4,8 @@
 // backend object per benchmark, so each benchmark gets fresh arenas.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <span>
 #include <string_view>
@@ -17,6 +19,7 @@ namespace bp {
 
 struct EngineBackend {
   static constexpr std::string_view name = "engine";
+  static constexpr Implements implements = Implements::both;
 
   // ---- scalar graphs, double precision ----
   using Scalar = bp::Scalar<double>;
@@ -42,7 +45,9 @@ struct EngineBackend {
   AdamWConfig adamw_config;
   double sgd_lr = 0;
 
-  Tensor param(int32_t rows, int32_t cols, std::span<const float> v) { return graph.param(rows, cols, v); }
+  Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
+    return graph.param(rows, cols, v);
+  }
   Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.constant(rows, cols, v);
   }
@@ -59,8 +64,12 @@ struct EngineBackend {
   Tensor tanh(Tensor x) { return graph.tanh(x); }
   Tensor relu(Tensor x) { return graph.relu(x); }
   Tensor layernorm(Tensor x, Tensor g, Tensor b) { return graph.layernorm(x, g, b); }
-  Tensor attention(Tensor qkv, int32_t B, int32_t T, int32_t H) { return graph.attention(qkv, B, T, H); }
-  Tensor cross_entropy(Tensor logits, Indices targets) { return graph.cross_entropy(logits, targets); }
+  Tensor attention(Tensor qkv, int32_t B, int32_t T, int32_t H) {
+    return graph.attention(qkv, B, T, H);
+  }
+  Tensor cross_entropy(Tensor logits, Indices targets) {
+    return graph.cross_entropy(logits, targets);
+  }
   void use_adamw(const AdamW& c) {
     adamw = true;
     adamw_config = {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
@@ -72,7 +81,15 @@ struct EngineBackend {
   void end_step() { graph.end_step(); }
   double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
   void read_grad(Tensor p, std::span<float> out) const {
-    std::copy(graph.grad(p), graph.grad(p) + out.size(), out.begin());
+    const size_t n = size_t(graph.rows(p)) * graph.cols(p);
+    if (out.size() != n) {
+      std::fprintf(stderr,
+                   "bp::EngineBackend::read_grad: parameter (%d, %d) has %zu values; "
+                   "the output holds %zu\n",
+                   graph.rows(p), graph.cols(p), n, out.size());
+      std::abort();
+    }
+    std::copy(graph.grad(p), graph.grad(p) + n, out.begin());
   }
 
   // Reported as a counter: the peak bytes of every arena this backend used.

@@ -2,8 +2,11 @@
 //
 // Every op's gradient is checked (a test fails if an op in ScalarOp has no row here), then the
 // properties the engine promises: diamonds accumulate, a million-node chain walks without
-// recursion, reset keeps parameters and capacity, steady-state steps allocate nothing.
+// recursion, reset keeps parameters and capacity, steady-state steps allocate nothing (by any
+// allocation function, the tape's realloc included), and misuse stops with one clear line.
 //   ctest -R engine_scalar_test --output-on-failure   (or build/engine_scalar_test)
+#include "engine/scalar.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,7 +17,6 @@
 #include <set>
 
 #include "engine/alloc_counter_test.h"
-#include "engine/scalar.h"
 
 namespace {
 
@@ -43,6 +45,7 @@ std::vector<OpCase> op_cases() {
       {"pow 3", [](S a, S) { return pow(a, 3.0); }, 1.3, 0.0, 1e-8},
       {"pow 2.5", [](S a, S) { return pow(a, 2.5); }, 1.3, 0.0, 1e-8},
       {"pow -1", [](S a, S) { return pow(a, -1.0); }, 1.3, 0.0, 1e-8},
+      {"pow 0 at 0", [](S a, S b) { return pow(a, 0.0) * b; }, 0.0, 1.7, 1e-8},  // PyTorch: 0
       {"exp", [](S a, S b) { return exp(a * b); }, 0.3, -1.7, 1e-8},
       {"log", [](S a, S b) { return log(a * a + b); }, 0.3, 1.7, 1e-8},
       {"tanh", [](S a, S b) { return tanh(a - b); }, 0.3, -0.2, 1e-8},
@@ -51,8 +54,16 @@ std::vector<OpCase> op_cases() {
       {"const +", [](S a, S b) { return 2.0 + a + b * 3.0; }, 0.3, -1.7, 1e-8},
       {"const -", [](S a, S b) { return 2.0 - a - b; }, 0.3, -1.7, 1e-8},
       {"const /", [](S a, S b) { return 10.0 / a + b / 4.0; }, 0.3, -1.7, 1e-8},
-      {"compound", [](S a, S b) { S c = a; c += b; c *= a; c -= 1.0; c /= b; return c; }, 0.3,
-       -1.7, 1e-8},
+      {"compound",
+       [](S a, S b) {
+         S c = a;
+         c += b;
+         c *= a;
+         c -= 1.0;
+         c /= b;
+         return c;
+       },
+       0.3, -1.7, 1e-8},
   };
 }
 
@@ -74,14 +85,15 @@ TEST(ScalarOps, GradientsMatchCentralFiniteDifferences) {
     const double fd_b = (eval(c.f, c.x, c.y + kStep) - eval(c.f, c.x, c.y - kStep)) / (2 * kStep);
     const double diff = std::max(std::fabs(a.grad() - fd_a) / std::max(1.0, std::fabs(fd_a)),
                                  std::fabs(b.grad() - fd_b) / std::max(1.0, std::fabs(fd_b)));
-    std::printf("  %-9s d/da %+.10f (fd %+.10f)  d/db %+.10f (fd %+.10f)  max rel diff %.2e "
-                "(tolerance %.0e)\n",
-                c.what, a.grad(), fd_a, b.grad(), fd_b, diff, c.tolerance);
+    std::printf(
+        "  %-9s d/da %+.10f (fd %+.10f)  d/db %+.10f (fd %+.10f)  max rel diff %.2e "
+        "(tolerance %.0e)\n",
+        c.what, a.grad(), fd_a, b.grad(), fd_b, diff, c.tolerance);
     EXPECT_LE(diff, c.tolerance) << c.what;
   }
   for (int op = 0; op < int(bp::ScalarOp::count); op++)
-    EXPECT_TRUE(covered.count(bp::ScalarOp(op))) << "no gradient check exercises op "
-                                                  << bp::scalar_op_names[op];
+    EXPECT_TRUE(covered.count(bp::ScalarOp(op)))
+        << "no gradient check exercises op " << bp::scalar_op_names[op];
 }
 
 // A node used twice must receive both contributions: y = a*a + a at a = 3 has dy/da = 2a + 1 = 7.
@@ -150,13 +162,31 @@ TEST(ScalarEngine, ResetKeepsParametersAndCapacity) {
 }
 
 TEST(ScalarEngine, SteadyStateStepsAllocateNothing) {
-  Tape tape;
+  Tape tape(0);  // no reservation: the first step grows the tape several times
   S a = tape.param(-4.0), b = tape.param(2.0);
   double ga, gb;
   micrograd_step(tape, a, b, &ga, &gb);  // the first step sizes the tape
   const long before = g_allocations;
+  const uint32_t growths = tape.growths();
   for (int i = 0; i < 1000; i++) micrograd_step(tape, a, b, &ga, &gb);
   EXPECT_EQ(g_allocations - before, 0) << "heap allocations in 1000 steady-state steps";
+  EXPECT_EQ(tape.growths(), growths) << "the tape was reallocated in steady state";
+}
+
+// The counter above must see the tape's own reallocation, or the test could not fail: a step
+// with a larger graph than any before it grows the tape, and both counts say so.
+TEST(ScalarEngine, TapeRegrowthIsCounted) {
+  Tape tape(0);
+  S a = tape.param(1.0);
+  S y = a;
+  for (int i = 0; i < 10; i++) y = y * a;
+  tape.reset();
+  const long before = g_allocations;
+  const uint32_t growths = tape.growths();
+  y = a;
+  for (int i = 0; i < 10000; i++) y = y * a;
+  EXPECT_GT(g_allocations - before, 0) << "realloc of the tape went unseen";
+  EXPECT_GT(tape.growths(), growths);
 }
 
 TEST(ScalarEngine, GrowsFromAnEmptyReservation) {
@@ -189,7 +219,45 @@ TEST(ScalarEngineDeathTest, ParamAfterGraphIsRefused) {
 TEST(ScalarEngineDeathTest, MixingTapesIsRefused) {
   Tape t1, t2;
   S a = t1.param(1.0), b = t2.param(2.0);
-  EXPECT_DEATH((void)(a + b), "another tape");
+  EXPECT_DEATH((void)(a + b), "ScalarTape::add: an operand belongs to another tape");
+}
+
+TEST(ScalarEngineDeathTest, EmptyHandleIsRefused) {
+  Tape tape;
+  S a = tape.param(1.0), empty;
+  EXPECT_DEATH((void)(empty * a), "ScalarTape::mul: an operand is an empty Scalar handle");
+  EXPECT_DEATH((void)(a - empty), "ScalarTape::sub: an operand is an empty Scalar handle");
+  EXPECT_DEATH((void)empty.value(), "ScalarTape::value: an operand is an empty Scalar handle");
+  EXPECT_DEATH((void)tanh(empty), "ScalarTape::tanh: an operand is an empty Scalar handle");
+}
+
+// A handle kept across reset() points at a slot the next step reuses: refused, even when that
+// slot is occupied again.
+TEST(ScalarEngineDeathTest, HandleFromAnEarlierStepIsRefused) {
+  Tape tape;
+  S a = tape.param(1.0);
+  S old = a * 2.0;
+  tape.reset();
+  S fresh = a * 3.0;  // occupies old's slot
+  (void)fresh;
+  EXPECT_DEATH((void)(old + a), "ScalarTape::add: an operand was made before the last reset");
+  EXPECT_DEATH((void)old.grad(), "ScalarTape::grad: an operand was made before the last reset");
+  S kept = a + 1.0;  // parameters outlive steps
+  EXPECT_EQ(kept.value(), 2.0);
+}
+
+// PyTorch refuses a second backward through one graph; here it would add every gradient again.
+TEST(ScalarEngineDeathTest, SecondBackwardIsRefused) {
+  Tape tape;
+  S a = tape.param(3.0);
+  S y = a * a;
+  tape.backward(y);
+  EXPECT_EQ(a.grad(), 6.0);
+  EXPECT_DEATH(tape.backward(y), "ScalarTape::backward: called twice on one graph");
+  tape.reset();
+  S z = a * a;
+  tape.backward(z);  // a new step may
+  EXPECT_EQ(a.grad(), 6.0);
 }
 
 }  // namespace

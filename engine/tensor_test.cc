@@ -3,18 +3,23 @@
 // Each case builds loss = sum(op(params) * R) with a fixed random R (so every output element
 // carries a different weight), takes the engine's gradient of every parameter element, and
 // compares it with (loss(p + h) - loss(p - h)) / 2h. A test fails if an op in TensorOp is not
-// exercised by some case. Then: AdamW against a hand-computed step, and arena reuse.
+// exercised by some case. Then: the float32 kernels swept against libm and at their edges,
+// AdamW against a hand-computed step, arena reuse without any allocation, and misuse stopped
+// with one line naming the op and the operands' shapes.
 //   ctest -R engine_tensor_test --output-on-failure
+#include "engine/tensor.h"
+
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <vector>
 
 #include "engine/alloc_counter_test.h"
-#include "engine/tensor.h"
 
 namespace {
 
@@ -48,15 +53,20 @@ const int32_t kIds[] = {0, 2, 2, 5, 1, 0};
 std::vector<OpCase> cases() {
   bp::IndexSpan ids{kIds, 6}, targets4{kTargets, 4};
   return {
-      {"matmul a b^T", {{3, 4, -1, 1}, {5, 4, -1, 1}},
+      {"matmul a b^T",
+       {{3, 4, -1, 1}, {5, 4, -1, 1}},
        [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
-      {"matmul a b^T 2", {{1, 8, -1, 1}, {40, 8, -1, 1}},  // b much larger: the c^T path
+      {"matmul a b^T 2",
+       {{1, 8, -1, 1}, {40, 8, -1, 1}},  // b much larger: the c^T path
        [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
-      {"matmul a b", {{3, 4, -1, 1}, {4, 5, -1, 1}},
+      {"matmul a b",
+       {{3, 4, -1, 1}, {4, 5, -1, 1}},
        [](G& g, auto& p) { return g.matmul(p[0], p[1], false); }},
-      {"linear", {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
+      {"linear",
+       {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
        [](G& g, auto& p) { return g.linear(p[0], p[1], p[2]); }},
-      {"linear relu", {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
+      {"linear relu",
+       {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
        [](G& g, auto& p) { return g.linear(p[0], p[1], p[2], true); }},
       {"add", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
       {"add row", {{3, 4, -1, 1}, {1, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
@@ -72,14 +82,21 @@ std::vector<OpCase> cases() {
       {"view", {{4, 3, -1, 1}}, [](G& g, auto& p) { return g.tanh(g.view(p[0], 2, 6)); }},
       {"sum", {{3, 4, -1, 1}}, [](G& g, auto& p) { return g.sum(g.mul(p[0], p[0])); }},
       {"mean", {{3, 4, -1, 1}}, [](G& g, auto& p) { return g.mean(g.mul(p[0], p[0])); }},
-      {"layernorm", {{4, 6, -2, 2}, {1, 6, 0.5, 1.5}, {1, 6, -1, 1}},
+      {"layernorm",
+       {{4, 6, -2, 2}, {1, 6, 0.5, 1.5}, {1, 6, -1, 1}},
        [](G& g, auto& p) { return g.layernorm(p[0], p[1], p[2]); }},
       {"softmax", {{3, 5, -2, 2}}, [](G& g, auto& p) { return g.softmax(p[0]); }},
-      {"attention", {{2 * 3, 3 * 4, -1, 1}},  // B=2, T=3, C=4, H=2: head size 2, the generic path
+      {"attention",
+       {{2 * 3, 3 * 4, -1, 1}},  // B=2, T=3, C=4, H=2: head size 2, the generic path
        [](G& g, auto& p) { return g.attention(p[0], 2, 3, 2); }},
-      {"attention hs 4", {{1 * 3, 3 * 8, -1, 1}},  // B=1, T=3, C=8, H=2: the compiled head size
+      {"attention hs 4",
+       {{1 * 3, 3 * 8, -1, 1}},  // B=1, T=3, C=8, H=2: the compiled head size
        [](G& g, auto& p) { return g.attention(p[0], 1, 3, 2); }},
-      {"cross_entropy", {{4, 5, -2, 2}},
+      {"cross_entropy",
+       {{4, 5, -2, 2}},
+       [targets4](G& g, auto& p) { return g.cross_entropy(p[0], targets4); }},
+      {"cross_entropy far",
+       {{4, 5, -60, 60}},  // targets far below the row maximum
        [targets4](G& g, auto& p) { return g.cross_entropy(p[0], targets4); }},
   };
 }
@@ -113,7 +130,7 @@ TEST(TensorOps, GradientsMatchCentralFiniteDifferences) {
     G g;
     std::vector<Tensor> p;
     loss_of(c, init, &g, &p);
-    for (size_t i = 0; i < g.num_nodes(); i++) covered.insert(g.node(Tensor{uint32_t(i)}).op);
+    for (size_t i = 0; i < g.num_nodes(); i++) covered.insert(g.node_at(i).op);
     double worst = 0;
     for (size_t i = 0; i < p.size(); i++)
       for (size_t j = 0; j < init[i].size(); j++) {
@@ -122,12 +139,79 @@ TEST(TensorOps, GradientsMatchCentralFiniteDifferences) {
         const double fd = (loss_of(c, plus) - loss_of(c, minus)) / (2 * h);
         worst = std::max(worst, std::fabs(g.grad(p[i])[j] - fd) / std::max(1.0, std::fabs(fd)));
       }
-    std::printf("  %-14s max rel diff %.2e (tolerance %.0e)\n", c.what, worst, tolerance);
+    std::printf("  %-17s max rel diff %.2e (tolerance %.0e)\n", c.what, worst, tolerance);
     EXPECT_LE(worst, tolerance) << c.what;
   }
   for (int op = 0; op < int(bp::TensorOp::count); op++)
     EXPECT_TRUE(covered.count(bp::TensorOp(op)))
         << "no gradient check exercises op " << bp::tensor_op_names[op];
+}
+
+// ---- the float32 kernels, which the finite-difference tests (in double) do not run ----
+
+// Every 4099th float in range against libm in double: |got - exact| <= bound * max(|exact|,
+// FLT_MIN), i.e. relative for normal results and a few denormal ulps below FLT_MIN. Measured
+// worst over every 97th float: exp 1.01e-7, tanh 1.88e-7 (float epsilon is 1.19e-7).
+template <class F, class Exact>
+double sweep(F f, Exact exact, float lo, float hi, float* worst_at) {
+  double worst = 0;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 4099) {
+    const uint32_t b = uint32_t(bits);
+    float x;
+    std::memcpy(&x, &b, sizeof x);
+    if (!(x >= lo && x <= hi)) continue;
+    const double want = exact(double(x));
+    const double err = std::fabs(double(f(x)) - want) / std::max(std::fabs(want), double(FLT_MIN));
+    if (!(err <= worst)) worst = err, *worst_at = x;
+  }
+  return worst;
+}
+
+TEST(Kernels, ExpMatchesLibmAcrossItsRange) {
+  float at = 0;
+  const double worst = sweep(
+      bp::exp_f32, [](double x) { return std::exp(x); }, -110.f, 88.72f, &at);
+  std::printf("  exp_f32 on [-110, 88.72]: max error %.3g at %g (bound 2.5e-7)\n", worst, at);
+  EXPECT_LE(worst, 2.5e-7);
+}
+
+TEST(Kernels, TanhMatchesLibmAcrossItsRange) {
+  float at = 0;
+  const double worst = sweep(
+      bp::tanh_f32, [](double x) { return std::tanh(x); }, -20.f, 20.f, &at);
+  std::printf("  tanh_f32 on [-20, 20]: max error %.3g at %g (bound 4e-7)\n", worst, at);
+  EXPECT_LE(worst, 4e-7);
+}
+
+// exp overflows to inf and underflows through the denormals to 0, as libm's expf does; it is not
+// clamped (it once returned 3.7e38 for exp(100) and 1.2e-38 for exp(-100)).
+TEST(Kernels, ExpEdges) {
+  EXPECT_EQ(bp::exp_f32(100.f), INFINITY);
+  EXPECT_EQ(bp::exp_f32(89.f), INFINITY);
+  EXPECT_EQ(bp::exp_f32(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isfinite(bp::exp_f32(88.72f)));
+  EXPECT_FLOAT_EQ(bp::exp_f32(-100.f), std::exp(-100.f));  // 3.78e-44, a denormal
+  EXPECT_LT(bp::exp_f32(-100.f), FLT_MIN);
+  EXPECT_EQ(bp::exp_f32(-104.f), 0.f);
+  EXPECT_EQ(bp::exp_f32(-INFINITY), 0.f);
+  EXPECT_TRUE(std::isnan(bp::exp_f32(NAN)));
+  EXPECT_EQ(bp::tanh_f32(30.f), 1.f);
+  EXPECT_EQ(bp::tanh_f32(-30.f), -1.f);
+  EXPECT_EQ(bp::tanh_f32(-1e-30f), -1e-30f);
+}
+
+// Cross-entropy is a log-sum-exp: a target logit 100 below the row's maximum costs 100, as in
+// PyTorch (torch.nn.functional.cross_entropy(torch.tensor([[100., 0.]]), torch.tensor([1])) is
+// 100.); -log of the underflowed probability gave 87.3.
+TEST(Kernels, CrossEntropyOfAFarTarget) {
+  bp::TensorGraph<float> g;
+  const int32_t target = 1;
+  bp::Tensor logits = g.param(1, 2, std::vector<float>{100.f, 0.f});
+  bp::Tensor loss = g.cross_entropy(logits, {&target, 1});
+  EXPECT_FLOAT_EQ(g.data(loss)[0], 100.f);
+  g.backward(loss);
+  EXPECT_FLOAT_EQ(g.grad(logits)[0], 1.f);  // softmax - onehot
+  EXPECT_FLOAT_EQ(g.grad(logits)[1], -1.f);
 }
 
 // Two AdamW steps on one parameter, against the update written out by hand from
@@ -172,7 +256,8 @@ TEST(TensorArena, StepsReuseTheirMemory) {
 }
 
 // A training step of a small attention model, as the workloads run it: after the first step
-// (which sizes the arena) and the second (which consolidates it into one block), none allocates.
+// (which sizes the arena) and the second (which consolidates it into one block), none allocates,
+// by any allocation function (engine/alloc_counter_test.h).
 TEST(TensorArena, SteadyStateStepsAllocateNothing) {
   bp::TensorGraph<float> g;
   auto init = [](size_t n) {
@@ -186,7 +271,7 @@ TEST(TensorArena, SteadyStateStepsAllocateNothing) {
   const int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8}, targets[8] = {2, 3, 4, 5, 6, 7, 8, 9};
   auto step = [&] {
     g.zero_grad();
-    Tensor x = g.embedding(wte, {ids, 8});                                       // (B*T, C)
+    Tensor x = g.embedding(wte, {ids, 8});  // (B*T, C)
     Tensor att = g.attention(g.linear(g.layernorm(x, gamma, beta), wqkv, bqkv), 2, 4, 3);
     Tensor loss = g.cross_entropy(g.matmul(g.add(x, att), head, true), {targets, 8});
     g.backward(loss);
@@ -198,9 +283,82 @@ TEST(TensorArena, SteadyStateStepsAllocateNothing) {
   const long before = g_allocations;
   const size_t peak = g.arena_bytes();
   for (int i = 0; i < 100; i++) step();
-  EXPECT_EQ(g_allocations - before, 0) << "operator new calls in 100 steady-state steps";
+  EXPECT_EQ(g_allocations - before, 0) << "heap allocations in 100 steady-state steps";
   EXPECT_EQ(g.step_arena_blocks(), 1u);
   EXPECT_EQ(g.arena_bytes(), peak);
+}
+
+// The counter sees an arena's growth (aligned_alloc), or the test above could not fail.
+TEST(TensorArena, ArenaGrowthIsCounted) {
+  bp::Arena<float> arena;
+  arena.alloc(16);
+  const long before = g_allocations;
+  arena.alloc(size_t(1) << 20);  // beyond the first block
+  EXPECT_GT(g_allocations - before, 0);
+  EXPECT_EQ(arena.num_blocks(), 2u);
+}
+
+// ---- the contract at the edges: each misuse stops with one line naming the op and shapes ----
+
+TEST(TensorContractDeathTest, EveryOperandShapeIsChecked) {
+  G g;
+  Tensor x = g.param(4, 24, values(96, -1, 1, 1));
+  Tensor gamma23 = g.param(1, 23, values(23, -1, 1, 2)),
+         beta = g.param(1, 24, values(24, -1, 1, 3));
+  Tensor w = g.param(5, 3, values(15, -1, 1, 4)), b = g.param(1, 5, values(5, -1, 1, 5));
+  Tensor qkv = g.param(8, 72, values(576, -1, 1, 6));
+  // layernorm once read past a short gamma and wrote into its neighbour's gradient
+  EXPECT_DEATH(g.layernorm(x, gamma23, beta),
+               "TensorGraph::layernorm: x \\(4, 24\\), gamma \\(1, 23\\), beta \\(1, 24\\): gamma "
+               "and beta must be \\(1, 24\\)");
+  EXPECT_DEATH(g.layernorm(x, beta, gamma23), "beta \\(1, 23\\)");
+  EXPECT_DEATH(g.linear(x, w, b), "TensorGraph::linear: x \\(4, 24\\), w \\(5, 3\\), b \\(1, 5\\)");
+  EXPECT_DEATH(g.matmul(x, w, false), "TensorGraph::matmul: a \\(4, 24\\), b \\(5, 3\\)");
+  EXPECT_DEATH(g.add(x, w), "TensorGraph::add: x \\(4, 24\\), y \\(5, 3\\)");
+  EXPECT_DEATH(g.view(x, 5, 5), "TensorGraph::view: x \\(4, 24\\) cannot be viewed as \\(5, 5\\)");
+  EXPECT_DEATH(g.view(x, -4, -24), "cannot be viewed as \\(-4, -24\\)");
+  // attention with H = 0 died of a division by zero; negative sizes read out of bounds
+  EXPECT_DEATH(g.attention(qkv, 2, 4, 0), "TensorGraph::attention: qkv \\(8, 72\\), B=2, T=4, H=0");
+  EXPECT_DEATH(g.attention(qkv, -2, -4, 3), "B=-2, T=-4, H=3: B, T and H must each be at least 1");
+  EXPECT_DEATH(g.attention(qkv, 2, 4, 5),
+               "need qkv \\(B\\*T, 3C\\) = \\(8, 3C\\) with C a multiple of H");
+  EXPECT_DEATH(g.attention(qkv, 4, 4, 3), "= \\(16, 3C\\)");
+  const int32_t bad_index = 9, ids[2] = {0, 1};
+  EXPECT_DEATH(g.embedding(w, {&bad_index, 1}),
+               "TensorGraph::embedding: table \\(5, 3\\), index 9");
+  EXPECT_DEATH(g.embedding(w, {ids, -1}), "-1 indices");
+  EXPECT_DEATH(g.cross_entropy(w, {ids, 2}),
+               "TensorGraph::cross_entropy: logits \\(5, 3\\), 2 targets");
+  EXPECT_DEATH(g.param(-1, 3, std::vector<double>{}), "TensorGraph::param: shape \\(-1, 3\\)");
+  EXPECT_DEATH(g.param(2, 3, std::vector<double>(5)), "shape \\(2, 3\\) holds 6 values; 5 given");
+}
+
+TEST(TensorContractDeathTest, EmptyForeignAndStaleHandlesAreRefused) {
+  G g, other;
+  Tensor w = g.param(2, 2, values(4, -1, 1, 1)), foreign = other.param(2, 2, values(4, -1, 1, 2));
+  EXPECT_DEATH(g.tanh(Tensor{}), "TensorGraph::tanh: an operand is an empty Tensor handle");
+  EXPECT_DEATH(g.add(w, foreign), "TensorGraph::add: an operand belongs to another TensorGraph");
+  Tensor h = g.tanh(w);
+  g.end_step();
+  Tensor reused = g.relu(w);  // takes h's place on the tape
+  (void)reused;
+  EXPECT_DEATH(g.mul(h, w), "TensorGraph::mul: an operand was made before the last end_step");
+  EXPECT_DEATH(g.data(h), "TensorGraph::data: an operand was made before the last end_step");
+  EXPECT_NE(g.data(w), nullptr);  // parameters outlive steps
+}
+
+// PyTorch refuses a second backward through one graph; here it would add every gradient again.
+TEST(TensorContractDeathTest, SecondBackwardIsRefused) {
+  G g;
+  Tensor w = g.param(1, 3, std::vector<double>{1, 2, 3});
+  Tensor loss = g.sum(g.mul(w, w));
+  g.backward(loss);
+  EXPECT_EQ(g.grad(w)[2], 6.0);
+  EXPECT_DEATH(g.backward(loss), "TensorGraph::backward: called twice in one step");
+  g.end_step();
+  g.zero_grad();
+  g.backward(g.sum(g.mul(w, w)));  // the next step may
+  EXPECT_EQ(g.grad(w)[2], 6.0);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 #!/bin/sh
 # harness/install-deps.sh: installs the Debian 12 packages backprop-bench needs, only the missing
 # ones (as root with apt-get, otherwise with sudo). `make`, `make test` and `make bench` call it.
-# wamerican provides /usr/share/dict/words, the default corpus of the model workloads.
+# wamerican provides /usr/share/dict/words, the default corpus of the model workloads;
+# clang-format keeps the tree in its .clang-format style (make format; the format_check test).
 set -eu
 PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
-          python3-matplotlib python3-pytest libopenblas0-pthread wamerican"
+          python3-matplotlib python3-pytest libopenblas0-pthread wamerican clang-format"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,41 +1,154 @@
-// harness/json.h: a small JSON reader, enough for the files our backends write.
+// harness/json.h: one JSON value type for everything the harness reads and writes.
 //
-// The runner reads Google Benchmark's JSON and our check files back to compare backends and print
-// the summary. Not a general library: no \u escapes beyond ASCII, numbers as double, and a parse
-// error is a std::runtime_error with the byte offset.
+// The runner reads Google Benchmark's JSON and the backends' check records, and writes its own
+// files (processes.json, check.json, summary.json); the C++ backends write their check records.
+// Objects keep the order their keys were written in. Strict where it matters for a benchmark:
+// only JSON's own number syntax is read (Python's bare NaN or Infinity is a parse error), and a
+// number that is not finite is written as null, which the judge rejects (harness/judge.h).
+// Not a general library: \u escapes beyond ASCII become '?', numbers are doubles.
+//   Tests: harness/harness_test.cc.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
-#include <map>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace bp {
 
 struct Json {
-  enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
+  enum class Kind { null, boolean, number, string, array, object };
+  Kind kind = Kind::null;
   bool boolean = false;
   double number = 0;
   std::string string;
   std::vector<Json> array;
-  std::map<std::string, Json> object;
+  std::vector<std::pair<std::string, Json>> object;  // in the order written
+
+  Json() = default;
+  Json(std::nullptr_t) {}
+  Json(bool b) : kind(Kind::boolean), boolean(b) {}
+  template <class N>
+  requires(std::is_arithmetic_v<N> && !std::is_same_v<N, bool>) Json(N n)
+      : kind(Kind::number), number(double(n)) {}
+  Json(const char* s) : kind(Kind::string), string(s) {}
+  Json(std::string s) : kind(Kind::string), string(std::move(s)) {}
+  Json(std::string_view s) : kind(Kind::string), string(s) {}
+
+  static Json object_of(std::initializer_list<std::pair<std::string, Json>> members) {
+    Json j;
+    j.kind = Kind::object;
+    for (const auto& m : members) j.object.push_back(m);
+    return j;
+  }
+  static Json array_of(std::vector<Json> items = {}) {
+    Json j;
+    j.kind = Kind::array;
+    j.array = std::move(items);
+    return j;
+  }
+  template <class Range>
+  static Json numbers(const Range& values) {
+    Json j = array_of();
+    for (double v : values) j.array.emplace_back(v);
+    return j;
+  }
+
+  // Adds (or replaces) a member of an object; returns it for chaining.
+  Json& set(const std::string& key, Json value) {
+    kind = Kind::object;
+    for (auto& [k, v] : object)
+      if (k == key) return v = std::move(value), *this;
+    object.emplace_back(key, std::move(value));
+    return *this;
+  }
+  Json& push(Json value) {
+    kind = Kind::array;
+    array.push_back(std::move(value));
+    return *this;
+  }
 
   // Member access that tolerates absence: a missing key reads as null.
-  const Json& operator[](const std::string& key) const {
+  const Json& operator[](std::string_view key) const {
     static const Json null_value;
-    auto it = object.find(key);
-    return it == object.end() ? null_value : it->second;
+    for (const auto& [k, v] : object)
+      if (k == key) return v;
+    return null_value;
   }
   bool is_null() const { return kind == Kind::null; }
+  bool is_number() const { return kind == Kind::number; }
   double num_or(double fallback) const { return kind == Kind::number ? number : fallback; }
   std::string str_or(std::string fallback) const {
     return kind == Kind::string ? string : fallback;
   }
+
+  // Compact within a line; with indent >= 0, one member or item per line down to `depth_limit`
+  // levels (so a record stays on one line inside a readable file).
+  std::string dump(int indent = -1, int depth_limit = 1 << 20) const {
+    std::string out;
+    write(out, indent, depth_limit, 0);
+    return out;
+  }
+
+ private:
+  static void write_string(std::string& out, std::string_view s) {
+    out += '"';
+    for (char c : s) {
+      if (c == '"' || c == '\\')
+        out += '\\', out += c;
+      else if (c == '\n')
+        out += "\\n";
+      else if (static_cast<unsigned char>(c) < 0x20)
+        out += fmt::format("\\u{:04x}", int(c));
+      else
+        out += c;
+    }
+    out += '"';
+  }
+  void write(std::string& out, int indent, int depth_limit, int depth) const {
+    const bool wrap = indent >= 0 && depth < depth_limit;
+    auto newline = [&](int d) {
+      if (wrap) out += '\n', out.append(size_t(indent * d), ' ');
+    };
+    switch (kind) {
+      case Kind::null: out += "null"; break;
+      case Kind::boolean: out += boolean ? "true" : "false"; break;
+      case Kind::number: out += std::isfinite(number) ? fmt::format("{}", number) : "null"; break;
+      case Kind::string: write_string(out, string); break;
+      case Kind::array:
+        out += '[';
+        for (size_t i = 0; i < array.size(); i++) {
+          out += i ? (wrap ? "," : ", ") : "";
+          newline(depth + 1);
+          array[i].write(out, indent, depth_limit, depth + 1);
+        }
+        if (!array.empty()) newline(depth);
+        out += ']';
+        break;
+      case Kind::object:
+        out += '{';
+        for (size_t i = 0; i < object.size(); i++) {
+          out += i ? (wrap ? "," : ", ") : "";
+          newline(depth + 1);
+          write_string(out, object[i].first);
+          out += ": ";
+          object[i].second.write(out, indent, depth_limit, depth + 1);
+        }
+        if (!object.empty()) newline(depth);
+        out += '}';
+        break;
+    }
+  }
 };
 
+// Parses one JSON document; a syntax error is a std::runtime_error with the byte offset.
 class JsonParser {
  public:
   explicit JsonParser(std::string_view text) : s_(text) {}
@@ -52,8 +165,8 @@ class JsonParser {
     throw std::runtime_error("JSON: " + std::string(what) + " at byte " + std::to_string(pos_));
   }
   void skip_space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' ||
-                                s_[pos_] == '\t'))
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t'))
       pos_++;
   }
   bool eat(char c) {
@@ -68,6 +181,7 @@ class JsonParser {
     if (s_.substr(pos_, w.size()) == w) return pos_ += w.size(), true;
     return false;
   }
+  bool digit_at(size_t i) const { return i < s_.size() && s_[i] >= '0' && s_[i] <= '9'; }
 
   Json value() {
     skip_space();
@@ -82,7 +196,7 @@ class JsonParser {
         skip_space();
         std::string key = string_literal();
         expect(':');
-        v.object[key] = value();
+        v.object.emplace_back(std::move(key), value());
       } while (eat(','));
       expect('}');
     } else if (c == '[') {
@@ -100,13 +214,16 @@ class JsonParser {
     } else if (eat_word("false")) {
       v.kind = Json::Kind::boolean;
     } else if (eat_word("null")) {
-    } else {
+    } else if (c == '-' || digit_at(pos_)) {  // JSON's grammar: no NaN, Infinity, '+' or hex
+      const size_t first_digit = pos_ + (c == '-');
+      if (!digit_at(first_digit)) fail("expected a digit");
       const char* begin = s_.data() + pos_;
       char* end = nullptr;
       v.kind = Json::Kind::number;
       v.number = std::strtod(begin, &end);
-      if (end == begin) fail("expected a value");
       pos_ += size_t(end - begin);
+    } else {
+      fail("expected a value");
     }
     return v;
   }
@@ -147,5 +264,7 @@ class JsonParser {
   std::string_view s_;
   size_t pos_ = 0;
 };
+
+inline Json parse_json(std::string_view text) { return JsonParser(text).parse(); }
 
 }  // namespace bp

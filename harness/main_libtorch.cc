@@ -17,8 +17,6 @@
 #include "baselines/libtorch_backend.h"
 #include "harness/backend_main.h"
 
-static_assert(bp::ScalarBackend<bp::LibtorchBackend>);
-
 // Where the loader's libblas.so.3 symlink chain ends, e.g. .../openblas-pthread/libblas.so.3.
 static std::string resolved_blas() {
   char path[PATH_MAX];
@@ -37,7 +35,8 @@ static int set_openblas_threads(int n) {
 
 int main(int argc, char** argv) {
   bp::BackendInfo info;
-  info.version = "libtorch " BP_LIBTORCH_PACKAGE " (Debian libtorch-dev; headers say " TORCH_VERSION "), eager";
+  info.version = "libtorch " BP_LIBTORCH_PACKAGE " (Debian libtorch-dev; headers say " TORCH_VERSION
+                 "), eager";
   info.max_threads = int(std::max(1u, std::thread::hardware_concurrency()));
   static int blas_threads = -1;
   info.set_threads = [](int n) {

@@ -1,61 +1,37 @@
-// harness/names.h: the one place benchmark names are built and parsed.
+// harness/names.h: the one place instances and benchmarks are named.
 //
-// A name is `<phase>/<workload>/<backend>/<key>:<value>/...`, e.g.
-// `grad/scalar_chain/engine/nodes:1000/threads:1`. The phase says what is timed (`grad`: gradient
-// of a scalar graph). Keys are the workload's size (if any), then `threads`. The runner, the
-// summary table and plots/ all split names with these rules, never with guesses.
+// An instance is one workload at one size, the same work on any backend: `<phase>/<workload>` or
+// `<phase>/<workload>/<key>:<size>`, e.g. `grad/scalar_chain/nodes:1000`; a row of the summary.
+// A benchmark is an instance on one backend with its thread count:
+// `<phase>/<workload>/<backend>[/<key>:<size>]/threads:<n>`, e.g.
+// `grad/scalar_chain/engine/nodes:1000/threads:1`. The phase says what is timed (`grad`: the
+// gradient of a scalar graph; `step`: one training step). bench_run names every benchmark it runs
+// and hands the name to the backend process (harness/protocol.h); nothing parses names back.
 #pragma once
 
-#include <optional>
+#include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
-#include "harness/text.h"
+#include "workloads/workload.h"
 
 namespace bp {
 
-struct NameKey {
-  std::string key, value;
-};
-
-inline std::string bench_name(std::string_view phase, std::string_view workload,
-                              std::string_view backend, const std::vector<NameKey>& keys) {
-  std::string name;
-  name.append(phase).append("/").append(workload).append("/").append(backend);
-  for (const NameKey& k : keys) name.append("/").append(k.key).append(":").append(k.value);
-  return name;
+inline std::string size_label(const WorkloadInfo& w, int64_t size) {
+  return w.sizes.sized() ? std::string(w.sizes.key) + ":" + std::to_string(size) : "";
 }
 
-struct ParsedName {
-  std::string phase, workload, backend;
-  std::vector<NameKey> keys;
+inline std::string instance_id(const WorkloadInfo& w, int64_t size) {
+  std::string id = std::string(w.phase) + "/" + std::string(w.name);
+  if (w.sizes.sized()) id += "/" + size_label(w, size);
+  return id;
+}
 
-  // The same work on any backend: the name without its backend and threads, e.g.
-  // `grad/scalar_chain/nodes:1000`. Rows of the summary table and of the check are instances.
-  std::string instance() const {
-    std::string s = phase + "/" + workload;
-    for (const NameKey& k : keys)
-      if (k.key != "threads") s += "/" + k.key + ":" + k.value;
-    return s;
-  }
-};
-
-// Parses a name built by bench_name; nullopt for anything else (a Google Benchmark aggregate
-// suffix such as `_median` must be removed first).
-inline std::optional<ParsedName> parse_bench_name(std::string_view name) {
-  const std::vector<std::string> parts = split(name, '/');
-  if (parts.size() < 3) return std::nullopt;
-  ParsedName p{parts[0], parts[1], parts[2], {}};
-  for (size_t i = 3; i < parts.size(); i++) {
-    size_t colon = parts[i].find(':');
-    if (colon == std::string::npos) return std::nullopt;
-    p.keys.push_back({parts[i].substr(0, colon), parts[i].substr(colon + 1)});
-  }
-  for (const std::string& s : parts)
-    if (s.empty()) return std::nullopt;
-  return p;
+inline std::string bench_name(const WorkloadInfo& w, int64_t size, std::string_view backend,
+                              int threads) {
+  std::string name = std::string(w.phase) + "/" + std::string(w.name) + "/" + std::string(backend);
+  if (w.sizes.sized()) name += "/" + size_label(w, size);
+  return name + "/threads:" + std::to_string(threads);
 }
 
 }  // namespace bp

@@ -38,7 +38,6 @@ inline int64_t proc_status_bytes(const char* field) {
   return bytes;
 }
 inline int64_t proc_peak_rss_bytes() { return proc_status_bytes("VmHWM"); }
-inline int64_t proc_rss_bytes() { return proc_status_bytes("VmRSS"); }
 
 inline std::string proc_cpu_model() {
   FILE* f = std::fopen("/proc/cpuinfo", "r");

@@ -1,25 +1,22 @@
-// harness/run.cc: bench_run, the one runner over every backend binary.
+// harness/run.cc: bench_run, the one runner over every backend.
 //
-// It (1) asks each backend binary which benchmarks match the selection, (2) runs the correctness
-// check on every backend and compares values and gradients against our engine and the known
-// answers, (3) runs each benchmark of each backend that passed in a fresh process (so the parent's
-// wait4 peak RSS is that benchmark's alone), with a timeout, and (4) prints a summary table.
-// What it writes under <out>/<run-id>/ is documented in README.md ("What a run writes"); every
-// file is written as soon as its numbers exist, so an interrupted run keeps what it measured.
+// It (1) expands the selection (--workloads, --sizes, --filter) over the workload registry,
+// validates it and names every benchmark, without asking any backend what exists; (2) runs the
+// correctness check, one process per backend told exactly which instances to check
+// (harness/protocol.h), and has harness/judge.h decide who agrees; (3) runs each benchmark that
+// passed in a fresh process, so that the parent's wait4 peak RSS is that benchmark's alone, with a
+// timeout; (4) writes the summary (harness/results.h) and draws the plots (plots/plot.py).
+// What it writes under <out>/<run-id>/ is in README.md ("What a run writes"); every file is
+// written as soon as its numbers exist, so an interrupted run keeps what it measured.
 //
 //   build/bench_run --filter small_graph --repetitions 3      # `build/bench_run --help` for all
-#include <fcntl.h>
 #include <fmt/format.h>
+#include <regex.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -27,21 +24,28 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "harness/json.h"
+#include "harness/judge.h"
 #include "harness/names.h"
+#include "harness/proc.h"
+#include "harness/process.h"
+#include "harness/protocol.h"
+#include "harness/results.h"
 #include "harness/text.h"
+#include "workloads/data.h"
+#include "workloads/registry.h"
 
 namespace fs = std::filesystem;
-using bp::Json;
 
+namespace bp {
 namespace {
 
-// The backends the runner knows: name, program (a binary in the build folder, or a script in the
-// source tree when it has a '/'), the flag that selects its mode, whether --threads applies. The
-// first is the reference every other backend is checked against and divided by in the ratios.
+// The backends the runner knows, in the fixed order that decides the reference (the first one
+// selected) and the columns of every table: name, program (a binary in the build folder, or a
+// script in the source tree when it has a '/'), the flag that selects its mode, whether --threads
+// applies to it.
 struct BackendSpec {
   const char* name;
   const char* program;
@@ -55,21 +59,22 @@ const BackendSpec kBackends[] = {
     {"torchscript", "baselines/pytorch_bench.py", "--mode=torchscript", true},
 };
 
-// Values are compared as |x - reference| / max(floor, |reference|) <= rel, with rel and floor
-// from the reference's record (each workload states them: scalar graphs in double rel 1e-9,
-// floor 1; models in float32 rel 2e-3, floor 1e-12, i.e. purely relative).
-struct Tolerance {
-  double rel, floor;
-};
+const BackendSpec& spec_of(const std::string& name) {
+  for (const BackendSpec& b : kBackends)
+    if (name == b.name) return b;
+  std::abort();  // names come from kBackends
+}
 
 const char* kUsage = R"(usage: bench_run [options]
   --out DIR            results folder (default: results); the run goes to DIR/<run-id>/ and
                        DIR/latest points at it
-  --backends A,B       backends to run (default: all: engine,libtorch,pytorch,torchscript)
-  --filter REGEX       run only benchmarks whose names match (Google Benchmark's --benchmark_filter)
-  --workloads A,B      run only these workloads
-  --sizes KEY=N,...    replace the default sizes of workloads sized by KEY (e.g. nodes=10,5000);
+  --backends A,B       backends to run, in any order (default: all: engine,libtorch,pytorch,
+                       torchscript); tables and the reference follow that fixed order
+  --workloads A,B      run only these workloads (default: all)
+  --sizes KEY=N,...    replace the default sizes of the workloads sized by KEY (e.g. nodes=10,5000);
                        repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)
+  --filter REGEX       run only benchmarks whose names match (POSIX extended regex, as Google
+                       Benchmark's --benchmark_filter; a leading '-' negates)
   --threads N          intra-op threads for threaded backends (default 1)
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
   --repetitions N      repetitions per benchmark; the median is reported (default 5)
@@ -89,20 +94,13 @@ benchmark failed, timed out or was not run because its backend failed the check.
 
 struct Options {
   fs::path out = "results", bin_dir;
-  std::vector<std::string> backends;
-  std::string filter, workloads, data;
+  std::vector<std::string> backends;  // in kBackends order
+  std::string filter, workloads, data = kDefaultCorpus;
   std::vector<std::string> sizes;
   int threads = 1, repetitions = 5;
   double min_time = 0.2, timeout = 600;
   bool check_only = false, plots = true;
 };
-
-// The non-empty fields of a list (a trailing comma or a blank line is nothing).
-std::vector<std::string> fields(const std::string& s, char sep) {
-  std::vector<std::string> out = bp::split(s, sep);
-  std::erase(out, std::string());
-  return out;
-}
 
 double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
   char* end = nullptr;
@@ -115,7 +113,8 @@ double parse_number(const std::string& flag, const std::string& text, double lo,
 Options parse_options(int argc, char** argv) {
   Options o;
   o.bin_dir = fs::read_symlink("/proc/self/exe").parent_path();
-  for (const BackendSpec& b : kBackends) o.backends.push_back(b.name);
+  std::vector<std::string> backends;
+  for (const BackendSpec& b : kBackends) backends.push_back(b.name);
   for (int i = 1; i < argc; i++) {
     std::string arg = argv[i], value;
     const size_t eq = arg.find('=');
@@ -129,125 +128,152 @@ Options parse_options(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       fmt::print("{}", kUsage);
       std::exit(0);
-    } else if (arg == "--out") o.out = next();
-    else if (arg == "--bin-dir") o.bin_dir = next();
-    else if (arg == "--filter") o.filter = next();
-    else if (arg == "--workloads") o.workloads = next();
-    else if (arg == "--sizes") o.sizes.push_back(next());
-    else if (arg == "--data") o.data = next();
-    else if (arg == "--threads") o.threads = int(parse_number(arg, next(), 1, 256));
-    else if (arg == "--repetitions") o.repetitions = int(parse_number(arg, next(), 1, 1000));
-    else if (arg == "--min-time") o.min_time = parse_number(arg, next(), 0.001, 600);
-    else if (arg == "--timeout") o.timeout = parse_number(arg, next(), 1, 86400);
-    else if (arg == "--check-only") o.check_only = true;
-    else if (arg == "--no-plots") o.plots = false;
+    } else if (arg == "--out")
+      o.out = next();
+    else if (arg == "--bin-dir")
+      o.bin_dir = next();
+    else if (arg == "--filter")
+      o.filter = next();
+    else if (arg == "--workloads")
+      o.workloads = next();
+    else if (arg == "--sizes")
+      o.sizes.push_back(next());
+    else if (arg == "--data")
+      o.data = next();
+    else if (arg == "--threads")
+      o.threads = int(parse_number(arg, next(), 1, 256));
+    else if (arg == "--repetitions")
+      o.repetitions = int(parse_number(arg, next(), 1, 1000));
+    else if (arg == "--min-time")
+      o.min_time = parse_number(arg, next(), 0.001, 600);
+    else if (arg == "--timeout")
+      o.timeout = parse_number(arg, next(), 1, 86400);
+    else if (arg == "--check-only")
+      o.check_only = true;
+    else if (arg == "--no-plots")
+      o.plots = false;
     else if (arg == "--backends") {
-      o.backends = fields(next(), ',');
+      backends = fields(next(), ',');
       std::vector<std::string> valid;
       for (const BackendSpec& b : kBackends) valid.push_back(b.name);
-      for (const std::string& b : o.backends)
+      for (const std::string& b : backends)
         if (std::find(valid.begin(), valid.end(), b) == valid.end())
           usage_error(fmt::format("unknown backend '{}'; valid: {}", b, fmt::join(valid, ", ")));
-      if (o.backends.empty()) usage_error("--backends: name at least one backend");
+      if (backends.empty()) usage_error("--backends: name at least one backend");
     } else {
       usage_error(fmt::format("unknown option '{}'", argv[i]));
     }
   }
+  for (const BackendSpec& b : kBackends)  // the fixed order, whatever order they were given in
+    if (std::find(backends.begin(), backends.end(), b.name) != backends.end())
+      o.backends.push_back(b.name);
   return o;
 }
 
-const BackendSpec& spec_of(const std::string& name) {
-  for (const BackendSpec& b : kBackends)
-    if (name == b.name) return b;
-  usage_error("unknown backend " + name);
-}
+// ---- the selection: the registry, expanded and validated once ----
 
-// ---- child processes ----
-
-struct ProcessResult {
-  int exit_code = -1, signal = 0;
-  bool timed_out = false;
-  double wall_seconds = 0;
-  int64_t max_rss_bytes = 0;
-  bool ok() const { return !timed_out && signal == 0 && exit_code == 0; }
-  std::string failure() const {
-    if (timed_out) return "timed out";
-    if (signal) return fmt::format("killed by signal {} ({})", signal, strsignal(signal));
-    return fmt::format("exit code {}", exit_code);
-  }
+struct Selected {
+  const WorkloadInfo* workload;
+  int64_t size;
+  std::string id;                            // the instance (harness/names.h)
+  std::map<std::string, std::string> names;  // backend -> benchmark name, selected ones only
 };
 
-volatile sig_atomic_t g_child_group = 0;
-
-// Ctrl-C stops the backend process too (it runs in its own process group so that a timeout can
-// kill it with everything it started); files already written stay.
-void on_interrupt(int sig) {
-  if (g_child_group > 0) kill(-g_child_group, SIGKILL);
-  signal(sig, SIG_DFL);
-  raise(sig);
+int threads_of(const Options& o, const std::string& backend) {
+  return spec_of(backend).threaded ? o.threads : 1;
 }
 
-// Runs argv with stdout and stderr into `log`; kills the process group after `timeout` seconds.
-// The peak RSS comes from wait4's rusage: the child's own high-water mark, as the kernel saw it.
-ProcessResult run_process(const std::vector<std::string>& argv, const fs::path& log,
-                          double timeout, const std::vector<std::string>& env) {
-  ProcessResult r;
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) usage_error(fmt::format("fork failed: {}", strerror(errno)));
-  if (pid == 0) {
-    setpgid(0, 0);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
-    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    fmt::print(stderr, "cannot run {}: {}\n", argv[0], strerror(errno));
-    _exit(127);
+// Google Benchmark 1.7.1's filter semantics: POSIX extended regex, a leading '-' negates, and
+// "", "all" and "." match everything.
+class NameFilter {
+ public:
+  explicit NameFilter(std::string pattern) : text_(pattern) {
+    if (pattern.empty() || pattern == "all" || pattern == ".") return;
+    if (pattern[0] == '-') negate_ = true, pattern.erase(0, 1);
+    if (regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) != 0)
+      usage_error(fmt::format("--filter '{}' is not a valid regular expression", text_));
+    active_ = true;
   }
-  setpgid(pid, pid);
-  g_child_group = pid;
-  int status = 0;
-  rusage usage{};
-  while (true) {
-    const pid_t done = wait4(pid, &status, WNOHANG, &usage);
-    if (done == pid) break;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (elapsed > timeout && !r.timed_out) {
-      r.timed_out = true;
-      kill(-pid, SIGKILL);
+  ~NameFilter() {
+    if (active_) regfree(&re_);
+  }
+  NameFilter(const NameFilter&) = delete;
+  bool matches(const std::string& name) const {
+    return !active_ || (regexec(&re_, name.c_str(), 0, nullptr, 0) == 0) != negate_;
+  }
+
+ private:
+  std::string text_;
+  regex_t re_{};
+  bool active_ = false, negate_ = false;
+};
+
+std::vector<Selected> select_instances(const Options& o) {
+  std::vector<std::string> all_names, size_keys;
+  for (const WorkloadInfo& w : kWorkloads) {
+    all_names.emplace_back(w.name);
+    if (w.sizes.sized() &&
+        std::find(size_keys.begin(), size_keys.end(), w.sizes.key) == size_keys.end())
+      size_keys.emplace_back(w.sizes.key);
+  }
+  std::vector<std::string> chosen = fields(o.workloads, ',');
+  for (const std::string& w : chosen)
+    if (!find_workload(w))
+      usage_error(fmt::format("unknown workload '{}'; valid: {}", w, fmt::join(all_names, ", ")));
+  std::map<std::string, std::vector<int64_t>> sizes;  // size key -> sizes given
+  for (const std::string& spec : o.sizes) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      usage_error(fmt::format("--sizes {}: expected KEY=N,N,... (e.g. nodes=10,1000)", spec));
+    const std::string key = spec.substr(0, eq);
+    if (std::find(size_keys.begin(), size_keys.end(), key) == size_keys.end())
+      usage_error(fmt::format("--sizes: no workload is sized by '{}'; size keys: {}", key,
+                              fmt::join(size_keys, ", ")));
+    for (const std::string& n : fields(spec.substr(eq + 1), ',')) {
+      const std::optional<int64_t> v = parse_whole(n);
+      if (!v) usage_error(fmt::format("--sizes {}: '{}' is not a whole number", spec, n));
+      sizes[key].push_back(*v);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(r.timed_out ? 1 : 10));
+    if (sizes[key].empty()) usage_error(fmt::format("--sizes {}: give at least one size", spec));
   }
-  g_child_group = 0;
-  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.max_rss_bytes = int64_t(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  return r;
+  const NameFilter filter(o.filter);
+  std::vector<Selected> out;
+  std::vector<std::string> every_name;  // for the message when the filter matches nothing
+  for (const WorkloadInfo& w : kWorkloads) {
+    const bool wanted =
+        chosen.empty() || std::find(chosen.begin(), chosen.end(), w.name) != chosen.end();
+    std::vector<int64_t> list(w.sizes.defaults().begin(), w.sizes.defaults().end());
+    if (w.sizes.sized() && sizes.count(std::string(w.sizes.key))) {
+      list = sizes[std::string(w.sizes.key)];
+      for (int64_t n : list)  // every workload sized by the key must accept it, selected or not
+        if (std::string why = size_error(w, n); !why.empty()) usage_error("--sizes: " + why);
+    }
+    if (!wanted) continue;
+    for (int64_t size : list) {
+      Selected s{&w, size, instance_id(w, size), {}};
+      for (const std::string& b : o.backends) {
+        const std::string name = bench_name(w, size, b, threads_of(o, b));
+        every_name.push_back(name);
+        if (filter.matches(name)) s.names[b] = name;
+      }
+      if (!s.names.empty()) out.push_back(std::move(s));
+    }
+  }
+  if (out.empty()) {
+    if (every_name.size() > 6) every_name.resize(6), every_name.push_back("...");
+    usage_error(fmt::format("--filter '{}' matches no benchmark; names look like:\n  {}", o.filter,
+                            fmt::join(every_name, "\n  ")));
+  }
+  return out;
 }
+
+// ---- the run ----
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::optional<Json> read_json(const fs::path& p, std::string* error) {
-  try {
-    if (!fs::exists(p)) {
-      *error = "no output file";
-      return std::nullopt;
-    }
-    return bp::JsonParser(read_file(p)).parse();
-  } catch (const std::exception& e) {
-    *error = e.what();
-    return std::nullopt;
-  }
 }
 
 // Writes via a temporary file and a rename, so a reader never sees half a file.
@@ -257,77 +283,52 @@ void write_atomically(const fs::path& p, const std::string& text) {
   fs::rename(tmp, p);
 }
 
-std::string shell_line(const char* cmd) {
-  std::string out;
-  if (FILE* f = popen(cmd, "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, f)) out += buf;
-    pclose(f);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-std::string regex_quote(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (std::string_view(".[]{}()\\*+?^$|").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 std::string file_stem(const std::string& bench_name) {
   std::string s;
   for (char c : bench_name) s += c == '/' ? std::string("__") : c == ':' ? "-" : std::string(1, c);
   return s;
 }
 
-// ---- formatting for people ----
-
-std::string human_time(double seconds) {
-  if (!(seconds >= 0)) return "-";
-  if (seconds < 1e-6) return fmt::format("{:.1f} ns", seconds * 1e9);
-  if (seconds < 1e-3) return fmt::format("{:.2f} us", seconds * 1e6);
-  if (seconds < 1) return fmt::format("{:.2f} ms", seconds * 1e3);
-  return fmt::format("{:.2f} s", seconds);
-}
-std::string human_mb(double bytes) {
-  return bytes > 0 ? fmt::format("{:.1f} MB", bytes / 1e6) : "-";
-}
-
-// ---- the run ----
-
-struct Record {  // one row of processes.json
-  std::string backend, phase, benchmark, instance, file, log, status, message;
-  ProcessResult proc;
-  double median_seconds = -1, peak_rss_bytes = -1;  // from the benchmark's own JSON
-};
-
-std::string record_json(const Record& r) {
-  return fmt::format(
-      R"({{"backend": "{}", "phase": "{}", "benchmark": "{}", "instance": "{}", "file": "{}", )"
-      R"("log": "{}", "status": "{}", "message": "{}", "exit_code": {}, "signal": {}, )"
-      R"("timed_out": {}, "wall_seconds": {:.3f}, "max_rss_bytes": {}, )"
-      R"("median_real_time_seconds": {}, "median_peak_rss_bytes": {}}})",
-      r.backend, r.phase, bp::json_escape(r.benchmark), bp::json_escape(r.instance), r.file,
-      r.log, r.status, bp::json_escape(r.message), r.proc.exit_code, r.proc.signal,
-      r.proc.timed_out ? "true" : "false",
-      r.proc.wall_seconds, r.proc.max_rss_bytes,
-      r.median_seconds >= 0 ? fmt::format("{}", r.median_seconds) : "null",
-      r.peak_rss_bytes >= 0 ? fmt::format("{}", r.peak_rss_bytes) : "null");
+// A check file's records by benchmark name. A check process that died mid-way leaves a file cut
+// short; its records are one per line, so every complete one is still read.
+std::map<std::string, Json> read_check_records(const fs::path& path) {
+  std::map<std::string, Json> out;
+  const std::string text = read_file(path);
+  try {
+    const Json doc = parse_json(text);
+    for (const Json& r : doc["records"].array) out[r["name"].str_or("")] = r;
+    return out;
+  } catch (const std::exception&) {
+  }
+  for (std::string line : split(text, '\n')) {  // "  {record}," per line
+    while (!line.empty() && line[0] == ' ') line.erase(0, 1);
+    while (!line.empty() && line.back() == ',') line.pop_back();
+    if (line.rfind("{\"name\"", 0) != 0) continue;
+    try {
+      Json r = parse_json(line);
+      out[r["name"].str_or("")] = r;
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
 }
 
 class Run {
  public:
-  Run(Options o) : opt_(std::move(o)) {}
+  Run(Options o, std::vector<Selected> selected)
+      : opt_(std::move(o)), selected_(std::move(selected)) {}
 
   int main() {
+    for (const std::string& b : opt_.backends)
+      if (!fs::exists(program(b)))
+        usage_error(fmt::format("{} not found; build first (make)", program(b)));
     start_ = std::time(nullptr);
-    git_sha_ = shell_line(("git -C '" BP_SOURCE_DIR "' rev-parse --short HEAD 2>/dev/null")) ;
-    if (git_sha_.empty()) git_sha_ = "nogit";
-    else if (!shell_line("git -C '" BP_SOURCE_DIR "' status --porcelain --untracked-files=no "
-                         "2>/dev/null").empty())
+    git_sha_ = capture_output({"git", "-C", BP_SOURCE_DIR, "rev-parse", "--short", "HEAD"});
+    if (git_sha_.empty())
+      git_sha_ = "nogit";
+    else if (!capture_output(
+                  {"git", "-C", BP_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no"})
+                  .empty())
       git_sha_ += "-dirty";
     char host[256] = "host";
     gethostname(host, sizeof host - 1);
@@ -336,84 +337,41 @@ class Run {
     run_id_ = fmt::format("{}-{}-{}", stamp, host, git_sha_);
     dir_ = opt_.out / run_id_;
     fs::create_directories(dir_ / "logs");
-
-    list_benchmarks();
+    fs::create_directories(dir_ / "check");
     fmt::print("run {}\n  writing to {}\n", run_id_, dir_.string());
     if (!opt_.check_only) point_latest_here();
+
     const bool all_agree = check();
     if (opt_.check_only) return all_agree ? 0 : 1;
     bench();
-    summary();
+    summarize();
     if (opt_.plots) plot();
-    return failures_ || !bad_backends_.empty() ? 3 : 0;
+    return failures_ ? 3 : 0;
   }
 
  private:
-  std::vector<std::string> common_flags(const std::string& backend) const {
-    std::vector<std::string> f;
-    if (!opt_.workloads.empty()) f.push_back("--workloads=" + opt_.workloads);
-    for (const std::string& s : opt_.sizes) f.push_back("--sizes=" + s);
-    if (!opt_.data.empty()) f.push_back("--data=" + opt_.data);
-    if (spec_of(backend).threaded) f.push_back(fmt::format("--threads={}", opt_.threads));
-    return f;
+  std::string program(const std::string& backend) const {
+    const std::string p = spec_of(backend).program;
+    if (p.find('/') != std::string::npos) return std::string(BP_SOURCE_DIR "/") + p;
+    return (opt_.bin_dir / p).string();
+  }
+  // The command line of a backend process, without its instances and mode-specific flags.
+  std::vector<std::string> command(const std::string& backend, bool reads_corpus) const {
+    std::vector<std::string> argv = {program(backend)};
+    if (spec_of(backend).mode_flag) argv.push_back(spec_of(backend).mode_flag);
+    if (spec_of(backend).threaded) argv.push_back(fmt::format("--threads={}", opt_.threads));
+    if (reads_corpus) argv.push_back("--data=" + opt_.data);
+    return argv;
+  }
+  std::string instance_arg(const Selected& s, const std::string& backend) const {
+    return instance_flag({.workload = std::string(s.workload->name),
+                          .size = s.workload->sizes.sized() ? std::optional(s.size) : std::nullopt,
+                          .name = s.names.at(backend),
+                          .check_steps = s.workload->check_steps});
   }
   // Thread counts are each backend's own business (--threads): bench_libtorch sets OpenBLAS's,
   // pytorch_bench.py its environment before importing torch.
   std::vector<std::string> child_env() const { return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_}; }
-  std::string binary(const std::string& backend) const {
-    const std::string program = spec_of(backend).program;
-    if (program.find('/') != std::string::npos) return std::string(BP_SOURCE_DIR "/") + program;
-    return (opt_.bin_dir / program).string();
-  }
-  // The start of every command line of this backend: its program, then its mode if it has one.
-  std::vector<std::string> command(const std::string& backend) const {
-    std::vector<std::string> argv = {binary(backend)};
-    if (spec_of(backend).mode_flag) argv.push_back(spec_of(backend).mode_flag);
-    return argv;
-  }
-  int threads_of(const std::string& backend) const {
-    return spec_of(backend).threaded ? opt_.threads : 1;
-  }
-
-  // Each backend lists its matching benchmarks; its own validation of --workloads/--sizes speaks
-  // first (exit 2 with one line), so every bad input is reported the same way.
-  void list_benchmarks() {
-    for (const std::string& b : opt_.backends) {
-      if (!fs::exists(binary(b)))
-        usage_error(fmt::format("{} not found; build first (make)", binary(b)));
-      std::vector<std::string> argv = command(b);
-      argv.push_back("--benchmark_list_tests=true");
-      if (!opt_.filter.empty()) argv.push_back("--benchmark_filter=" + opt_.filter);
-      for (const std::string& f : common_flags(b)) argv.push_back(f);
-      const fs::path log = dir_ / "logs" / (b + ".list.log");
-      ProcessResult r = run_process(argv, log, 120, child_env());
-      const std::string text = read_file(log);
-      if (r.exit_code == 2) {
-        fmt::print(stderr, "{}", text);
-        std::exit(2);
-      }
-      if (!r.ok()) usage_error(fmt::format("{} could not list its benchmarks ({}):\n{}", b,
-                                           r.failure(), text));
-      for (const std::string& line : fields(text, '\n'))
-        if (bp::parse_bench_name(line)) names_[b].push_back(line);
-      for (const std::string& n : names_[b]) {
-        const std::string inst = bp::parse_bench_name(n)->instance();
-        if (std::find(instances_.begin(), instances_.end(), inst) == instances_.end())
-          instances_.push_back(inst);
-      }
-    }
-    if (instances_.empty()) {
-      std::vector<std::string> all;
-      std::vector<std::string> argv = command(opt_.backends[0]);
-      argv.push_back("--benchmark_list_tests=true");
-      ProcessResult r = run_process(argv, dir_ / "logs" / "all.list.log", 120, child_env());
-      (void)r;
-      for (const std::string& line : fields(read_file(dir_ / "logs" / "all.list.log"), '\n'))
-        all.push_back(line);
-      usage_error(fmt::format("--filter '{}' matches no benchmark; names look like:\n  {}",
-                              opt_.filter, fmt::join(all, "\n  ")));
-    }
-  }
 
   void point_latest_here() {
     const fs::path latest = opt_.out / "latest";
@@ -422,284 +380,272 @@ class Run {
     fs::create_directory_symlink(run_id_, latest, ec);
   }
 
-  // Runs every backend's check and compares each instance with the reference backend (the first
-  // selected, our engine by default) and with known answers. Returns true if all agree.
-  bool check() {
-    fs::create_directories(dir_ / "check");
-    std::map<std::string, std::map<std::string, Json>> results;  // backend -> instance -> record
-    for (const std::string& b : opt_.backends) {
-      fmt::print("check {:<9} ", b);
-      std::fflush(stdout);
-      Record rec;
-      rec.backend = b, rec.phase = "check";
-      rec.file = "check/" + b + ".json", rec.log = "logs/" + b + ".check.log";
-      std::vector<std::string> argv = command(b);
-      argv.push_back("--check_out=" + (dir_ / rec.file).string());
-      if (!opt_.filter.empty()) argv.push_back("--benchmark_filter=" + opt_.filter);
-      for (const std::string& f : common_flags(b)) argv.push_back(f);
-      rec.proc = run_process(argv, dir_ / rec.log, opt_.timeout, child_env());
-      std::string err;
-      std::optional<Json> j = read_json(dir_ / rec.file, &err);
-      if (!rec.proc.ok() || !j) {
-        rec.status = "failed";
-        rec.message = rec.proc.ok() ? err : rec.proc.failure();
-        bad_backends_[b] = "check " + rec.message + " (see " + rec.log + ")";
-        fmt::print("FAILED: {}\n", bad_backends_[b]);
-      } else {
-        rec.status = "ok";
-        for (const Json& r : (*j)["results"].array) results[b][r["instance"].string] = r;
-        fmt::print("{} instances in {:.1f} s\n", results[b].size(), rec.proc.wall_seconds);
-      }
-      add_record(rec);
-    }
-
-    const std::string& ref = opt_.backends[0];
-    std::string report = "{\n  \"reference\": \"" + ref + "\",\n  \"results\": [";
-    bool first_row = true, all_agree = bad_backends_.empty();
-    for (const std::string& b : opt_.backends) {
-      if (bad_backends_.count(b)) continue;
-      double worst = 0, worst_tolerance = 0;
-      std::string worst_at;
-      std::vector<std::string> problems;
-      for (const auto& [inst, r] : results[b]) {
-        std::string status = r["status"].str_or("missing"), message = r["message"].str_or("");
-        double diff = 0;
-        if (status == "ok") {
-          const Json& known = r["known_answer"];
-          if (!known.is_null() && !(known["max_diff"].num_or(INFINITY) <=
-                                    known["tolerance"].num_or(0)))
-            status = "wrong", message = fmt::format("known answer off by {}",
-                                                    known["max_diff"].num_or(NAN));
-          if (!(r["repeat_max_diff"].num_or(INFINITY) <= 0))
-            status = "wrong", message = "a second step gave different numbers (reset is broken)";
-          if (b != ref && results[ref].count(inst) && results[ref][inst]["status"].string == "ok") {
-            const Json& t = results[ref][inst]["tolerance"];
-            const Tolerance tol{t["rel"].num_or(0), t["floor"].num_or(1)};
-            diff = max_rel_diff(results[ref][inst], r, tol.floor);
-            if (!(diff <= tol.rel))
-              status = "wrong", message = fmt::format("differs from {} by {:.3g} (tolerance {:.0e})",
-                                                      ref, diff, tol.rel);
-            if (!(diff / tol.rel <= worst / std::max(worst_tolerance, 1e-300)) || worst_at.empty())
-              worst = diff, worst_tolerance = tol.rel, worst_at = inst;
-          }
-        }
-        if (status != "ok" && status != "skipped") problems.push_back(inst + ": " + message);
-        report += fmt::format(R"({}    {{"backend": "{}", "instance": "{}", "status": "{}", )"
-                              R"("max_rel_diff_vs_reference": {}, "message": "{}"}})",
-                              first_row ? "\n" : ",\n", b, bp::json_escape(inst), status,
-                              std::isfinite(diff) ? fmt::format("{}", diff) : "null",
-                              bp::json_escape(message));
-        first_row = false;
-      }
-      if (b == ref)
-        fmt::print("check {:<9} reference: {} instances, known answers {}\n", b,
-                   results[b].size(), problems.empty() ? "match" : "DO NOT match");
-      else
-        fmt::print("check {:<9} vs {}: closest to its tolerance: rel diff {:.2e} (tolerance {:.0e})"
-                   " at {}; {}\n", b, ref, worst, worst_tolerance, worst_at,
-                   problems.empty() ? "all OK" : "WRONG");
-      for (const std::string& p : problems) fmt::print("      {}\n", p);
-      if (!problems.empty()) {
-        bad_backends_[b] = fmt::format("wrong answers ({})", problems.front());
-        all_agree = false;
-      }
-    }
-    write_atomically(dir_ / "check.json", report + "\n  ]\n}\n");
-    return all_agree;
+  // processes.json: every process so far, rewritten after each one.
+  void add_process(Json record) {
+    processes_.push(std::move(record));
+    char started[32];
+    std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&start_));
+    Json options = Json::object_of({{"filter", opt_.filter},
+                                    {"workloads", opt_.workloads},
+                                    {"data", opt_.data},
+                                    {"threads", opt_.threads},
+                                    {"repetitions", opt_.repetitions},
+                                    {"min_time", opt_.min_time},
+                                    {"timeout", opt_.timeout}});
+    Json backends = Json::array_of(), sizes = Json::array_of();
+    for (const std::string& b : opt_.backends) backends.push(b);
+    for (const std::string& s : opt_.sizes) sizes.push(s);
+    options.set("backends", std::move(backends)).set("sizes", std::move(sizes));
+    const Json doc = Json::object_of({{"run_id", run_id_},
+                                      {"git_sha", git_sha_},
+                                      {"started_utc", started},
+                                      {"options", options},
+                                      {"processes", processes_}});
+    write_atomically(dir_ / "processes.json", doc.dump(2, 2) + "\n");
+  }
+  Json process_json(const std::string& backend, const std::string& phase,
+                    const std::string& benchmark, const std::string& file, const std::string& log,
+                    const std::string& status, const std::string& message,
+                    const ProcessResult& p) const {
+    return Json::object_of({{"backend", backend},
+                            {"phase", phase},
+                            {"benchmark", benchmark},
+                            {"file", file},
+                            {"log", log},
+                            {"status", status},
+                            {"message", message},
+                            {"exit_code", p.exit_code},
+                            {"signal", p.signal},
+                            {"timed_out", p.timed_out},
+                            {"wall_seconds", std::round(p.wall_seconds * 1000) / 1000},
+                            {"max_rss_bytes", p.max_rss_bytes}});
   }
 
-  static double max_rel_diff(const Json& ref, const Json& got, double floor) {
-    auto rel = [floor](const Json& a, const Json& b) {
-      if (a.kind != Json::Kind::number || b.kind != Json::Kind::number) return double(INFINITY);
-      return std::fabs(a.number - b.number) / std::max(floor, std::fabs(a.number));
-    };
-    double worst = rel(ref["value"], got["value"]);
-    const auto &ga = ref["grads"].array, &gb = got["grads"].array;
-    if (ga.size() != gb.size()) return INFINITY;
-    for (size_t i = 0; i < ga.size(); i++) worst = std::max(worst, rel(ga[i], gb[i]));
-    return worst;
+  // One check process per backend, told exactly its selected instances; then the judge, per
+  // instance over every selected backend. Returns true if every backend agreed everywhere.
+  bool check() {
+    std::map<std::string, std::map<std::string, Json>> records;  // backend -> name -> record
+    std::map<std::string, std::string> died;                     // backend -> how its check ended
+    for (const std::string& b : opt_.backends) {
+      fmt::print("check {:<11} ", b);
+      std::fflush(stdout);
+      const std::string file = "check/" + b + ".json", log = "logs/" + b + ".check.log";
+      bool reads_corpus = false;
+      for (const Selected& s : selected_)
+        reads_corpus |= s.names.count(b) && s.workload->corpus.context;
+      std::vector<std::string> argv = command(b, reads_corpus);
+      argv.push_back("--check_out=" + (dir_ / file).string());
+      size_t count = 0;
+      for (const Selected& s : selected_)
+        if (s.names.count(b)) argv.push_back(instance_arg(s, b)), count++;
+      const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
+      records[b] = read_check_records(dir_ / file);
+      std::string status = "ok", message;
+      if (!p.ok()) {
+        status = "failed", message = p.failure() + " (see " + log + ")";
+        died[b] = "its check process " + message;
+        if (p.exit_code == 2) {  // a flag it refused: one line, as for the runner's own
+          fmt::print("\n");
+          const std::vector<std::string> lines = fields(read_file(dir_ / log), '\n');
+          usage_error(
+              fmt::format("{} refused its flags: {}", b, lines.size() > 1 ? lines[1] : "?"));
+        }
+      }
+      fmt::print("{} of {} instances reported in {:.1f} s{}\n", records[b].size(), count,
+                 p.wall_seconds, p.ok() ? "" : "; " + message);
+      add_process(process_json(b, "check", "", file, log, status, message, p));
+    }
+
+    Json results = Json::array_of();
+    std::map<std::string, std::vector<std::string>> problems;        // backend -> lines
+    std::map<std::string, std::pair<Verdict, std::string>> closest;  // backend -> nearest its
+                                                                     // tolerance, and where
+    std::map<std::string, int> ok_count;
+    for (const Selected& s : selected_) {
+      std::vector<BackendRecord> in;
+      for (const std::string& b : opt_.backends) {
+        if (!s.names.count(b)) continue;
+        auto r = records[b].find(s.names.at(b));
+        in.push_back({b, r == records[b].end() ? nullptr : &r->second,
+                      died.count(b) ? died[b] + " before reporting it" : "not reported"});
+      }
+      for (const Verdict& v : judge_instance(*s.workload, in)) {
+        verdicts_[s.id][v.backend] = v;
+        if (v.status == "ok") {
+          ok_count[v.backend]++;
+          auto& [c, at] = closest[v.backend];
+          if (!v.is_reference &&
+              (c.worst_at.empty() || v.max_rel_diff / v.tolerance > c.max_rel_diff / c.tolerance))
+            c = v, at = s.id;
+        } else if (v.status != "skipped") {
+          problems[v.backend].push_back(fmt::format("{}: {}: {}", s.id, v.status, v.message));
+        }
+        results.push(Json::object_of({{"instance", s.id},
+                                      {"backend", v.backend},
+                                      {"status", v.status},
+                                      {"message", v.message},
+                                      {"is_reference", v.is_reference},
+                                      {"reference", v.reference},
+                                      {"max_rel_diff", v.max_rel_diff},
+                                      {"at", v.worst_at},
+                                      {"tolerance", v.tolerance}}));
+        if (s.workload->model && v.status == "ok")
+          for (const Json& l : records[v.backend][s.names.at(v.backend)]["losses"].array)
+            losses_[s.id][v.backend].push_back(l.num_or(NAN));
+      }
+    }
+    write_atomically(dir_ / "check.json",
+                     Json::object_of({{"results", results}}).dump(2, 2) + "\n");
+    bool all_agree = true;
+    for (const std::string& b : opt_.backends) {
+      const auto& [c, at] = closest[b];
+      std::string line = fmt::format("check {:<11} {} instances agree", b, ok_count[b]);
+      if (!c.worst_at.empty())
+        line += fmt::format("; closest to its tolerance: {:.2e} (tolerance {:.0e}) vs {} at {} {}",
+                            c.max_rel_diff, c.tolerance, c.reference, at, c.worst_at);
+      fmt::print("{}{}\n", line,
+                 problems[b].empty() ? "" : fmt::format("; {} NOT OK:", problems[b].size()));
+      for (const std::string& p : problems[b]) fmt::print("      {}\n", p);
+      all_agree &= problems[b].empty();
+    }
+    return all_agree;
   }
 
   void bench() {
     int total = 0, done = 0;
-    for (const std::string& b : opt_.backends) total += int(names_[b].size());
-    fmt::print("\nbenchmarks: {} in {} processes, {} repetitions of >= {} s each; medians\n",
-               total, total, opt_.repetitions, opt_.min_time);
-    for (const std::string& inst : instances_) {
+    for (const Selected& s : selected_) total += int(s.names.size());
+    fmt::print("\nbenchmarks: {} in {} processes, {} repetitions of >= {} s each; medians\n", total,
+               total, opt_.repetitions, opt_.min_time);
+    for (const Selected& s : selected_) {
       for (const std::string& b : opt_.backends) {
-        for (const std::string& name : names_[b]) {
-          if (bp::parse_bench_name(name)->instance() != inst) continue;
-          done++;
-          fmt::print("[{:>3}/{}] {:<11} {:<36} ", done, total, b, inst);
-          std::fflush(stdout);
-          Record rec = bench_one(b, name);
-          if (rec.status == "ok")
-            fmt::print("{:>10}  peak RSS {:>9}  ({:.1f} s)\n", human_time(rec.median_seconds),
-                       human_mb(double(rec.proc.max_rss_bytes)), rec.proc.wall_seconds);
-          else
-            fmt::print("{}: {}\n", rec.status, rec.message);
-          results_[inst][b] = rec;
-          add_record(rec);
-        }
+        if (!s.names.count(b)) continue;
+        fmt::print("[{:>3}/{}] {:<11} {:<34} ", ++done, total, b, s.id);
+        std::fflush(stdout);
+        Cell c = bench_one(s, b);
+        if (c.status == "ok")
+          fmt::print("{:>10}  peak RSS {:>9}\n", human_time(c.median_seconds),
+                     human_mb(c.max_rss_bytes));
+        else
+          fmt::print("{}: {}\n", c.status, c.message);
+        if (c.status != "ok" && c.status != "skipped") failures_++;
+        cells_[s.id][b] = c;
       }
     }
   }
 
-  Record bench_one(const std::string& b, const std::string& name) {
-    const std::string stem = file_stem(name);
+  Cell bench_one(const Selected& s, const std::string& b) {
+    const std::string name = s.names.at(b), stem = file_stem(name);
+    Cell c;
+    const Verdict& v = verdicts_[s.id][b];
+    if (v.status != "ok") {  // skipped stays skipped; anything else is not run, with the reason
+      c.status = v.status == "skipped" ? "skipped" : "not_run";
+      c.message = v.status == "skipped" ? v.message : "check " + v.status + ": " + v.message;
+      add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
+      return c;
+    }
     fs::create_directories(dir_ / b);
     fs::create_directories(dir_ / "logs" / b);
-    Record rec;
-    rec.backend = b, rec.phase = "bench", rec.benchmark = name;
-    rec.instance = bp::parse_bench_name(name)->instance();
-    rec.file = b + "/" + stem + ".json", rec.log = "logs/" + b + "/" + stem + ".log";
-    if (bad_backends_.count(b)) {
-      rec.status = "not_run";
-      rec.message = bad_backends_[b];
-      return rec;
-    }
-    std::vector<std::string> argv = command(b);
-    argv.insert(argv.end(), {
-        "--benchmark_filter=^" + regex_quote(name) + "$",
-        "--benchmark_out=" + (dir_ / rec.file).string(),
-        "--benchmark_out_format=json",
-        fmt::format("--benchmark_repetitions={}", opt_.repetitions),
-        fmt::format("--benchmark_min_time={}", opt_.min_time),
-        "--benchmark_display_aggregates_only=true"});
-    for (const std::string& f : common_flags(b)) argv.push_back(f);
-    rec.proc = run_process(argv, dir_ / rec.log, opt_.timeout, child_env());
-    std::string err;
-    std::optional<Json> j = read_json(dir_ / rec.file, &err);
-    if (!rec.proc.ok()) {
-      rec.status = rec.proc.timed_out ? "timeout" : "failed";
-      rec.message = rec.proc.failure() + " (see " + rec.log + ")";
-      failures_++;
-      return rec;
-    }
-    if (!j) {
-      rec.status = "failed", rec.message = err;
-      failures_++;
-      return rec;
-    }
-    for (const Json& run : (*j)["benchmarks"].array) {
-      if (run["error_occurred"].boolean) {
-        const std::string msg = run["error_message"].str_or("");
-        rec.status = msg.rfind("skipped", 0) == 0 ? "skipped" : "failed";
-        rec.message = msg;
-        if (rec.status == "failed") failures_++;
-        return rec;
+    c.file = b + "/" + stem + ".json";
+    const std::string log = "logs/" + b + "/" + stem + ".log";
+    std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
+    argv.insert(argv.end(), {instance_arg(s, b), "--benchmark_out=" + (dir_ / c.file).string(),
+                             "--benchmark_out_format=json",
+                             fmt::format("--benchmark_repetitions={}", opt_.repetitions),
+                             fmt::format("--benchmark_min_time={}", opt_.min_time),
+                             "--benchmark_display_aggregates_only=true"});
+    const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
+    c.max_rss_bytes = double(p.max_rss_bytes);
+    if (!p.ok()) {
+      c.status = p.timed_out ? "timeout" : "failed";
+      c.message = p.failure() + " (see " + log + ")";
+    } else {
+      try {
+        const BenchmarkResult r = read_benchmark_result(parse_json(read_file(dir_ / c.file)));
+        c.status = r.status, c.message = r.message;
+        c.median_seconds = r.median_seconds, c.peak_rss_bytes = r.peak_rss_bytes;
+        c.items_per_second = r.items_per_second;
+      } catch (const std::exception& e) {
+        c.status = "failed", c.message = fmt::format("{}: {}", c.file, e.what());
       }
-      if (run["run_type"].string == "aggregate" && run["aggregate_name"].string == "median")
-        read_timing(run, rec);
     }
-    // With one repetition Google Benchmark writes no aggregates: the single run is the median.
-    if (rec.median_seconds < 0 && (*j)["benchmarks"].array.size() == 1)
-      read_timing((*j)["benchmarks"].array[0], rec);
-    rec.status = rec.median_seconds >= 0 ? "ok" : "failed";
-    if (rec.status != "ok") rec.message = "no timing in " + rec.file, failures_++;
-    return rec;
+    add_process(process_json(b, "bench", name, c.file, log, c.status, c.message, p));
+    return c;
   }
 
-  // A benchmark entry's real time in seconds and its peak_rss_bytes counter, into rec.
-  static void read_timing(const Json& run, Record& rec) {
-    const std::string unit = run["time_unit"].str_or("ns");
-    const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
-    rec.median_seconds = run["real_time"].num_or(NAN) * scale;
-    rec.peak_rss_bytes = run["peak_rss_bytes"].num_or(-1);
-  }
-
-  void add_record(const Record& r) {
-    records_.push_back(record_json(r));
-    char started[32];
-    std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&start_));
-    std::string text = fmt::format(
-        "{{\n  \"run_id\": \"{}\",\n  \"git_sha\": \"{}\",\n  \"started_utc\": \"{}\",\n"
-        "  \"options\": {{\"backends\": \"{}\", \"filter\": \"{}\", \"workloads\": \"{}\", "
-        "\"sizes\": \"{}\", \"data\": \"{}\", \"threads\": {}, \"repetitions\": {}, \"min_time\": {}, "
-        "\"timeout\": {}}},\n  \"processes\": [\n    {}\n  ]\n}}\n",
-        run_id_, git_sha_, started, fmt::join(opt_.backends, ","), bp::json_escape(opt_.filter),
-        opt_.workloads, fmt::join(opt_.sizes, " "), bp::json_escape(opt_.data), opt_.threads,
-        opt_.repetitions, opt_.min_time, opt_.timeout,
-        fmt::join(records_, ",\n    "));
-    write_atomically(dir_ / "processes.json", text);
-  }
-
-  // The tables a person reads at the end: per instance, each backend's median time and how many
-  // times slower each baseline is than the reference; then each process's peak RSS.
-  void summary() {
-    const std::string& ref = opt_.backends[0];
-    auto cell_of = [&](const std::string& inst, const std::string& b, bool memory) {
-      auto it = results_[inst].find(b);
-      if (it == results_[inst].end()) return std::string("-");
-      const Record& r = it->second;
-      if (r.status == "not_run") return std::string("not run");
-      if (r.status != "ok") return r.status;
-      return memory ? human_mb(double(r.proc.max_rss_bytes)) : human_time(r.median_seconds);
-    };
-    std::string threads;
-    for (const std::string& b : opt_.backends)
-      threads += fmt::format("{}{} {}", threads.empty() ? "" : ", ", b, threads_of(b));
-    std::string out = fmt::format("\nsummary (threads: {})\nmedian time per step, and backend "
-                                  "time / {} time:\n{:<32}", threads, ref, "workload");
-    for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", b);
-    for (const std::string& b : opt_.backends)
-      if (b != ref) out += fmt::format(" {:>12}", b + "/" + ref);
-    out += "\n";
-    for (const std::string& inst : instances_) {
-      out += fmt::format("{:<32}", inst);
-      for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", cell_of(inst, b, false));
-      for (const std::string& b : opt_.backends) {
-        if (b == ref) continue;
-        std::string cell = "-";
-        auto r = results_[inst].find(ref), x = results_[inst].find(b);
-        if (r != results_[inst].end() && x != results_[inst].end() && r->second.status == "ok" &&
-            x->second.status == "ok" && r->second.median_seconds > 0)
-          cell = fmt::format("{:.1f}x", x->second.median_seconds / r->second.median_seconds);
-        out += fmt::format(" {:>{}}", cell, std::max<size_t>(12, b.size() + 1 + ref.size()));
-      }
-      out += "\n";
+  void summarize() {
+    Summary s;
+    s.run_id = run_id_;
+    s.backends = opt_.backends;
+    s.reference = opt_.backends.front();
+    for (const std::string& b : opt_.backends) s.threads[b] = threads_of(opt_, b);
+    s.machine = Json::object_of({{"cpu_model", proc_cpu_model()},
+                                 {"cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
+                                 {"git_sha", git_sha_}});
+    for (const Selected& sel : selected_) {
+      SummaryRow row{sel.id, sel.workload, sel.size, cells_[sel.id]};
+      for (auto& [b, l] : losses_[sel.id]) row.cells[b].check_losses = l;
+      s.rows.push_back(std::move(row));
     }
-    out += fmt::format("\npeak RSS of each benchmark's process (wait4):\n{:<32}", "workload");
-    for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", b);
-    out += "\n";
-    for (const std::string& inst : instances_) {
-      out += fmt::format("{:<32}", inst);
-      for (const std::string& b : opt_.backends) out += fmt::format(" {:>11}", cell_of(inst, b, true));
-      out += "\n";
-    }
-    for (const auto& [b, why] : bad_backends_) out += fmt::format("{} not reported: {}\n", b, why);
-    if (failures_) out += fmt::format("{} benchmark(s) failed; see processes.json\n", failures_);
-    out += fmt::format("results: {}\n", dir_.string());
-    fmt::print("{}", out);
-    write_atomically(dir_ / "summary.txt", out);
+    write_atomically(dir_ / "summary.json", summary_json(s).dump(2, 4) + "\n");
+    std::string text = summary_text(s);
+    if (failures_)
+      text += fmt::format(
+          "\n{} benchmark(s) failed or were not run; see "
+          "processes.json\n",
+          failures_);
+    text += fmt::format("results: {}\n", dir_.string());
+    fmt::print("{}", text);
+    write_atomically(dir_ / "summary.txt", text);
   }
 
-  // plots/plot.py is a pure function of the run folder; a failure there loses no result.
+  // plots/plot.py is a pure function of summary.json; a failure there loses no result.
   void plot() const {
-    std::fflush(stdout);  // our buffered lines first, then the script's
-    const std::string cmd = fmt::format("/usr/bin/python3 '{}/plots/plot.py' '{}'", BP_SOURCE_DIR,
-                                        dir_.string());
-    if (std::system(cmd.c_str()) != 0)
-      fmt::print(stderr, "plots failed; the results are intact, retry with: make plots RUN={}\n",
-                 dir_.string());
+    std::fflush(stdout);
+    const std::string log = (dir_ / "logs" / "plots.log").string();
+    const ProcessResult p = run_process(
+        {"/usr/bin/python3", BP_SOURCE_DIR "/plots/plot.py", dir_.string()}, log, 600, {});
+    std::vector<std::string> lines = fields(read_file(log), '\n');
+    for (size_t i = 1; i < lines.size(); i++) fmt::print("{}\n", lines[i]);
+    if (!p.ok())
+      fmt::print(stderr,
+                 "plots failed ({}); the results are intact, retry with: make plots "
+                 "RUN={}\n",
+                 p.failure(), dir_.string());
   }
 
   Options opt_;
+  std::vector<Selected> selected_;
   std::time_t start_ = 0;
   std::string run_id_, git_sha_;
   fs::path dir_;
-  std::map<std::string, std::vector<std::string>> names_;  // backend -> benchmark names
-  std::vector<std::string> instances_;                      // in registry order
-  std::map<std::string, std::string> bad_backends_;         // backend -> why it is not reported
-  std::map<std::string, std::map<std::string, Record>> results_;  // instance -> backend -> record
-  std::vector<std::string> records_;
+  Json processes_ = Json::array_of();
+  std::map<std::string, std::map<std::string, Verdict>> verdicts_;  // instance -> backend -> it
+  std::map<std::string, std::map<std::string, Cell>> cells_;        // instance -> backend -> it
+  std::map<std::string, std::map<std::string, std::vector<double>>> losses_;  // models' checks
   int failures_ = 0;
 };
 
+// Every selected model that reads the corpus needs a window and one more token; a bad corpus
+// is bad input, found before anything runs.
+void check_corpus(const Options& o, const std::vector<Selected>& selected) {
+  int32_t context = 0;
+  for (const Selected& s : selected) context = std::max(context, s.workload->corpus.context);
+  if (context == 0) return;
+  try {
+    load_corpus(o.data, size_t(context) + 1);
+  } catch (const std::exception& e) {
+    usage_error(e.what());
+  }
+}
+
 }  // namespace
+}  // namespace bp
 
 int main(int argc, char** argv) {
-  signal(SIGINT, on_interrupt);
-  signal(SIGTERM, on_interrupt);
-  return Run(parse_options(argc, argv)).main();
+  signal(SIGINT, bp::kill_child_and_reraise);
+  signal(SIGTERM, bp::kill_child_and_reraise);
+  bp::Options options = bp::parse_options(argc, argv);
+  std::vector<bp::Selected> selected = bp::select_instances(options);
+  bp::check_corpus(options, selected);
+  return bp::Run(std::move(options), std::move(selected)).main();
 }

@@ -1,10 +1,10 @@
-// harness/text.h: the string helpers the harness shares: splitting a list, and writing JSON
-// strings and numbers (the reading side is harness/json.h).
+// harness/text.h: the small string helpers the harness shares: splitting lists, parsing whole
+// numbers, and showing a command line the way a person would type it.
 #pragma once
 
-#include <fmt/format.h>
-
-#include <cmath>
+#include <charconv>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,19 +23,40 @@ inline std::vector<std::string> split(std::string_view s, char sep) {
   }
 }
 
-inline std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
-    else out += c;
-  }
+// The non-empty fields of a list (a trailing comma is nothing).
+inline std::vector<std::string> fields(std::string_view s, char sep) {
+  std::vector<std::string> out = split(s, sep);
+  std::erase(out, std::string());
   return out;
 }
 
-// JSON has no NaN or infinity: a non-finite number is written as null, which the check rejects.
-inline std::string json_number(double x) {
-  return std::isfinite(x) ? fmt::format("{}", x) : std::string("null");
+// A whole decimal number and nothing else ("12", "-3"; not "", "1e3", "12abc", " 1").
+inline std::optional<int64_t> parse_whole(std::string_view text) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// argv as one line a person can paste into a shell (for logs only: nothing here is ever run by a
+// shell). Words of safe characters stay bare; anything else is single-quoted.
+inline std::string command_line(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    bool bare = !a.empty();
+    for (char c : a)
+      bare &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              std::string_view("-_=./:,@%+").find(c) != std::string_view::npos;
+    if (!out.empty()) out += ' ';
+    if (bare) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
 }
 
 }  // namespace bp

@@ -1,12 +1,14 @@
 // workloads/backend.h: the one seam between workloads and backends.
 //
-// A workload is a class template over a backend B. It includes this header and nothing from
-// engine/ or torch; a backend (engine/backend.h, baselines/libtorch_backend.h) is a small adapter
-// that satisfies the concept. The harness instantiates every workload in workloads/registry.h on
-// every backend; a workload whose `requires` a backend does not meet is reported as skipped.
+// A workload (workloads/workload.h) is a class template over a backend B. It includes this header
+// and nothing from engine/ or torch; a backend (engine/backend.h, baselines/libtorch_backend.h) is
+// a small adapter that satisfies one or both concepts below and says which (`implements`). Each
+// backend binary instantiates every workload of the kinds it implements (harness/backend_main.h):
+// a backend that drifts out of a concept it claims, or a workload that uses more than its concept,
+// does not compile.
 //
 // Two concepts: ScalarBackend (every value one number) and TensorBackend (row-major float32
-// matrices). A backend may satisfy both.
+// matrices).
 #pragma once
 
 #include <concepts>
@@ -15,6 +17,14 @@
 #include <string_view>
 
 namespace bp {
+
+// Which concepts a backend implements, stated by every backend as
+// `static constexpr Implements implements = ...;`. Workloads of a kind it does not implement are
+// reported as skipped, with that reason.
+enum class Implements { scalar_graphs, models, both };
+
+constexpr bool implements_scalar_graphs(Implements i) { return i != Implements::models; }
+constexpr bool implements_models(Implements i) { return i != Implements::scalar_graphs; }
 
 // A scalar autodiff backend: every value is one number.
 //  - param(v) makes a trainable leaf that lives as long as the backend;
@@ -28,14 +38,14 @@ concept ScalarBackend = requires(B& b, typename B::Scalar x, double c) {
   { b.param(c) } -> std::same_as<typename B::Scalar>;
   { x + x } -> std::convertible_to<typename B::Scalar>;
   { x - x } -> std::convertible_to<typename B::Scalar>;
-  { x * x } -> std::convertible_to<typename B::Scalar>;
+  { x* x } -> std::convertible_to<typename B::Scalar>;
   { x / x } -> std::convertible_to<typename B::Scalar>;
   { x + c } -> std::convertible_to<typename B::Scalar>;
   { c + x } -> std::convertible_to<typename B::Scalar>;
   { x - c } -> std::convertible_to<typename B::Scalar>;
   { c - x } -> std::convertible_to<typename B::Scalar>;
-  { x * c } -> std::convertible_to<typename B::Scalar>;
-  { c * x } -> std::convertible_to<typename B::Scalar>;
+  { x* c } -> std::convertible_to<typename B::Scalar>;
+  { c* x } -> std::convertible_to<typename B::Scalar>;
   { x / c } -> std::convertible_to<typename B::Scalar>;
   { c / x } -> std::convertible_to<typename B::Scalar>;
   { -x } -> std::convertible_to<typename B::Scalar>;
@@ -44,19 +54,23 @@ concept ScalarBackend = requires(B& b, typename B::Scalar x, double c) {
   { b.tanh(x) } -> std::same_as<typename B::Scalar>;
   { b.exp(x) } -> std::same_as<typename B::Scalar>;
   { b.log(x) } -> std::same_as<typename B::Scalar>;
-  { b.backward(x) };
+  {b.backward(x)};
   { b.value(x) } -> std::convertible_to<double>;
   { b.grad(x) } -> std::convertible_to<double>;
-  { b.reset() };
+  {b.reset()};
 };
 
 // The end of every scalar step, written once: backward from `root`, each parameter's gradient
-// into `grads` (in the order given), reset the backend, and return the root's value.
-template <ScalarBackend B, class... Params>
-double finish_step(B& be, const typename B::Scalar& root, std::span<double> grads,
+// into `grads` (in the order given), reset the backend, and return the root's value. `grads` has
+// the workload's num_grads as its static extent, so a count that does not match the parameters
+// is a compile error here rather than a write past the array.
+template <ScalarBackend B, size_t N, class... Params>
+double finish_step(B& be, const typename B::Scalar& root, std::span<double, N> grads,
                    const Params&... params) {
+  static_assert(sizeof...(Params) == N,
+                "finish_step: pass exactly num_grads parameters (the workload's num_grads)");
   be.backward(root);
-  int i = 0;
+  size_t i = 0;
   ((grads[i++] = be.grad(params)), ...);
   const double out = be.value(root);
   be.reset();
@@ -94,33 +108,14 @@ concept TensorBackend = requires(B& b, typename B::Tensor x, typename B::Indices
   { b.layernorm(x, x, x) } -> std::same_as<typename B::Tensor>;
   { b.attention(x, n, n, n) } -> std::same_as<typename B::Tensor>;
   { b.cross_entropy(x, idx) } -> std::same_as<typename B::Tensor>;
-  { b.use_adamw(adamw) };
-  { b.use_sgd(lr) };
-  { b.zero_grad() };
-  { b.backward(x) };
-  { b.optimizer_step() };
-  { b.end_step() };
+  {b.use_adamw(adamw)};
+  {b.use_sgd(lr)};
+  {b.zero_grad()};
+  {b.backward(x)};
+  {b.optimizer_step()};
+  {b.end_step()};
   { b.loss_value(x) } -> std::convertible_to<double>;
-  { b.read_grad(x, out) };
-};
-
-// A model workload trains (workloads/models.h); the others are scalar graphs (workloads/scalar.h).
-template <class W>
-concept ModelWorkload = requires { W::needs_corpus; };
-
-// What a workload says about one of its instances: which size, and which answers are known.
-struct WorkloadSize {
-  std::string_view key;  // e.g. "nodes"; empty for a workload without a size
-  int64_t value = 0;
-};
-
-// Answers known independently of any backend (from a paper or the micrograd README), with the
-// tolerance they were published at.
-struct KnownAnswer {
-  double value;
-  double grads[4];
-  int num_grads;
-  double tolerance;  // absolute
+  {b.read_grad(x, out)};
 };
 
 }  // namespace bp

@@ -16,6 +16,9 @@
 
 namespace bp {
 
+// The model workloads' default corpus: Debian's wamerican word list (harness/install-deps.sh).
+inline constexpr const char* kDefaultCorpus = "/usr/share/dict/words";
+
 struct SplitMix64 {
   uint64_t state;
   uint64_t next() {
@@ -35,7 +38,9 @@ inline std::vector<float> uniform_init(SplitMix64& rng, size_t n, double bound) 
   for (float& x : v) x = float((2 * rng.uniform() - 1) * bound);
   return v;
 }
-inline std::vector<float> constant_init(size_t n, float value) { return std::vector<float>(n, value); }
+inline std::vector<float> constant_init(size_t n, float value) {
+  return std::vector<float>(n, value);
+}
 
 struct Corpus {
   std::string path;

@@ -6,8 +6,11 @@
 // (workloads/data.h) and copied into the backend; a step picks the next of kBatches prepared
 // batches, so no sampling happens inside the timed region and every backend sees the same batches.
 //
-// To add a model: copy CharMlp (its Model<B> builds the parameters and the loss), list it in
-// workloads/registry.h.
+// Each is a struct of facts (workloads/workload.h: every one required) and Run<B> =
+// TrainingRun<B, Model<B>>, where Model<B> builds the parameters and batches and defines the loss.
+// To add a model: copy MlpWidth below, rename it, list it in workloads/registry.h, and write the
+// same model as an nn.Module in baselines/pytorch_models.py. The tests pick it up from the registry
+// (libtorch against our engine, every backend's check); nothing else changes.
 #pragma once
 
 #include <array>
@@ -18,22 +21,15 @@
 
 #include "workloads/backend.h"
 #include "workloads/data.h"
+#include "workloads/workload.h"
 
 namespace bp {
 
 inline constexpr size_t kBatches = 16;  // prepared batches a run cycles through
 
-// Defaults for a model workload; each redeclares what differs.
-struct ModelWorkloadDefaults {
-  static constexpr std::string_view phase = "step";  // one full training step
-  static constexpr bool needs_corpus = true;
-  static constexpr int32_t context = 1;              // tokens per example (for the corpus check)
-  static constexpr const KnownAnswer* known = nullptr;
-  static constexpr int check_steps = 10;             // training steps compared across backends
-  // float32 on both sides, summed in different orders: measured differences are ~1e-6 at step 0
-  // and grow through training; see harness/run.cc for how values are compared.
-  static constexpr double check_tolerance = 2e-3;
-};
+// float32 on every backend, summed in different orders: step-0 values agree to ~1e-6 and the
+// difference grows through training (measured max 2.5e-5 over 50 steps); purely relative.
+inline constexpr Tolerance kModelTolerance{2e-3, 1e-12};
 
 // The training loop shared by every model: Model<B> provides `params` and `loss(be, batch)`.
 template <TensorBackend B, class Model>
@@ -49,28 +45,6 @@ struct TrainingRun : Model {
     const double value = be.loss_value(loss);
     be.end_step();
     return value;
-  }
-
-  // What the cross-backend check compares: the loss and every parameter's gradient norm at
-  // step 0, then the loss of each following training step.
-  std::vector<double> check_values(B& be, int steps) {
-    std::vector<double> out;
-    be.zero_grad();
-    auto loss = this->loss(be, next_batch++ % kBatches);
-    be.backward(loss);
-    out.push_back(be.loss_value(loss));
-    std::vector<float> g;
-    for (size_t i = 0; i < this->params.size(); i++) {
-      g.resize(this->param_sizes[i]);
-      be.read_grad(this->params[i], g);
-      double sq = 0;
-      for (float v : g) sq += double(v) * v;
-      out.push_back(std::sqrt(sq));
-    }
-    be.optimizer_step();
-    be.end_step();
-    for (int s = 1; s < steps; s++) out.push_back(step(be));
-    return out;
   }
 };
 
@@ -88,7 +62,9 @@ struct ParamList {
   typename B::Tensor weight(B& be, SplitMix64& rng, int32_t out, int32_t in) {
     return make(be, out, in, uniform_init(rng, size_t(out) * in, 1 / std::sqrt(double(in))));
   }
-  typename B::Tensor zeros(B& be, int32_t cols) { return make(be, 1, cols, constant_init(cols, 0)); }
+  typename B::Tensor zeros(B& be, int32_t cols) {
+    return make(be, 1, cols, constant_init(cols, 0));
+  }
   typename B::Tensor ones(B& be, int32_t cols) { return make(be, 1, cols, constant_init(cols, 1)); }
 };
 
@@ -97,15 +73,16 @@ struct ParamList {
 // cross-entropy over a batch of 64 examples, plain SGD. hidden=1024 is the BurTorch paper's
 // configuration (1.08 M parameters with its 27-symbol vocabulary; 1.13 M with the 71 byte values
 // of /usr/share/dict/words).
-struct CharMlp : ModelWorkloadDefaults {
+struct CharMlp {
+  static constexpr int32_t context = 16, embed = 64, batch = 64;
   static constexpr std::string_view name = "char_mlp";
   static constexpr std::string_view times =
       "one SGD training step: zero grads, embed 16 characters x 64, tanh hidden layer, logits, "
       "mean cross-entropy over 64 examples, backward, update";
-  static constexpr std::string_view size_key = "hidden";
-  static constexpr std::array<int64_t, 3> default_sizes = {64, 256, 1024};
-  static constexpr int64_t min_size = 1, max_size = 16384;
-  static constexpr int32_t context = 16, embed = 64, batch = 64;
+  static constexpr Sizes sizes{"hidden", {64, 256, 1024}, 1, 16384};
+  static constexpr Tolerance tolerance = kModelTolerance;
+  static constexpr int check_steps = 10;
+  static constexpr CorpusUse corpus{context};
 
   template <TensorBackend B>
   struct Model : ParamList<B> {
@@ -131,8 +108,8 @@ struct CharMlp : ModelWorkloadDefaults {
     }
     Tn loss(B& be, size_t i) {
       Tn x = be.view(be.embedding(table, ids[i]), batch, context * embed);  // (B, 16*64)
-      Tn h = be.tanh(be.linear(x, w1, b1));                                    // (B, H)
-      return be.cross_entropy(be.linear(h, w2, b2), targets[i]);               // logits (B, V)
+      Tn h = be.tanh(be.linear(x, w1, b1));                                 // (B, H)
+      return be.cross_entropy(be.linear(h, w2, b2), targets[i]);            // logits (B, V)
     }
   };
   template <TensorBackend B>
@@ -142,11 +119,11 @@ struct CharMlp : ModelWorkloadDefaults {
 // A nanoGPT-style decoder (Karpathy's GPT lecture): token and position embeddings, L pre-layernorm
 // blocks of causal self-attention and a 4x ReLU MLP, final layernorm, linear head without bias,
 // mean cross-entropy over every position of every sequence; AdamW; no dropout.
-struct GptConfig {
+struct GptShape {
   int32_t layers, heads, channels, context;
 };
 
-template <TensorBackend B, GptConfig cfg>
+template <TensorBackend B, GptShape cfg>
 struct GptModel : ParamList<B> {
   using Tn = typename B::Tensor;
   struct Block {
@@ -191,7 +168,7 @@ struct GptModel : ParamList<B> {
     Tn x = be.add(be.embedding(wte, ids[i]), be.embedding(wpe, positions));  // (B*T, C)
     for (const Block& b : blocks) {
       Tn qkv = be.linear(be.layernorm(x, b.ln1_g, b.ln1_b), b.w_qkv, b.b_qkv);  // (B*T, 3C)
-      Tn att = be.attention(qkv, batch, cfg.context, cfg.heads);               // (B*T, C)
+      Tn att = be.attention(qkv, batch, cfg.context, cfg.heads);                // (B*T, C)
       x = be.add(x, be.linear(att, b.w_proj, b.b_proj));
       Tn h = be.linear_relu(be.layernorm(x, b.ln2_g, b.ln2_b), b.w_fc, b.b_fc);  // (B*T, 4C)
       x = be.add(x, be.linear(h, b.w_out, b.b_out));
@@ -202,48 +179,48 @@ struct GptModel : ParamList<B> {
 };
 
 // The BurTorch paper's miniature GPT-3: 6 layers, 6 heads, embedding 24 (head size 4), context 8.
-struct MiniGpt : ModelWorkloadDefaults {
-  static constexpr GptConfig config{6, 6, 24, 8};
+struct MiniGpt {
+  static constexpr GptShape shape{6, 6, 24, 8};
   static constexpr std::string_view name = "mini_gpt";
   static constexpr std::string_view times =
       "one AdamW training step of a 6-layer, 6-head, 24-channel GPT over sequences of 8 "
       "characters: zero grads, forward, mean cross-entropy over every position, backward, update";
-  static constexpr std::string_view size_key = "batch";
-  static constexpr std::array<int64_t, 4> default_sizes = {1, 8, 32, 64};
-  static constexpr int64_t min_size = 1, max_size = 4096;
-  static constexpr int32_t context = config.context;
+  static constexpr Sizes sizes{"batch", {1, 8, 32, 64}, 1, 4096};
+  static constexpr Tolerance tolerance = kModelTolerance;
   static constexpr int check_steps = 50;  // its losses are the training curves in plots/
+  static constexpr CorpusUse corpus{shape.context};
   template <TensorBackend B>
-  using Run = TrainingRun<B, GptModel<B, config>>;
+  using Run = TrainingRun<B, GptModel<B, shape>>;
 };
 
-// The same model wider and longer (4 layers, 4 heads, embedding 128, context 64): where the
+// The same GPT, wider and longer (4 layers, 4 heads, embedding 128, context 64): where the
 // per-op overhead stops dominating and the arithmetic does.
-struct MiniGptWide : MiniGpt {
-  static constexpr GptConfig config{4, 4, 128, 64};
+struct MiniGptWide {
+  static constexpr GptShape shape{4, 4, 128, 64};
   static constexpr std::string_view name = "mini_gpt_wide";
   static constexpr std::string_view times =
       "one AdamW training step of a 4-layer, 4-head, 128-channel GPT over sequences of 64 "
       "characters: zero grads, forward, mean cross-entropy over every position, backward, update";
-  static constexpr std::array<int64_t, 3> default_sizes = {1, 8, 32};
-  static constexpr int32_t context = config.context;
+  static constexpr Sizes sizes{"batch", {1, 8, 32}, 1, 4096};
+  static constexpr Tolerance tolerance = kModelTolerance;
   static constexpr int check_steps = 10;
+  static constexpr CorpusUse corpus{shape.context};
   template <TensorBackend B>
-  using Run = TrainingRun<B, GptModel<B, config>>;
+  using Run = TrainingRun<B, GptModel<B, shape>>;
 };
 
 // A 2-layer MLP on synthetic data, width 16 to 2048: 64 inputs of `width` features, a ReLU layer
 // of `width`, 10 classes, SGD. Where does libtorch's per-op overhead stop dominating?
-struct MlpWidth : ModelWorkloadDefaults {
+struct MlpWidth {
+  static constexpr int32_t batch = 64, classes = 10;
   static constexpr std::string_view name = "mlp_width";
   static constexpr std::string_view times =
       "one SGD training step of a 2-layer MLP (64 x width -> width -> 10, ReLU) on synthetic "
       "data: zero grads, forward, mean cross-entropy, backward, update";
-  static constexpr std::string_view size_key = "width";
-  static constexpr std::array<int64_t, 8> default_sizes = {16, 32, 64, 128, 256, 512, 1024, 2048};
-  static constexpr int64_t min_size = 1, max_size = 8192;
-  static constexpr bool needs_corpus = false;
-  static constexpr int32_t batch = 64, classes = 10;
+  static constexpr Sizes sizes{"width", {16, 32, 64, 128, 256, 512, 1024, 2048}, 1, 8192};
+  static constexpr Tolerance tolerance = kModelTolerance;
+  static constexpr int check_steps = 10;
+  static constexpr CorpusUse corpus = no_corpus;
 
   template <TensorBackend B>
   struct Model : ParamList<B> {
@@ -265,8 +242,8 @@ struct MlpWidth : ModelWorkloadDefaults {
       be.use_sgd(0.1);
     }
     Tn loss(B& be, size_t i) {
-      Tn h = be.linear_relu(inputs[i], w1, b1);                     // (64, W)
-      return be.cross_entropy(be.linear(h, w2, b2), targets[i]);     // logits (64, 10)
+      Tn h = be.linear_relu(inputs[i], w1, b1);                   // (64, W)
+      return be.cross_entropy(be.linear(h, w2, b2), targets[i]);  // logits (64, 10)
     }
   };
   template <TensorBackend B>

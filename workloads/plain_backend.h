@@ -5,8 +5,11 @@
 // Not a benchmark backend: it has no gradients (grad() returns NaN so that no one mistakes it).
 #pragma once
 
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <span>
 #include <string_view>
 
 #include "workloads/backend.h"
@@ -15,6 +18,7 @@ namespace bp {
 
 struct PlainBackend {
   static constexpr std::string_view name = "plain";
+  static constexpr Implements implements = Implements::scalar_graphs;
   using Scalar = double;
 
   int nudged_param = -1;  // which param() call gets `nudge` added, -1 for none
@@ -44,8 +48,8 @@ double finite_difference(int64_t size, int param, double h) {
     be.nudged_param = param;
     be.nudge = side ? -h : h;
     typename W::template Run<PlainBackend> run(be, size);
-    double unused[W::num_grads + 1];
-    out[side] = run.step(be, std::span<double>(unused, W::num_grads));
+    std::array<double, W::num_grads> unused;
+    out[side] = run.step(be, std::span<double, W::num_grads>(unused));
   }
   return (out[0] - out[1]) / (2 * h);
 }

@@ -1,15 +1,18 @@
 """harness/tests/test_run.py: bench_run end to end, on real backend processes.
 
 A short real run must write what README.md ("What a run writes") and plots/ rely on; bad inputs
-must give one clear line and exit 2; a backend that crashes, hangs or disagrees must be reported
-while the other backend's results are kept. Fault injection: BACKPROP_BENCH_FAULT
-(harness/backend_main.h).
+must give one clear line and exit 2; a backend that crashes, hangs, disagrees or breaks its reset
+must be reported while the other backends' results are kept; the verdicts must not depend on the
+order of --backends; a backend binary must still run on its own with Google Benchmark's flags.
+Fault injection: BACKPROP_BENCH_FAULT (harness/backend_main.h).
     ctest -R harness_pytest --output-on-failure     or     /usr/bin/python3 -m pytest harness/tests
 """
 import json
 import os
+import shlex
 import statistics
 import subprocess
+import sys
 
 import pytest
 
@@ -17,6 +20,10 @@ QUICK = ["--repetitions", "2", "--min-time", "0.01", "--no-plots"]
 BACKENDS = ("engine", "libtorch", "pytorch", "torchscript")
 CPP = ["--backends", "engine,libtorch"]  # where the subject is the runner, not a backend
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SOURCE, "plots"))
+sys.path.insert(0, os.path.join(SOURCE, "plots", "tests"))
+import plot  # noqa: E402
+from test_plots import assert_nothing_covers_data  # noqa: E402
 
 
 def run(bin_dir, tmp_path, *args, env=None):
@@ -30,24 +37,40 @@ def load(path):
         return json.load(f)
 
 
-def process_rows(tmp_path):
-    return load(tmp_path / "latest" / "processes.json")["processes"]
+def bench_rows(tmp_path):
+    return {(p["backend"], p["benchmark"].split("/")[1]): p
+            for p in load(tmp_path / "latest" / "processes.json")["processes"]
+            if p["phase"] == "bench"}
 
 
-def test_short_run_writes_everything_plots_read(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--filter", "tiny_graph|scalar_chain", "--sizes", "nodes=10,100",
-            *QUICK)
+def cells(tmp_path):
+    """{(backend, instance): summary cell}"""
+    return {(b, row["instance"]): c for row in load(tmp_path / "latest" / "summary.json")["rows"]
+            for b, c in row["backends"].items()}
+
+
+# A fresh real run of every backend: every file the README promises, and its plots drawn.
+def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,scalar_chain,mini_gpt,mlp_width",
+            "--sizes", "nodes=10,100", "--sizes", "batch=1", "--sizes", "width=16,32",
+            "--repetitions", "2", "--min-time", "0.01")
     assert r.returncode == 0, r.stdout + r.stderr
     latest = tmp_path / "latest"
     assert latest.is_symlink()
-    rows = [p for p in process_rows(tmp_path) if p["phase"] == "bench"]
-    # 3 instances (tiny_graph, scalar_chain at 10 and 100) on 2 backends, each its own process
-    assert sorted((p["backend"], p["instance"]) for p in rows) == sorted(
-        (b, i) for b in BACKENDS
-        for i in ("grad/tiny_graph", "grad/scalar_chain/nodes:10", "grad/scalar_chain/nodes:100"))
-    for p in rows:
+    processes = load(latest / "processes.json")["processes"]
+    bench = [p for p in processes if p["phase"] == "bench"]
+    # 6 instances on 4 backends, each in its own process
+    assert sorted(p["benchmark"] for p in bench) == sorted(
+        f"{w}/{b}/{k}threads:1" for b in BACKENDS
+        for w, k in [("grad/tiny_graph", ""), ("grad/scalar_chain", "nodes:10/"),
+                     ("grad/scalar_chain", "nodes:100/"), ("step/mini_gpt", "batch:1/"),
+                     ("step/mlp_width", "width:16/"), ("step/mlp_width", "width:32/")])
+    summary = load(latest / "summary.json")
+    assert summary["reference"] == "engine" and summary["backends"] == list(BACKENDS)
+    by_cell = cells(tmp_path)
+    for p in bench:
         assert p["status"] == "ok", p
-        assert p["max_rss_bytes"] > 1_000_000 and p["median_real_time_seconds"] > 0
+        assert p["max_rss_bytes"] > 1_000_000
         result = load(latest / p["file"])
         ctx = result["context"]
         for key in ("backend", "backend_version", "threads", "compiler", "cxx_flags", "cpu_model",
@@ -62,40 +85,87 @@ def test_short_run_writes_everything_plots_read(bin_dir, tmp_path):
         repetitions = [b["real_time"] for b in result["benchmarks"] if b["run_type"] == "iteration"]
         assert len(repetitions) == 2
         assert medians[0]["real_time"] == pytest.approx(statistics.median(repetitions), rel=1e-9)
-        assert medians[0]["peak_rss_bytes"] > 1_000_000
-        if "scalar_chain" in p["instance"]:
+        instance = "/".join(p["benchmark"].split("/")[:2] + p["benchmark"].split("/")[3:-1])
+        cell = by_cell[(p["backend"], instance)]
+        assert cell["median_seconds"] == pytest.approx(medians[0]["real_time"] * 1e-6, rel=1e-9)
+        assert cell["max_rss_bytes"] == p["max_rss_bytes"] and cell["file"] == p["file"]
+        if "scalar_chain" in instance:
             assert medians[0]["items_per_second"] > 0
+        # every process's log starts with its command line, so it can be run again by hand
+        with open(latest / p["log"]) as f:
+            command = shlex.split(f.readline()[2:])
+        assert command[0].endswith(("bench_engine", "bench_libtorch", "pytorch_bench.py"))
+        assert any(a.startswith("--instance=workload=") for a in command)
+    for (b, instance), cell in by_cell.items():
+        ref = by_cell[("engine", instance)]["median_seconds"]
+        assert cell["ratio_to_reference"] == pytest.approx(cell["median_seconds"] / ref, rel=1e-9)
     check = load(latest / "check.json")
     assert {c["status"] for c in check["results"]} == {"ok"}
-    summary = (latest / "summary.txt").read_text()
-    assert "grad/scalar_chain/nodes:100" in summary
+    text = (latest / "summary.txt").read_text()
+    assert "grad/scalar_chain/nodes:100" in text and "crossovers" in text
     for b in BACKENDS[1:]:
-        assert f"{b}/engine" in summary
+        assert f"{b}/engine" in text
+    assert len(by_cell[("torchscript", "step/mini_gpt/batch:1")]["check_losses"]) == 50
+    # the runner drew every figure this run has data for, and none hides data under a legend
+    drawn = sorted(os.listdir(latest / "plots"))
+    assert drawn == sorted(["runtime_grad.png", "memory_grad.png", "speedup_grad.png",
+                            "runtime_step.png", "memory_step.png", "speedup_step.png",
+                            "scalar_chain.png", "mini_gpt_batch.png", "mlp_width.png",
+                            "loss_curves.png"]), drawn
+    for name in drawn:
+        with open(latest / "plots" / name, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    for fig in plot.figures(plot.load_run(str(latest))).values():
+        assert_nothing_covers_data(fig)
 
 
-def test_check_only_agrees(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--check-only", "--workloads", "small_graph")
+def test_check_only_agrees_and_says_how_closely(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--check-only", "--workloads", "small_graph,mlp_width",
+            "--sizes", "width=16")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "closest to its tolerance: rel diff" in r.stdout and "all OK" in r.stdout
+    assert "closest to its tolerance:" in r.stdout and "NOT OK" not in r.stdout
+    assert "check libtorch    2 instances agree" in r.stdout
+
+
+# One judge: the same verdicts and the same reference whatever the order of --backends.
+def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
+    outcomes = []
+    for order in ("pytorch,libtorch,engine", "engine,libtorch,pytorch"):
+        out = tmp_path / order.replace(",", "-")
+        r = run(bin_dir, out, "--check-only", "--workloads", "tiny_graph,mlp_width", "--sizes",
+                "width=16", "--backends", order, env={"BACKPROP_BENCH_FAULT": "wrong:libtorch"})
+        assert r.returncode == 1, r.stdout + r.stderr
+        run_dir = next(p for p in out.iterdir() if p.is_dir())
+        outcomes.append(load(run_dir / "check.json")["results"])
+    assert outcomes[0] == outcomes[1]
+    refs = {(c["instance"], c["backend"]): c for c in outcomes[0]}
+    assert refs[("grad/tiny_graph", "engine")]["is_reference"]
+    assert refs[("step/mlp_width/width:16", "libtorch")]["status"] == "wrong"
+    assert refs[("step/mlp_width/width:16", "pytorch")]["reference"] == "engine"
 
 
 @pytest.mark.parametrize("args, message", [
     (["--backends", "engine,tensorflow"], "unknown backend 'tensorflow'; valid: engine, libtorch"),
     (["--workloads", "resnet"], "unknown workload 'resnet'; valid: empty, tiny_graph"),
-    (["--sizes", "nodes=abc"], "'abc' is not a whole number"),
+    (["--sizes", "nodes=abc"], "--sizes nodes=abc: 'abc' is not a whole number"),
     (["--sizes", "nodes=0"], "nodes=0 is out of range for scalar_chain (1 to 10000000)"),
-    (["--sizes", "depth=8"], "no workload is sized by 'depth'; size keys: nodes, hidden, batch"),
+    (["--sizes", "depth=8"], "no workload is sized by 'depth'; size keys: nodes, hidden, batch, width"),
     (["--sizes", "batch=0"], "batch=0 is out of range for mini_gpt (1 to 4096)"),
+    (["--sizes", "batch=2048", "--workloads", "tiny_graph"], ""),  # valid: mini_gpt accepts 2048
     (["--filter", "no_such_thing"], "--filter 'no_such_thing' matches no benchmark"),
     (["--filter", "tiny(("], "is not a valid regular expression"),
     (["--repetitions", "0"], "--repetitions 0: expected a number from 1 to 1000"),
     (["--frobnicate"], "unknown option '--frobnicate'"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(bin_dir, tmp_path, args, message):
-    r = run(bin_dir, tmp_path, *args, *QUICK)
+    r = run(bin_dir, tmp_path, *args, "--check-only")
+    if not message:
+        assert r.returncode == 0, r.stdout + r.stderr
+        return
     assert r.returncode == 2, r.stdout + r.stderr
     assert message in r.stderr
     assert r.stderr.startswith("error: ")
+    assert not tmp_path.joinpath("latest").exists(), "nothing runs on bad input"
 
 
 def test_bad_data_file_is_a_clear_error(bin_dir, tmp_path):
@@ -108,10 +178,11 @@ def test_bad_data_file_is_a_clear_error(bin_dir, tmp_path):
         r = run(bin_dir, tmp_path, "--data", str(data), *QUICK)
         assert r.returncode == 2, r.stdout + r.stderr
         assert message in r.stderr and r.stderr.startswith("error: ")
+    # no model that reads the corpus selected: the file is not read
+    r = run(bin_dir, tmp_path, "--data", str(short) + "-and-more", "--workloads",
+            "tiny_graph,mlp_width", "--sizes", "width=16", "--check-only")
+    assert r.returncode == 0, r.stdout + r.stderr
     # a file too short for mini_gpt_wide (context 64) still serves mini_gpt (context 8)
-    r = run(bin_dir, tmp_path, "--data", str(short) + "-and-more", "--workloads", "tiny_graph",
-            "--check-only")
-    assert r.returncode == 0, r.stdout + r.stderr  # no model selected: the file is not read
     short.write_text("a short corpus of text")
     r = run(bin_dir, tmp_path, "--data", str(short), "--workloads", "mini_gpt", "--sizes",
             "batch=1", "--check-only")
@@ -122,13 +193,13 @@ def test_backend_crash_mid_run_keeps_other_results(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK, *CPP,
             env={"BACKPROP_BENCH_FAULT": "crash:small_graph/libtorch"})
     assert r.returncode == 3, r.stdout + r.stderr
-    rows = {(p["backend"], p["instance"]): p for p in process_rows(tmp_path) if p["phase"] == "bench"}
-    crashed = rows[("libtorch", "grad/small_graph")]
+    rows = bench_rows(tmp_path)
+    crashed = rows[("libtorch", "small_graph")]
     assert crashed["status"] == "failed" and crashed["signal"] == 6
-    for key in [("engine", "grad/tiny_graph"), ("engine", "grad/small_graph"),
-                ("libtorch", "grad/tiny_graph")]:
+    for key in [("engine", "tiny_graph"), ("engine", "small_graph"), ("libtorch", "tiny_graph")]:
         assert rows[key]["status"] == "ok"
         assert (tmp_path / "latest" / rows[key]["file"]).is_file()
+    assert cells(tmp_path)[("libtorch", "grad/small_graph")]["status"] == "failed"
     assert "failed" in (tmp_path / "latest" / "summary.txt").read_text()
 
 
@@ -136,30 +207,45 @@ def test_hanging_backend_is_killed_at_the_timeout(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", "--timeout", "3", *QUICK, *CPP,
             env={"BACKPROP_BENCH_FAULT": "hang:tiny_graph/libtorch"})
     assert r.returncode == 3
-    rows = {p["backend"]: p for p in process_rows(tmp_path) if p["phase"] == "bench"}
-    assert rows["libtorch"]["status"] == "timeout" and rows["libtorch"]["timed_out"]
-    assert 3 <= rows["libtorch"]["wall_seconds"] < 20
-    assert rows["engine"]["status"] == "ok"
+    rows = bench_rows(tmp_path)
+    assert rows[("libtorch", "tiny_graph")]["status"] == "timeout"
+    assert 3 <= rows[("libtorch", "tiny_graph")]["wall_seconds"] < 20
+    assert rows[("engine", "tiny_graph")]["status"] == "ok"
 
 
-def test_backend_with_wrong_answers_is_not_reported(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", *QUICK, *CPP,
+def test_backend_with_wrong_answers_is_not_benchmarked(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK, *CPP,
             env={"BACKPROP_BENCH_FAULT": "wrong:tiny_graph/libtorch"})
     assert r.returncode == 3
-    assert "WRONG" in r.stdout and "libtorch not reported: wrong answers" in r.stdout
-    rows = {p["backend"]: p for p in process_rows(tmp_path) if p["phase"] == "bench"}
-    assert rows["libtorch"]["status"] == "not_run" and rows["engine"]["status"] == "ok"
-    check = load(tmp_path / "latest" / "check.json")
-    wrong = [c for c in check["results"] if c["backend"] == "libtorch"]
-    assert wrong[0]["status"] == "wrong" and wrong[0]["max_rel_diff_vs_reference"] > 1e-9
+    assert "NOT OK" in r.stdout and "grad/tiny_graph: wrong" in r.stdout
+    rows = bench_rows(tmp_path)
+    assert rows[("libtorch", "tiny_graph")]["status"] == "not_run"
+    assert rows[("libtorch", "small_graph")]["status"] == "ok", "only the wrong instance is dropped"
+    assert rows[("engine", "tiny_graph")]["status"] == "ok"
+    check = {(c["backend"], c["instance"]): c for c in load(tmp_path / "latest" / "check.json")["results"]}
+    wrong = check[("libtorch", "grad/tiny_graph")]
+    assert wrong["status"] == "wrong" and "off the known answer by 1" in wrong["message"]
 
 
-def test_backend_crashing_in_check_is_not_reported(bin_dir, tmp_path):
-    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", *QUICK, *CPP,
-            env={"BACKPROP_BENCH_FAULT": "check-crash:libtorch"})
+# A model whose repeated step 0 differs is reported as a broken reset, on any backend.
+def test_broken_reset_of_a_model_is_caught(bin_dir, tmp_path):
+    for backend in ("engine", "pytorch"):
+        r = run(bin_dir, tmp_path, "--check-only", "--workloads", "mlp_width", "--sizes", "width=16",
+                "--backends", backend, env={"BACKPROP_BENCH_FAULT": f"reset:mlp_width/{backend}"})
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "reset is broken" in r.stdout, r.stdout
+
+
+def test_backend_crashing_in_check_is_not_benchmarked(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK, *CPP,
+            env={"BACKPROP_BENCH_FAULT": "check-crash:small_graph/libtorch"})
     assert r.returncode == 3
-    rows = {p["backend"]: p for p in process_rows(tmp_path) if p["phase"] == "bench"}
-    assert rows["libtorch"]["status"] == "not_run" and rows["engine"]["status"] == "ok"
+    rows = bench_rows(tmp_path)
+    assert rows[("libtorch", "small_graph")]["status"] == "not_run"
+    assert "killed by signal 6" in rows[("libtorch", "small_graph")]["message"]
+    # the record written before the crash is kept and judged
+    assert rows[("libtorch", "tiny_graph")]["status"] == "ok"
+    assert rows[("engine", "small_graph")]["status"] == "ok"
 
 
 def test_python_backend_crash_and_wrong_answers_are_reported(bin_dir, tmp_path):
@@ -167,22 +253,56 @@ def test_python_backend_crash_and_wrong_answers_are_reported(bin_dir, tmp_path):
             "engine,pytorch,torchscript", *QUICK,
             env={"BACKPROP_BENCH_FAULT": "crash:small_graph/pytorch"})
     assert r.returncode == 3, r.stdout + r.stderr
-    rows = {(p["backend"], p["instance"]): p for p in process_rows(tmp_path) if p["phase"] == "bench"}
-    assert rows[("pytorch", "grad/small_graph")]["signal"] == 6
-    assert rows[("torchscript", "grad/small_graph")]["status"] == "ok"
+    rows = bench_rows(tmp_path)
+    assert rows[("pytorch", "small_graph")]["signal"] == 6
+    assert rows[("torchscript", "small_graph")]["status"] == "ok"
     r = run(bin_dir, tmp_path, "--workloads", "mini_gpt", "--sizes", "batch=1", "--backends",
             "engine,torchscript", "--check-only", env={"BACKPROP_BENCH_FAULT": "wrong:torchscript"})
-    assert r.returncode == 1 and "torchscript vs engine" in r.stdout and "WRONG" in r.stdout
+    assert r.returncode == 1 and "differs from engine" in r.stdout and "NOT OK" in r.stdout
 
 
-@pytest.mark.parametrize("flag", ["--workloads=resnet", "--sizes=nodes=abc", "--sizes=batch=0",
-                                  "--sizes=depth=3", "--benchmark_filter=tiny((",
-                                  "--data=/nonexistent/corpus"])
-def test_python_backend_rejects_bad_flags_like_the_cpp_ones(bin_dir, flag):
-    def first_line(cmd):
-        r = subprocess.run(cmd + [flag, "--benchmark_list_tests=true"], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 2, r.stdout + r.stderr
-        return r.stderr.splitlines()[0]
-    python = first_line([os.path.join(SOURCE, "baselines", "pytorch_bench.py"), "--mode=pytorch"])
-    assert python == first_line([os.path.join(bin_dir, "bench_engine")])
+def test_python_driver_refuses_bad_protocol_flags(bin_dir):
+    driver = os.path.join(SOURCE, "baselines", "pytorch_bench.py")
+    for flag, message in [("--instance=workload=resnet", "unknown workload 'resnet'"),
+                          ("--instance=workload=tiny_graph,size=x", "size 'x' is not a whole number"),
+                          ("--instance=colour=red", "'colour=red' is not one of"),
+                          ("--frobnicate", "unrecognized or invalid argument '--frobnicate'")]:
+        r = subprocess.run(["/usr/bin/python3", driver, flag], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 2 and r.stderr.startswith("error: ") and message in r.stderr, r.stderr
+
+
+# Run by hand, a backend binary registers every workload and takes Google Benchmark's flags.
+def test_backend_binary_runs_on_its_own(bin_dir, tmp_path):
+    engine = os.path.join(bin_dir, "bench_engine")
+    r = subprocess.run([engine, "--benchmark_filter=small_graph", "--benchmark_min_time=0.01"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "grad/small_graph/engine/threads:1" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([engine, "--benchmark_list_tests=true"], capture_output=True, text=True)
+    assert "grad/scalar_chain/engine/nodes:100000/threads:1" in r.stdout.split()
+    out = tmp_path / "check.json"
+    r = subprocess.run([engine, "--instance=workload=scalar_chain,size=5000",
+                        f"--check_out={out}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    record = load(out)["records"][0]
+    assert record["name"] == "grad/scalar_chain/engine/nodes:5000/threads:1"
+    assert len(record["step"]["grads"]) == 3
+    r = subprocess.run([engine, "--instance=workload=scalar_chain,size=0"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2
+    assert r.stderr == "error: nodes=0 is out of range for scalar_chain (1 to 10000000)\n"
+
+
+# Every result claims the flags it was built with: they must be the compiler's real ones.
+def test_results_record_the_flags_the_compiler_was_given(bin_dir):
+    with open(os.path.join(bin_dir, "compile_commands.json")) as f:
+        commands = {os.path.basename(c["file"]): c["command"] for c in json.load(f)}
+    for binary, source in [("bench_engine", "main_engine.cc"), ("bench_libtorch", "main_libtorch.cc")]:
+        r = subprocess.run([os.path.join(bin_dir, binary), "--benchmark_filter=grad/empty/",
+                            "--benchmark_format=json", "--benchmark_min_time=0.001"],
+                           capture_output=True, text=True, timeout=120)
+        claimed = json.loads(r.stdout)["context"]["cxx_flags"].split()
+        given = [w for w in shlex.split(commands[source])
+                 if w.startswith(("-O", "-m", "-f", "-std=", "-W", "-DNDEBUG"))]
+        assert claimed == given, (binary, claimed, given)
+        assert "-march=native" in claimed and "-std=c++20" in claimed

@@ -1,11 +1,12 @@
-"""plots/tests/test_plots.py: plot.py on fixture_run/, a real short bench_run run (empty, tiny_graph,
-small_graph, scalar_chain at 10-1000 nodes, mini_gpt at batch 1-2, mlp_width at width 16-256,
-3 repetitions) in which libtorch's scalar_chain/nodes:1000 was made to crash on purpose
-(BACKPROP_BENCH_FAULT), so the failed path is drawn too.
+"""plots/tests/test_plots.py: plot.py's choices on summaries built here, each to exercise one:
+the reference comes from the run (no engine: the speedups are over libtorch, not empty), a
+benchmark that did not run is labelled rather than dropped, the crossovers are the runner's,
+legends and notes never sit on the data, and a folder without summary.json is a clear error.
+The figures of a fresh real run of every backend are drawn and checked by harness/tests/.
     /usr/bin/python3 -m pytest plots/tests
 """
+import json
 import os
-import shutil
 import sys
 
 import pytest
@@ -14,106 +15,136 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import plot  # noqa: E402
 
-FIXTURE = os.path.join(HERE, "fixture_run")
+
+def cell(seconds, ref_seconds, status="ok", losses=None):
+    c = {"status": status, "median_seconds": seconds if status == "ok" else None,
+         "ratio_to_reference": seconds / ref_seconds if status == "ok" and ref_seconds else None,
+         "max_rss_bytes": 5e6, "peak_rss_bytes": 4e6, "items_per_second": None, "file": "f.json"}
+    if status != "ok":
+        c["message"] = "killed by signal 6"
+    if losses:
+        c["check_losses"] = losses
+    return c
 
 
-@pytest.fixture
-def run_copy(tmp_path):
-    dst = tmp_path / "run"
-    shutil.copytree(FIXTURE, dst, ignore=shutil.ignore_patterns("plots"))
-    return str(dst)
+def summary(times, backends, crossovers=()):
+    """times: {instance: {backend: seconds or a status}}, in summary.json's shape; the reference
+    is the first backend, as the runner makes it."""
+    ref = backends[0]
+    rows = []
+    for instance, by_backend in times.items():
+        phase, workload, *rest = instance.split("/")
+        key, size = rest[0].split(":") if rest else ("", 0)
+        ref_s = by_backend.get(ref) if isinstance(by_backend.get(ref), float) else None
+        rows.append({"instance": instance, "phase": phase, "workload": workload, "size_key": key,
+                     "size": int(size), "backends": {
+                         b: cell(t, ref_s) if isinstance(t, float) else cell(1.0, ref_s, status=t)
+                         for b, t in by_backend.items()}})
+    return {"run_id": "test-run", "reference": ref, "backends": backends,
+            "threads": {b: 1 for b in backends}, "rows": rows, "crossovers": list(crossovers),
+            "machine": {"cpu_model": "Test CPU", "cpus": 2, "git_sha": "abc1234"}}
 
 
-def test_load_run_reads_every_benchmark_process():
-    run = plot.load_run(FIXTURE)
-    assert plot.backends_of(run) == ["engine", "libtorch"]
-    assert len(run["rows"]) == 22  # 11 instances x 2 backends
-    ok = [r for r in run["rows"] if r["status"] == "ok"]
-    assert len(ok) == 21
-    for r in ok:
-        assert r["median_seconds"] > 0 and r["process_peak_rss_bytes"] > 1e6
-    failed = [r for r in run["rows"] if r["status"] != "ok"]
-    assert [(r["backend"], r["instance"]) for r in failed] == [
-        ("libtorch", "grad/scalar_chain/nodes:1000")]
-    assert run["context"]["libtorch"]["threads"] == "1"
+def write(tmp_path, s):
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    return plot.load_run(str(tmp_path))
 
 
-def test_speedups_are_ratios_of_the_medians_and_skip_failures():
-    run = plot.load_run(FIXTURE)
-    rows = {(r["instance"], r["backend"]): r for r in run["rows"]}
-    sp = dict(plot.speedups(run)["libtorch"])
-    assert "grad/scalar_chain/nodes:1000" not in sp and "grad/empty" not in sp
-    tiny = rows[("grad/tiny_graph", "libtorch")]["median_seconds"] / rows[
-        ("grad/tiny_graph", "engine")]["median_seconds"]
-    assert sp["grad/tiny_graph"] == pytest.approx(tiny)
-    assert sp["grad/tiny_graph"] > 1  # the fixture's real numbers: our engine is faster
+FOUR = ["engine", "libtorch", "pytorch", "torchscript"]
+TIMES = {
+    "grad/empty": {b: 1e-9 for b in FOUR},
+    "grad/tiny_graph": {"engine": 4e-8, "libtorch": 3e-5, "pytorch": 3e-5, "torchscript": 3e-5},
+    "grad/scalar_chain/nodes:10": {"engine": 1e-7, "libtorch": 4e-5, "pytorch": 4e-5,
+                                   "torchscript": 4e-5},
+    "grad/scalar_chain/nodes:100": {"engine": 1e-6, "libtorch": "failed", "pytorch": 4e-4,
+                                    "torchscript": 4e-4},
+    "step/mlp_width/width:16": {"engine": 5e-6, "libtorch": 5e-5, "pytorch": 7e-5,
+                                "torchscript": 8e-5},
+    "step/mlp_width/width:2048": {"engine": 1.2e-2, "libtorch": 1.0e-2, "pytorch": 1.5e-2,
+                                  "torchscript": 1.6e-2},
+}
 
 
-def test_parse_name_matches_harness_names():
-    p = plot.parse_name("grad/scalar_chain/engine/nodes:1000/threads:1")
-    assert p["instance"] == "grad/scalar_chain/nodes:1000" and p["keys"]["nodes"] == "1000"
-    with pytest.raises(plot.RunError):
-        plot.parse_name("not-a-name")
+def test_every_figure_for_a_run_of_four_backends(tmp_path, capsys):
+    s = summary(TIMES, FOUR, [{"workload": "mlp_width", "size_key": "width", "baseline": "libtorch",
+                               "from": 2048, "largest": 2048}])
+    s["rows"][4]["backends"]["engine"]["check_losses"] = [4.0, 3.5, 3.0]
+    write(tmp_path, s)
+    assert plot.main(["plot.py", str(tmp_path)]) == 0
+    drawn = sorted(os.listdir(tmp_path / "plots"))
+    assert drawn == sorted(["runtime_grad.png", "memory_grad.png", "speedup_grad.png",
+                            "runtime_step.png", "memory_step.png", "speedup_step.png",
+                            "mlp_width.png"])
+    assert "plots:" in capsys.readouterr().out
 
 
-FIGURES = ["runtime_grad.png", "memory_grad.png", "speedup_grad.png", "runtime_step.png",
-           "memory_step.png", "speedup_step.png", "scalar_chain.png", "mini_gpt_batch.png",
-           "mlp_width.png", "loss_curves.png"]
+def test_the_reference_is_the_runs_not_always_engine(tmp_path):
+    times = {i: {b: t for b, t in by.items() if b != "engine"} for i, by in TIMES.items()}
+    run = write(tmp_path, summary(times, ["libtorch", "pytorch", "torchscript"]))
+    fig = plot.speedup_figure(plot.phase_of(run, "grad"), "grad")
+    ax = fig.axes[0]
+    assert len(ax.patches) > 0, "without the engine the speedups are over libtorch, not empty"
+    assert "libtorch" in ax.get_title() and "engine" not in ax.get_title()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "pytorch / libtorch", "torchscript / libtorch"]
 
 
-def test_main_writes_every_figure(run_copy, capsys):
-    assert plot.main(["plot.py", run_copy]) == 0
-    assert sorted(os.listdir(os.path.join(run_copy, "plots"))) == sorted(FIGURES)
-    for name in FIGURES:
-        path = os.path.join(run_copy, "plots", name)
-        assert os.path.getsize(path) > 10_000, name
-        with open(path, "rb") as f:
-            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    assert "mlp_width crossover vs libtorch:" in capsys.readouterr().out
+def test_a_benchmark_that_did_not_run_is_labelled(tmp_path):
+    run = write(tmp_path, summary(TIMES, FOUR))
+    fig = plot.runtime_figure(plot.phase_of(run, "grad"), "grad")
+    labels = [t.get_text() for t in fig.axes[0].texts]
+    assert "failed" in labels
 
 
-def test_figures_are_only_drawn_for_data_the_run_has():
-    run = plot.load_run(FIXTURE)
-    scalar_only = dict(run, rows=[r for r in run["rows"] if r["phase"] == "grad"], losses={})
-    assert sorted(plot.figures(scalar_only)) == ["memory_grad.png", "runtime_grad.png",
-                                                 "scalar_chain.png", "speedup_grad.png"]
+def test_crossover_note_comes_from_the_summary(tmp_path):
+    crossovers = [{"workload": "mlp_width", "size_key": "width", "baseline": "libtorch",
+                   "from": 2048, "largest": 2048},
+                  {"workload": "mlp_width", "size_key": "width", "baseline": "pytorch",
+                   "from": None, "largest": 2048}]
+    run = write(tmp_path, summary(TIMES, FOUR, crossovers))
+    assert plot.crossover_lines(run, "mlp_width") == [
+        "libtorch faster than engine from width 2048",
+        "pytorch: no crossover up to width 2048 (engine faster at every size)"]
+    fig = plot.width_figure(run)
+    assert any("libtorch faster than engine from width 2048" in t.get_text() for t in fig.texts)
 
 
-def test_crossover_is_the_width_from_which_the_baseline_stays_faster():
-    def row(backend, width, seconds):
-        return {"backend": backend, "workload": "mlp_width", "status": "ok",
-                "keys": {"width": str(width)}, "median_seconds": seconds}
-    times = {16: (1, 5), 32: (2, 5), 64: (9, 5), 128: (3, 4), 256: (20, 10)}  # engine, libtorch
-    run = {"rows": [row(b, w, t[i]) for w, t in times.items()
-                    for i, b in enumerate(["engine", "libtorch"])]}
-    assert plot.crossovers(run) == {"libtorch": (256, 256)}  # 64 was a blip: 128 is ours again
-    run["rows"] = [r for r in run["rows"] if r["keys"]["width"] != "256"]
-    assert plot.crossovers(run) == {"libtorch": (None, 128)}
-    assert plot.crossover_text(run) == [
-        "mlp_width crossover vs libtorch: none up to 128 (our engine is faster at every width)"]
-
-
-def test_loss_curves_come_from_the_check_of_every_backend():
-    run = plot.load_run(FIXTURE)
-    curves = {b: c["step/mini_gpt/batch:1"] for b, c in run["losses"].items()}
-    assert sorted(curves) == ["engine", "libtorch"] and len(curves["engine"]) == 50
-    assert curves["engine"] == pytest.approx(curves["libtorch"], rel=2e-3)
-
-
-def test_chain_figure_has_one_line_per_backend():
-    fig = plot.chain_figure(plot.load_run(FIXTURE))
+def test_loss_curves_come_from_the_check(tmp_path):
+    s = summary({"step/mini_gpt/batch:8": {b: 1e-3 for b in FOUR}}, FOUR)
+    for j, b in enumerate(FOUR):
+        s["rows"][0]["backends"][b]["check_losses"] = [4.0 - 0.1 * k + 1e-6 * j for k in range(50)]
+    run = write(tmp_path, s)
+    fig = plot.loss_figure(run)
     lines = fig.axes[0].lines
-    assert [l.get_label() for l in lines] == ["engine", "libtorch"]
-    assert len(lines[0].get_xdata()) == 3 and len(lines[1].get_xdata()) == 2  # one crashed
+    assert [l.get_label() for l in lines] == FOUR and len(lines[0].get_xdata()) == 50
 
 
-def test_phases_are_split():
-    run = plot.load_run(FIXTURE)
-    assert {r["instance"] for r in plot.phase_of(run, "step")["rows"]} == {
-        "step/mini_gpt/batch:1", "step/mini_gpt/batch:2", "step/mlp_width/width:16",
-        "step/mlp_width/width:64", "step/mlp_width/width:256"}
+def overlaps(a, b):
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def assert_nothing_covers_data(fig):
+    """Legends and figure notes lie outside every axes' plotting area."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    areas = [ax.get_window_extent(renderer) for ax in fig.axes]
+    boxes = [t.get_window_extent(renderer) for t in fig.texts]
+    boxes += [ax.get_legend().get_window_extent(renderer) for ax in fig.axes if ax.get_legend()]
+    for box in boxes:
+        for area in areas:
+            assert not overlaps(box, area), (box, area)
+
+
+def test_legends_and_notes_never_cover_data(tmp_path):
+    crossovers = [{"workload": "mlp_width", "size_key": "width", "baseline": b, "from": None,
+                   "largest": 2048} for b in FOUR[1:]]
+    run = write(tmp_path, summary(TIMES, FOUR, crossovers))
+    figures = plot.figures(run)
+    assert "mlp_width.png" in figures and "memory_grad.png" in figures
+    for name, fig in figures.items():
+        assert_nothing_covers_data(fig)
 
 
 def test_missing_run_is_a_clear_error(tmp_path, capsys):
     assert plot.main(["plot.py", str(tmp_path / "nope")]) == 2
-    assert "processes.json not found" in capsys.readouterr().err
+    assert "summary.json not found" in capsys.readouterr().err

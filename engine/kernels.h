@@ -1,0 +1,378 @@
+// engine/kernels.h: the arithmetic of the tensor ops, over raw row-major buffers.
+//
+// Each op's forward sits beside its backward, with mirrored arguments (outputs first, sizes last);
+// a backward adds (+=) into the gradients it is given. Nothing here knows about graphs, handles or
+// shapes' validity: engine/tensor.h checks every operand and calls these. Kept apart so that any
+// way of running a step (today the eager tape) shares one copy of each kernel.
+// T is float for benchmarks and double for the finite-difference tests.
+//
+// Tests: engine/tensor_test.cc (every op against finite differences in double; exp and tanh swept
+// against libm; matmul's three paths).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "engine/arena.h"
+
+namespace bp {
+
+// ---- exp and tanh that GCC vectorises (libm's are scalar calls) ----
+// Used for float; double keeps libm, so the finite-difference tests (in double) check the
+// derivative code against libm's values, and engine/tensor_test.cc sweeps these against libm.
+//
+// exp: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 split into a part exact in float and a
+// remainder), exp(r) by its Taylor series to r^7 (truncation < 6e-9 relative, under float's
+// epsilon), times 2^n. 2^n is applied as two factors 2^(n/2) and 2^(n - n/2), each a normal float,
+// so the product overflows to inf above ln(FLT_MAX) and rounds once into the denormals and then
+// to 0 below ln(2^-149), as libm's expf does. Selects, not branches: the loops stay vectorised.
+inline float exp_f32(float x) {
+  const float xc = std::min(std::max(x, -110.0f), 90.0f);  // n within [-159, 130]: both factors
+  const float n = std::floor(xc * 1.44269504f + 0.5f);     // stay normal floats
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  const float p =
+      1 +
+      r * (1 + r * (0.5f + r * (1 / 6.f +
+                                r * (1 / 24.f + r * (1 / 120.f + r * (1 / 720.f + r / 5040.f))))));
+  const int32_t n_half = int32_t(n) / 2, n_rest = int32_t(n) - n_half;
+  const int32_t bits_half = (n_half + 127) << 23, bits_rest = (n_rest + 127) << 23;
+  float scale_half, scale_rest;
+  std::memcpy(&scale_half, &bits_half, sizeof(float));
+  std::memcpy(&scale_rest, &bits_rest, sizeof(float));
+  const float y = p * scale_half * scale_rest;
+  return x == x ? y : x;  // NaN in, NaN out (the clamp above turned it into a number)
+}
+// tanh(x) = 1 - 2 / (exp(2x) + 1), odd. Near 0 that subtraction cancels (its relative error
+// grows like eps/|x|: 15 ulp at 1/16), so |x| < 1/2 uses the Taylor series to x^15 (the next term
+// is below 1e-8 relative there). exp(2x) = inf for large x gives exactly 1.
+inline float tanh_f32(float x) {
+  const float ax = std::fabs(x);
+  const float big = 1 - 2 / (exp_f32(2 * ax) + 1);
+  const float x2 = x * x;
+  const float small =
+      ax * (1 + x2 * (-1 / 3.f +
+                      x2 * (2 / 15.f + x2 * (-17 / 315.f +
+                                             x2 * (62 / 2835.f +
+                                                   x2 * (-1382 / 155925.f +
+                                                         x2 * (21844 / 6081075.f +
+                                                               x2 * (-929569 / 638512875.f))))))));
+  const float t = ax < 0.5f ? small : big;
+  return x < 0 ? -t : t;
+}
+template <class T>
+inline T exp_t(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_f32(x);
+  else
+    return std::exp(x);
+}
+template <class T>
+inline T tanh_t(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return tanh_f32(x);
+  else
+    return std::tanh(x);
+}
+
+template <class T>
+inline void axpy(T* y, T a, const T* x, int32_t n) {  // y += a x
+#pragma omp simd
+  for (int32_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+// ---- matrix products ----
+
+// c (M, N) += a (M, K) @ b (K, N), b and c row-major and contiguous. The output is computed in
+// tiles of MR rows x NR columns held in registers across the whole k loop: per k, NR/16 vector
+// loads of b, MR broadcasts of a, MR*NR/16 fused multiply-adds (AVX-512). Columns go by panels
+// of NR so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
+template <class T, int MR, int NR>
+inline void gemm_tile(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t K, int32_t N) {
+  T acc[MR][NR];
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++) acc[i][j] = c[size_t(i) * N + j];
+  for (int32_t k = 0; k < K; k++) {
+    const T* bk = b + size_t(k) * N;
+    for (int i = 0; i < MR; i++) {
+      const T av = a[size_t(i) * rs + size_t(k) * cs];
+#pragma omp simd
+      for (int j = 0; j < NR; j++) acc[i][j] += av * bk[j];
+    }
+  }
+  for (int i = 0; i < MR; i++)
+    for (int j = 0; j < NR; j++) c[size_t(i) * N + j] = acc[i][j];
+}
+// MR = 8 rows keep 8 x NR/16 independent accumulator chains in flight (of AVX-512's 32 vector
+// registers), enough to hide the FMA latency even on the 24-wide matrices of mini_gpt.
+template <class T, int NR>
+inline void gemm_panel(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
+                       int32_t N) {
+  int32_t m = 0;
+  for (; m + 8 <= M; m += 8)
+    gemm_tile<T, 8, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
+  for (; m + 4 <= M; m += 4)
+    gemm_tile<T, 4, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
+  for (; m < M; m++) gemm_tile<T, 1, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
+}
+// c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs].
+template <class T>
+inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
+                 int32_t N) {
+  int32_t n = 0;
+  for (; n + 32 <= N; n += 32) gemm_panel<T, 32>(c + n, a, rs, cs, b + n, M, K, N);
+  for (; n + 16 <= N; n += 16) gemm_panel<T, 16>(c + n, a, rs, cs, b + n, M, K, N);
+  for (; n + 8 <= N; n += 8) gemm_panel<T, 8>(c + n, a, rs, cs, b + n, M, K, N);
+  for (; n < N; n++) gemm_panel<T, 1>(c + n, a, rs, cs, b + n, M, K, N);
+}
+// out (C, R) = in (R, C)^T. Small matrices (all of them in L1) row by row of the output; larger
+// ones in 16 x 16 blocks so that both sides move a cache line at a time.
+template <class T>
+inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
+  if (size_t(R) * C <= 4096) {
+    for (int32_t c = 0; c < C; c++)
+      for (int32_t r = 0; r < R; r++) out[size_t(c) * R + r] = in[size_t(r) * C + c];
+    return;
+  }
+  constexpr int32_t kB = 16;
+  for (int32_t r0 = 0; r0 < R; r0 += kB)
+    for (int32_t c0 = 0; c0 < C; c0 += kB) {
+      const int32_t r1 = std::min(R, r0 + kB), c1 = std::min(C, c0 + kB);
+      for (int32_t r = r0; r < r1; r++)
+        for (int32_t c = c0; c < c1; c++) out[size_t(c) * R + r] = in[size_t(r) * C + c];
+    }
+}
+
+// c (M, N) += op(a) op(b), op(a) (M, K), op(b) (K, N); trans_a means a is stored (K, M), trans_b
+// that b is stored (N, K). Transposed copies, when needed, come from `scratch`. Everything goes
+// to gemm above. (OpenBLAS's sgemm was tried for large products and lost on every workload here:
+// README, "Kernels".)
+template <class T>
+inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M,
+                              int32_t N, int32_t K, Arena<T>& scratch) {
+  // op(a)(i, k) is a[i * rs + k * cs]: a transposed a is only other strides, never a copy.
+  const int32_t rs = trans_a ? 1 : K, cs = trans_a ? M : 1;
+  // With trans_b: copy b transposed, or work on c^T (N, M) += b (N, K) @ op(a)^T (K, M),
+  // whichever copies less.
+  if (!trans_b) {
+    gemm(c, a, rs, cs, b, M, K, N);
+  } else if (size_t(N) * K <= size_t(M) * (K + N)) {
+    T* bt = scratch.alloc_uninitialized(size_t(K) * N);  // (K, N)
+    transpose(bt, b, N, K);
+    gemm(c, a, rs, cs, bt, M, K, N);
+  } else {
+    const T* a_t = a;  // op(a)^T, row-major (K, M)
+    if (!trans_a) {
+      T* at = scratch.alloc_uninitialized(size_t(K) * M);  // (K, M)
+      transpose(at, a, M, K);
+      a_t = at;
+    }
+    T* c_t = scratch.alloc_uninitialized(size_t(N) * M);  // (N, M)
+    transpose(c_t, c, M, N);
+    gemm(c_t, b, K, 1, a_t, N, K, M);
+    transpose(c, c_t, N, M);
+  }
+}
+
+// ---- softmax and cross-entropy ----
+
+// out (n) = softmax(in (n)), max-subtracted so no exp overflows. Returns the sum of exp(in - max),
+// from which a log-sum-exp is max + log(sum).
+template <class T>
+inline T softmax_row(T* out, const T* in, int32_t n, T* max_out = nullptr) {
+  T maxv = in[0], total = 0;
+  for (int32_t i = 1; i < n; i++) maxv = std::max(maxv, in[i]);
+#pragma omp simd reduction(+ : total)
+  for (int32_t i = 0; i < n; i++) total += (out[i] = exp_t(in[i] - maxv));
+  const T inv = T(1) / total;
+  for (int32_t i = 0; i < n; i++) out[i] *= inv;
+  if (max_out) *max_out = maxv;
+  return total;
+}
+// dx (n) += y * (dy - sum(dy * y)), y the softmax output.
+template <class T>
+inline void softmax_row_backward(T* dx, const T* dy, const T* y, int32_t n) {
+  T dot = 0;
+  for (int32_t c = 0; c < n; c++) dot += dy[c] * y[c];
+  for (int32_t c = 0; c < n; c++) dx[c] += y[c] * (dy[c] - dot);
+}
+
+// Mean over rows of logits (N, V) of -log softmax(row)[target], computed as
+// log-sum-exp(row) - row[target] so that a target far below the row's maximum costs what it should
+// (logits [100, 0], target 1: 100) instead of -log of an underflowed probability. probs (N, V)
+// keeps the softmax for the backward.
+template <class T>
+inline T cross_entropy_forward(T* probs, const T* logits, const int32_t* targets, int32_t N,
+                               int32_t V) {
+  T loss = 0;
+  for (int32_t r = 0; r < N; r++) {
+    const T* row = logits + size_t(r) * V;
+    T maxv;
+    const T total = softmax_row(probs + size_t(r) * V, row, V, &maxv);
+    loss += maxv + std::log(total) - row[targets[r]];
+  }
+  return loss / T(N);
+}
+// dlogits (N, V) += dloss / N * (probs - onehot(target)).
+template <class T>
+inline void cross_entropy_backward(T* dlogits, T dloss, const T* probs, const int32_t* targets,
+                                   int32_t N, int32_t V) {
+  const T d = dloss / T(N);
+  for (int32_t r = 0; r < N; r++) {
+    const T* p = probs + size_t(r) * V;
+    T* gx = dlogits + size_t(r) * V;
+    for (int32_t c = 0; c < V; c++) gx[c] += d * p[c];
+    gx[targets[r]] -= d;
+  }
+}
+
+// ---- layernorm (torch.nn.LayerNorm: biased variance, eps 1e-5) ----
+
+// out (N, C) = (x - mean) * rstd * gamma + beta per row; stats (2N) keeps the N means, then the N
+// reciprocal standard deviations, for the backward.
+template <class T>
+inline void layernorm_forward(T* out, T* stats, const T* x, const T* gamma, const T* beta,
+                              int32_t N, int32_t C) {
+  for (int32_t r = 0; r < N; r++) {
+    const T* row = x + size_t(r) * C;
+    T m = 0, v = 0;
+    for (int32_t c = 0; c < C; c++) m += row[c];
+    m /= C;
+    for (int32_t c = 0; c < C; c++) v += (row[c] - m) * (row[c] - m);
+    const T rstd = T(1) / std::sqrt(v / C + T(1e-5));
+    T* o = out + size_t(r) * C;
+    for (int32_t c = 0; c < C; c++) o[c] = (row[c] - m) * rstd * gamma[c] + beta[c];
+    stats[r] = m, stats[N + r] = rstd;
+  }
+}
+// dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * gamma;
+// dgamma += dout * norm; dbeta += dout. A null gradient pointer is skipped.
+template <class T>
+inline void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dout, const T* stats,
+                               const T* x, const T* gamma, int32_t N, int32_t C) {
+  for (int32_t r = 0; r < N; r++) {
+    const T m = stats[r], rstd = stats[N + r];
+    const T *xr = x + size_t(r) * C, *gr = dout + size_t(r) * C;
+    T mean_dnorm = 0, mean_dnorm_norm = 0;
+    for (int32_t c = 0; c < C; c++) {
+      const T norm = (xr[c] - m) * rstd, dnorm = gr[c] * gamma[c];
+      mean_dnorm += dnorm, mean_dnorm_norm += dnorm * norm;
+      if (dgamma) dgamma[c] += gr[c] * norm;
+      if (dbeta) dbeta[c] += gr[c];
+    }
+    mean_dnorm /= C, mean_dnorm_norm /= C;
+    if (dx)
+      for (int32_t c = 0; c < C; c++) {
+        const T norm = (xr[c] - m) * rstd;
+        dx[size_t(r) * C + c] += rstd * (gr[c] * gamma[c] - mean_dnorm - norm * mean_dnorm_norm);
+      }
+  }
+}
+
+// ---- causal multi-head self-attention, fused ----
+// qkv (B*T, 3C): queries, keys, values side by side, each split into H heads of hs = C/H.
+// out (B*T, C): for each head and position t, the average of v over positions s <= t weighted by
+// softmax(q_t . k_s / sqrt(hs)). Vaswani et al. 2017, eq. 1; the causal mask as in GPT (Radford
+// et al. 2018). probs (B, H, T, T) keeps the weights for the backward. HS > 0 compiles a head size
+// as a constant, so its loops unroll into registers; HS = 0 takes hs at run time (<= kMaxHeadSize).
+inline constexpr int32_t kMaxHeadSize = 256;
+
+template <class T, int HS>
+inline void attention_forward(T* __restrict out, T* __restrict probs, const T* __restrict qkv,
+                              int32_t B, int32_t T_, int32_t H, int32_t runtime_hs) {
+  const int32_t hs = HS > 0 ? HS : runtime_hs, C = H * hs, C3 = 3 * C;
+  const T scale = T(1) / std::sqrt(T(hs));
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t h = 0; h < H; h++)
+      for (int32_t t = 0; t < T_; t++) {
+        const T* __restrict q = qkv + size_t(b * T_ + t) * C3 + h * hs;
+        T* __restrict p = probs + ((size_t(b) * H + h) * T_ + t) * T_;
+        T maxv = -INFINITY;
+        for (int32_t s = 0; s <= t; s++) {
+          const T* __restrict k = qkv + size_t(b * T_ + s) * C3 + C + h * hs;
+          T dot = 0;
+          for (int32_t i = 0; i < hs; i++) dot += q[i] * k[i];
+          p[s] = dot * scale;
+          maxv = std::max(maxv, p[s]);
+        }
+        T total = 0;
+        for (int32_t s = 0; s <= t; s++) total += (p[s] = exp_t(p[s] - maxv));
+        const T inv = T(1) / total;
+        T acc[HS > 0 ? HS : kMaxHeadSize];  // this head's output row, across s
+        for (int32_t i = 0; i < hs; i++) acc[i] = 0;
+        for (int32_t s = 0; s <= t; s++) {
+          p[s] *= inv;
+          const T* __restrict v = qkv + size_t(b * T_ + s) * C3 + 2 * C + h * hs;
+          for (int32_t i = 0; i < hs; i++) acc[i] += p[s] * v[i];
+        }
+        std::memcpy(out + size_t(b * T_ + t) * C + h * hs, acc, hs * sizeof(T));
+      }
+}
+// Softmax attention's chain rule, position by position (as in llm.c's attention_backward):
+// dv_s += p_ts dout_t; dp_ts = dout_t . v_s; dpre_ts = p_ts (dp_ts - sum_r p_tr dp_tr);
+// dq_t += scale sum_s dpre_ts k_s; dk_s += scale dpre_ts q_t. dp (T) is scratch.
+template <class T, int HS>
+inline void attention_backward(T* __restrict dqkv, T* __restrict dp, const T* __restrict dout,
+                               const T* __restrict probs, const T* __restrict qkv, int32_t B,
+                               int32_t T_, int32_t H, int32_t runtime_hs) {
+  const int32_t hs = HS > 0 ? HS : runtime_hs, C = H * hs, C3 = 3 * C;
+  const T scale = T(1) / std::sqrt(T(hs));
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t h = 0; h < H; h++)
+      for (int32_t t = 0; t < T_; t++) {
+        const T* __restrict p = probs + ((size_t(b) * H + h) * T_ + t) * T_;
+        const T* __restrict d_out = dout + size_t(b * T_ + t) * C + h * hs;
+        const size_t qo = size_t(b * T_ + t) * C3 + h * hs;
+        T weighted = 0;
+        for (int32_t s = 0; s <= t; s++) {
+          const size_t vo = size_t(b * T_ + s) * C3 + 2 * C + h * hs;
+          T d = 0;
+          for (int32_t i = 0; i < hs; i++) {
+            d += d_out[i] * qkv[vo + i];
+            dqkv[vo + i] += p[s] * d_out[i];
+          }
+          dp[s] = d;
+          weighted += p[s] * d;
+        }
+        T dq[HS > 0 ? HS : kMaxHeadSize];  // the query's gradient, across s
+        for (int32_t i = 0; i < hs; i++) dq[i] = 0;
+        for (int32_t s = 0; s <= t; s++) {
+          const T dpre = p[s] * (dp[s] - weighted) * scale;
+          const size_t ko = size_t(b * T_ + s) * C3 + C + h * hs;
+          for (int32_t i = 0; i < hs; i++) {
+            dq[i] += dpre * qkv[ko + i];
+            dqkv[ko + i] += dpre * qkv[qo + i];
+          }
+        }
+        for (int32_t i = 0; i < hs; i++) dqkv[qo + i] += dq[i];
+      }
+}
+// The head sizes the models use, compiled as constants; any other takes the run-time path.
+template <class T>
+inline void attention_forward_any(T* out, T* probs, const T* qkv, int32_t B, int32_t T_, int32_t H,
+                                  int32_t hs) {
+  switch (hs) {
+    case 4: return attention_forward<T, 4>(out, probs, qkv, B, T_, H, hs);
+    case 8: return attention_forward<T, 8>(out, probs, qkv, B, T_, H, hs);
+    case 16: return attention_forward<T, 16>(out, probs, qkv, B, T_, H, hs);
+    case 32: return attention_forward<T, 32>(out, probs, qkv, B, T_, H, hs);
+    case 64: return attention_forward<T, 64>(out, probs, qkv, B, T_, H, hs);
+    default: return attention_forward<T, 0>(out, probs, qkv, B, T_, H, hs);
+  }
+}
+template <class T>
+inline void attention_backward_any(T* dqkv, T* dp, const T* dout, const T* probs, const T* qkv,
+                                   int32_t B, int32_t T_, int32_t H, int32_t hs) {
+  switch (hs) {
+    case 4: return attention_backward<T, 4>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
+    case 8: return attention_backward<T, 8>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
+    case 16: return attention_backward<T, 16>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
+    case 32: return attention_backward<T, 32>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
+    case 64: return attention_backward<T, 64>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
+    default: return attention_backward<T, 0>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
+  }
+}
+
+}  // namespace bp

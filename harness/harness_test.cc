@@ -1,0 +1,244 @@
+// harness/harness_test.cc: the runner's pieces on records made up to break them: the judge
+// (harness/judge.h), the JSON reader and writer, the protocol's --instance flag, and the reader
+// of Google Benchmark results with the summary's ratios and crossovers (harness/results.h).
+// The runner end to end, on real backend processes, is harness/tests/.
+//   ctest -R harness_test --output-on-failure
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "harness/json.h"
+#include "harness/judge.h"
+#include "harness/names.h"
+#include "harness/protocol.h"
+#include "harness/results.h"
+#include "workloads/registry.h"
+
+namespace {
+
+using bp::Json;
+
+const bp::WorkloadInfo& workload(const char* name) { return *bp::find_workload(name); }
+
+Json scalar_record(double value, std::vector<double> grads, double again_value = NAN) {
+  Json step = Json::object_of({{"value", value}, {"grads", Json::numbers(grads)}});
+  Json again = step;
+  if (!std::isnan(again_value)) again.set("value", again_value);
+  return Json::object_of(
+      {{"name", "x"}, {"status", "ok"}, {"step", step}, {"step_after_reset", again}});
+}
+
+Json model_record(double loss, std::vector<double> norms, std::vector<double> losses) {
+  Json step0 = Json::object_of({{"loss", loss}, {"grad_norms", Json::numbers(norms)}});
+  return Json::object_of({{"name", "x"},
+                          {"status", "ok"},
+                          {"step0", step0},
+                          {"step0_after_reset", step0},
+                          {"step0_fresh_setup", step0},
+                          {"losses", Json::numbers(losses)}});
+}
+
+std::vector<bp::Verdict> judge(const char* name,
+                               const std::vector<std::pair<std::string, Json>>& r) {
+  std::vector<bp::BackendRecord> in;
+  for (const auto& [backend, record] : r) in.push_back({backend, &record, ""});
+  return bp::judge_instance(workload(name), in);
+}
+
+TEST(Judge, AgreementWithinTheRegistryTolerance) {
+  // scalar graphs: relative to max(1, |reference|), 1e-9
+  auto v = judge("scalar_chain", {{"engine", scalar_record(0.5, {1, 2, 300})},
+                                  {"libtorch", scalar_record(0.5 + 5e-10, {1, 2, 300 + 2e-7})}});
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_TRUE(v[0].is_reference);
+  EXPECT_EQ(v[1].status, "ok") << v[1].message;
+  EXPECT_EQ(v[1].reference, "engine");
+  EXPECT_NEAR(v[1].max_rel_diff, 2e-7 / 300, 1e-15);
+  EXPECT_EQ(v[1].worst_at, "grads[2]");
+  EXPECT_EQ(v[1].tolerance, 1e-9);
+}
+
+// A wrong reference candidate does not condemn the right backends: it fails its own checks
+// (here the known answer), and the next backend in the fixed order becomes the reference.
+TEST(Judge, TheReferenceMustPassItsOwnChecks) {
+  auto v = judge("tiny_graph", {{"engine", scalar_record(613.5, {-35, 1050})},
+                                {"libtorch", scalar_record(612.5, {-35, 1050})},
+                                {"pytorch", scalar_record(612.5, {-35, 1050})}});
+  EXPECT_EQ(v[0].status, "wrong");
+  EXPECT_NE(v[0].message.find("off the known answer by 1 at value"), std::string::npos)
+      << v[0].message;
+  EXPECT_TRUE(v[1].is_reference);
+  EXPECT_EQ(v[2].status, "ok");
+  EXPECT_EQ(v[2].reference, "libtorch");
+}
+
+TEST(Judge, DisagreementIsNamedWithItsNumber) {
+  auto v = judge("scalar_chain", {{"engine", scalar_record(0.5, {1, 2, 3})},
+                                  {"libtorch", scalar_record(0.5, {1, 2.001, 3})}});
+  EXPECT_EQ(v[1].status, "wrong");
+  EXPECT_EQ(v[1].worst_at, "grads[1]");
+  EXPECT_NE(v[1].message.find("differs from engine by 0.0005 at grads[1] (tolerance 1e-09)"),
+            std::string::npos)
+      << v[1].message;
+}
+
+TEST(Judge, NonFiniteNumbersAreWrongWhereverTheyAre) {
+  Json nan_grad = scalar_record(0.5, {1, 2, 3});
+  nan_grad.set("step",
+               Json::object_of({{"value", 0.5}, {"grads", Json::array_of({1, Json(), 3})}}));
+  auto v =
+      judge("scalar_chain", {{"engine", scalar_record(0.5, {1, 2, 3})}, {"libtorch", nan_grad}});
+  EXPECT_EQ(v[1].status, "wrong");
+  EXPECT_NE(v[1].message.find("grads[1] is not a finite number"), std::string::npos)
+      << v[1].message;
+  // NaN in the reference: it is not trusted, the next backend becomes the reference
+  auto w =
+      judge("scalar_chain", {{"engine", nan_grad}, {"libtorch", scalar_record(0.5, {1, 2, 3})}});
+  EXPECT_EQ(w[0].status, "wrong");
+  EXPECT_TRUE(w[1].is_reference);
+}
+
+TEST(Judge, BrokenResetIsCaught) {
+  auto v = judge("tiny_graph", {{"engine", scalar_record(612.5, {-35, 1050}, 1225.0)}});
+  EXPECT_EQ(v[0].status, "wrong");
+  EXPECT_NE(v[0].message.find("reset is broken"), std::string::npos) << v[0].message;
+  Json model = model_record(4.2, {1, 2}, std::vector<double>(10, 4.0));
+  model.set(
+      "step0_fresh_setup",
+      Json::object_of({{"loss", 4.2}, {"grad_norms", Json::numbers(std::vector<double>{1, 2.5})}}));
+  auto m = judge("mlp_width", {{"engine", model}});
+  EXPECT_EQ(m[0].status, "wrong");
+  EXPECT_NE(m[0].message.find("fresh setup"), std::string::npos) << m[0].message;
+}
+
+TEST(Judge, ModelsCompareLossesAndGradientNorms) {
+  const std::vector<double> losses(10, 2.3);
+  std::vector<double> drifted = losses;
+  drifted[9] = 2.3 * (1 + 3e-3);
+  auto v =
+      judge("mlp_width", {{"engine", model_record(2.3, {0.5, 0.1}, losses)},
+                          {"libtorch", model_record(2.3, {0.5, 0.1}, drifted)},
+                          {"pytorch", model_record(2.3, {0.5, 0.1}, std::vector<double>(9, 2.3))}});
+  EXPECT_EQ(v[1].status, "wrong");
+  EXPECT_EQ(v[1].worst_at, "losses[9]");
+  EXPECT_EQ(v[2].status, "wrong");
+  EXPECT_NE(v[2].message.find("reported 9 training losses; the check asks for 10"),
+            std::string::npos)
+      << v[2].message;
+}
+
+TEST(Judge, FailedSkippedAndMissingRecordsSayWhy) {
+  const Json failed = Json::object_of({{"name", "x"}, {"status", "failed"}, {"message", "boom"}});
+  const Json skipped =
+      Json::object_of({{"name", "x"}, {"status", "skipped"}, {"message", "no tensors"}});
+  std::vector<bp::BackendRecord> in = {{"engine", &failed, ""},
+                                       {"libtorch", &skipped, ""},
+                                       {"pytorch", nullptr, "its check process was killed"}};
+  auto v = bp::judge_instance(workload("tiny_graph"), in);
+  EXPECT_EQ(v[0].status, "failed");
+  EXPECT_EQ(v[0].message, "boom");
+  EXPECT_EQ(v[1].status, "skipped");
+  EXPECT_EQ(v[2].status, "failed");
+  EXPECT_EQ(v[2].message, "its check process was killed");
+}
+
+TEST(Json, StrictNumbersAndNullForNonFinite) {
+  EXPECT_THROW(bp::parse_json("[NaN]"), std::runtime_error);
+  EXPECT_THROW(bp::parse_json("{\"a\": Infinity}"), std::runtime_error);
+  EXPECT_THROW(bp::parse_json("[+1]"), std::runtime_error);
+  EXPECT_THROW(bp::parse_json("[-]"), std::runtime_error);
+  EXPECT_EQ(bp::parse_json("[-1.5e3]").array[0].number, -1500);
+  EXPECT_EQ(Json::numbers(std::vector<double>{1, NAN, INFINITY}).dump(), "[1, null, null]");
+  const Json j = bp::parse_json(R"({"z": 1, "a": [true, null, "x\"y"]})");
+  EXPECT_EQ(j.dump(), R"({"z": 1, "a": [true, null, "x\"y"]})");  // order kept
+  EXPECT_TRUE(j["missing"].is_null());
+}
+
+TEST(Protocol, InstanceFlagRoundTrips) {
+  const bp::InstanceSpec s{.workload = "scalar_chain",
+                           .size = 1000,
+                           .name = "grad/scalar_chain/engine/nodes:1000/threads:1"};
+  const std::string flag = bp::instance_flag(s);
+  EXPECT_EQ(flag,
+            "--instance=workload=scalar_chain,size=1000,"
+            "name=grad/scalar_chain/engine/nodes:1000/threads:1");
+  std::string error;
+  auto back = bp::parse_instance_spec(flag.substr(11), &error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->workload, s.workload);
+  EXPECT_EQ(back->size, 1000);
+  EXPECT_EQ(back->name, s.name);
+  EXPECT_FALSE(bp::parse_instance_spec("workload=a,size=1x", &error));
+  EXPECT_NE(error.find("size '1x' is not a whole number"), std::string::npos) << error;
+  EXPECT_FALSE(bp::parse_instance_spec("size=3", &error));
+  EXPECT_NE(error.find("name the workload"), std::string::npos) << error;
+  EXPECT_FALSE(bp::parse_instance_spec("workload=a,colour=red", &error));
+}
+
+TEST(Names, InstancesAndBenchmarks) {
+  EXPECT_EQ(bp::instance_id(workload("scalar_chain"), 1000), "grad/scalar_chain/nodes:1000");
+  EXPECT_EQ(bp::instance_id(workload("tiny_graph"), 0), "grad/tiny_graph");
+  EXPECT_EQ(bp::bench_name(workload("mini_gpt"), 8, "libtorch", 2),
+            "step/mini_gpt/libtorch/batch:8/threads:2");
+}
+
+Json gb_run(const char* type, double real_time, const char* unit, const char* aggregate = "") {
+  Json r = Json::object_of(
+      {{"run_type", type}, {"real_time", real_time}, {"time_unit", unit}, {"peak_rss_bytes", 5e6}});
+  if (*aggregate) r.set("aggregate_name", aggregate);
+  return r;
+}
+
+TEST(Results, MedianInSecondsWhateverTheUnit) {
+  Json file = Json::object_of(
+      {{"benchmarks", Json::array_of({gb_run("iteration", 10, "us"), gb_run("iteration", 30, "us"),
+                                      gb_run("aggregate", 20, "us", "median"),
+                                      gb_run("aggregate", 20, "us", "mean")})}});
+  bp::BenchmarkResult r = bp::read_benchmark_result(file);
+  EXPECT_EQ(r.status, "ok");
+  EXPECT_DOUBLE_EQ(r.median_seconds, 20e-6);
+  EXPECT_EQ(r.repetitions, 2);
+  EXPECT_EQ(r.peak_rss_bytes, 5e6);
+  Json single = Json::object_of({{"benchmarks", Json::array_of({gb_run("iteration", 3, "ms")})}});
+  EXPECT_DOUBLE_EQ(bp::read_benchmark_result(single).median_seconds, 3e-3);
+  Json skipped = Json::object_of(
+      {{"benchmarks",
+        Json::array_of({Json::object_of(
+            {{"error_occurred", true}, {"error_message", "skipped: no tensors"}})})}});
+  EXPECT_EQ(bp::read_benchmark_result(skipped).status, "skipped");
+  Json empty = Json::object_of({{"benchmarks", Json::array_of()}});
+  EXPECT_EQ(bp::read_benchmark_result(empty).status, "failed");
+}
+
+// Ratios divide by the run's reference; a ratio under 1 keeps two significant digits.
+TEST(Results, RatiosCrossoversAndTheirText) {
+  bp::Summary s;
+  s.reference = "engine";
+  s.backends = {"engine", "libtorch"};
+  s.threads = {{"engine", 1}, {"libtorch", 1}};
+  const bp::WorkloadInfo& w = workload("mlp_width");
+  const double engine[] = {1, 2, 9, 3, 20}, torch[] = {5, 5, 5, 4, 10};  // at 16, 32, ... 256
+  for (int i = 0; i < 5; i++) {
+    bp::SummaryRow row{bp::instance_id(w, 16 << i), &w, 16 << i, {}};
+    row.cells["engine"].status = row.cells["libtorch"].status = "ok";
+    row.cells["engine"].median_seconds = engine[i];
+    row.cells["libtorch"].median_seconds = torch[i];
+    s.rows.push_back(row);
+  }
+  EXPECT_DOUBLE_EQ(s.ratio(s.rows[0], "libtorch"), 5.0);
+  auto c = s.crossovers();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].from, 256);  // width 64 was a blip: at 128 the engine is ahead again
+  EXPECT_EQ(bp::human_ratio(0.04), "0.04x");
+  EXPECT_EQ(bp::human_ratio(0.5), "0.5x");
+  EXPECT_EQ(bp::human_ratio(2.25), "2.2x");
+  EXPECT_EQ(bp::human_ratio(346.3), "346x");
+  const std::string text = bp::summary_text(s);
+  EXPECT_NE(text.find("libtorch/engine"), std::string::npos);
+  EXPECT_NE(text.find("0.5x"), std::string::npos) << text;
+  EXPECT_NE(text.find("libtorch faster from width=256"), std::string::npos) << text;
+}
+
+}  // namespace

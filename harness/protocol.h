@@ -1,0 +1,97 @@
+// harness/protocol.h: what bench_run tells a backend process, and what the process writes back.
+// This comment is the whole protocol; harness/backend_main.h implements it for the C++ backends
+// and baselines/pytorch_bench.py for Python.
+//
+// In, as flags (bench_run validated everything against workloads/registry.h first):
+//   --instance=workload=W[,size=N][,name=NAME][,check_steps=S]
+//                   one per instance to run, in the order given. NAME is the benchmark name to
+//                   report under (harness/names.h); S the training steps a model's check reports.
+//                   bench_run always gives all four (size only for sized workloads); a C++ binary
+//                   run by hand takes the registry's values for what is left out, and with no
+//                   --instance at all registers every workload at its default sizes.
+//   --threads=N     intra-op threads (only to backends that have them)
+//   --data=FILE     the character corpus, when a selected model reads one
+//   --check_out=FILE   run the correctness check of every instance instead of benchmarks
+//   and otherwise Google Benchmark's own flags: --benchmark_out=FILE --benchmark_out_format=json
+//   --benchmark_repetitions=N --benchmark_min_time=S --benchmark_display_aggregates_only=true.
+// Out:
+//   benchmarks: Google Benchmark's JSON, one entry per repetition plus the aggregates, with the
+//     counter `peak_rss_bytes` and a context naming the backend, its version, threads and build.
+//   the check: {"context": {...}, "records": [...]}, one record per instance, raw numbers only
+//     (harness/judge.h decides what agrees, with the tolerances and known answers of the registry):
+//     scalar graph: {"name", "status": "ok",
+//                    "step": {"value", "grads": [num_grads]},          first step on a new setup
+//                    "step_after_reset": {"value", "grads"}}           the second, same setup
+//     model:        {"name", "status": "ok",
+//                    "step0": {"loss", "grad_norms": [one per parameter, in creation order]},
+//                    "step0_after_reset": {...}   step 0 again on the same setup after zero_grad
+//                                                 and end_step, before any update
+//                    "step0_fresh_setup": {...}   step 0 on a second setup, made after the first
+//                                                 one trained
+//                    "losses": [check_steps]}     training losses from step 0 on (SGD/AdamW
+//                                                 updates between them)
+//     otherwise:    {"name", "status": "failed" | "skipped", "message"}
+//     A number that is not finite is written as null.
+//   Bad flags: one line "error: ..." on stderr and exit status 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "harness/text.h"
+
+namespace bp {
+
+struct InstanceSpec {
+  std::string workload = {};
+  std::optional<int64_t> size = {};  // none: the workload's first default size (or no size)
+  std::string name = {};             // empty: the backend names it
+  int check_steps = 0;               // 0: the registry's
+};
+
+inline std::string instance_flag(const InstanceSpec& s) {
+  std::string f = "--instance=workload=" + s.workload;
+  if (s.size) f += ",size=" + std::to_string(*s.size);
+  if (!s.name.empty()) f += ",name=" + s.name;
+  if (s.check_steps) f += ",check_steps=" + std::to_string(s.check_steps);
+  return f;
+}
+
+// The value of --instance= (without the flag), or nullopt with *error saying what is wrong.
+inline std::optional<InstanceSpec> parse_instance_spec(const std::string& text,
+                                                       std::string* error) {
+  InstanceSpec s;
+  for (const std::string& field : split(text, ',')) {
+    const size_t eq = field.find('=');
+    const std::string key = field.substr(0, eq),
+                      value = eq == std::string::npos ? "" : field.substr(eq + 1);
+    std::optional<int64_t> number = parse_whole(value);
+    if (eq == std::string::npos || value.empty()) {
+      *error = "--instance=" + text + ": '" + field + "' is not KEY=VALUE";
+      return std::nullopt;
+    } else if (key == "workload") {
+      s.workload = value;
+    } else if (key == "name") {
+      s.name = value;
+    } else if ((key == "size" || key == "check_steps") && !number) {
+      *error = "--instance=" + text + ": " + key + " '" + value + "' is not a whole number";
+      return std::nullopt;
+    } else if (key == "size") {
+      s.size = *number;
+    } else if (key == "check_steps" && *number >= 1 && *number <= 100000) {
+      s.check_steps = int(*number);
+    } else {
+      *error = "--instance=" + text + ": unknown or invalid '" + field +
+               "'; keys: workload, size, name, check_steps (1 to 100000)";
+      return std::nullopt;
+    }
+  }
+  if (s.workload.empty()) {
+    *error = "--instance=" + text + ": name the workload (workload=W)";
+    return std::nullopt;
+  }
+  return s;
+}
+
+}  // namespace bp

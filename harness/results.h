@@ -1,0 +1,255 @@
+// harness/results.h: the one reader of benchmark results, and the summary built from them.
+//
+// read_benchmark_result turns one process's Google Benchmark JSON into seconds and bytes (the
+// median over repetitions, its unit converted once). The Summary is every benchmark of a run as a
+// table: each cell's median, memory and status, and each backend's ratio to the run's reference
+// backend. bench_run writes it twice: summary.json, which plots/plot.py draws (it computes no
+// number of its own), and summary.txt, the same table for people.
+//   Tests: harness/harness_test.cc, and harness/tests/ on real runs.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/json.h"
+#include "workloads/workload.h"
+
+namespace bp {
+
+struct BenchmarkResult {
+  std::string status = "failed";  // ok | failed | skipped
+  std::string message;
+  double median_seconds = NAN;    // median over repetitions of the real time of one step
+  double peak_rss_bytes = NAN;    // the benchmark's own counter (high-water mark during it)
+  double items_per_second = NAN;  // scalar_chain: nodes per second
+  int repetitions = 0;
+};
+
+inline double seconds_per_unit(const std::string& unit) {
+  return unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : unit == "ns" ? 1e-9 : NAN;
+}
+
+// One benchmark process's Google Benchmark JSON. The median aggregate when there are
+// repetitions; with one repetition Google Benchmark writes no aggregates, and that run is it.
+inline BenchmarkResult read_benchmark_result(const Json& file) {
+  BenchmarkResult r;
+  const Json* chosen = nullptr;
+  for (const Json& run : file["benchmarks"].array) {
+    if (run["error_occurred"].boolean) {
+      r.message = run["error_message"].str_or("error");
+      r.status = r.message.rfind("skipped", 0) == 0 ? "skipped" : "failed";
+      return r;
+    }
+    if (run["run_type"].str_or("") == "iteration") r.repetitions++;
+    if (run["run_type"].str_or("") == "aggregate" && run["aggregate_name"].str_or("") == "median")
+      chosen = &run;
+  }
+  if (!chosen && r.repetitions == 1) chosen = &file["benchmarks"].array[0];
+  if (!chosen) {
+    r.message = "no median in the result file";
+    return r;
+  }
+  r.median_seconds =
+      (*chosen)["real_time"].num_or(NAN) * seconds_per_unit((*chosen)["time_unit"].str_or("?"));
+  r.peak_rss_bytes = (*chosen)["peak_rss_bytes"].num_or(NAN);
+  r.items_per_second = (*chosen)["items_per_second"].num_or(NAN);
+  if (!(r.median_seconds >= 0)) {
+    r.message = "no time in the result file";
+    return r;
+  }
+  r.status = "ok";
+  return r;
+}
+
+// One benchmark of a run: what the runner saw of its process, and what its result file says.
+struct Cell {
+  std::string status = "not_run";  // ok | failed | timeout | skipped | not_run
+  std::string message;
+  double median_seconds = NAN, max_rss_bytes = NAN, peak_rss_bytes = NAN, items_per_second = NAN;
+  std::string file;                  // its Google Benchmark JSON, relative to the run folder
+  std::vector<double> check_losses;  // models: the training losses its check reported
+};
+
+struct SummaryRow {
+  std::string instance;  // harness/names.h
+  const WorkloadInfo* workload;
+  int64_t size;
+  std::map<std::string, Cell> cells;  // backend -> its benchmark of this instance
+};
+
+// The smallest size of a sized workload from which a baseline is faster than the reference at
+// every larger size measured (0: none up to `largest`).
+struct Crossover {
+  std::string workload, size_key, baseline;
+  int64_t from = 0, largest = 0;
+};
+
+struct Summary {
+  std::string run_id, reference;       // reference: whom the ratios divide by
+  std::vector<std::string> backends;   // in the runner's fixed order
+  std::map<std::string, int> threads;  // backend -> threads it ran with
+  Json machine;                        // cpu, cores, git sha: the caption of every plot
+  std::vector<SummaryRow> rows;        // in registry order
+
+  // backend time / reference time, NaN unless both ran.
+  double ratio(const SummaryRow& row, const std::string& backend) const {
+    auto b = row.cells.find(backend), r = row.cells.find(reference);
+    if (b == row.cells.end() || r == row.cells.end() || b->second.status != "ok" ||
+        r->second.status != "ok" || !(r->second.median_seconds > 0))
+      return NAN;
+    return b->second.median_seconds / r->second.median_seconds;
+  }
+
+  std::vector<Crossover> crossovers() const {
+    std::vector<Crossover> out;
+    std::vector<std::string_view> seen;
+    for (const SummaryRow& first : rows) {
+      const WorkloadInfo& w = *first.workload;
+      if (!w.sizes.sized() || std::find(seen.begin(), seen.end(), w.name) != seen.end()) continue;
+      seen.push_back(w.name);
+      for (const std::string& b : backends) {
+        if (b == reference) continue;
+        Crossover c{std::string(w.name), std::string(w.sizes.key), b};
+        std::vector<std::pair<int64_t, double>> ratios;  // by size
+        for (const SummaryRow& row : rows)
+          if (row.workload == &w && std::isfinite(ratio(row, b)))
+            ratios.push_back({row.size, ratio(row, b)});
+        if (ratios.size() < 2) continue;
+        std::sort(ratios.begin(), ratios.end());
+        c.largest = ratios.back().first;
+        for (size_t i = ratios.size(); i-- > 0 && ratios[i].second < 1;) c.from = ratios[i].first;
+        out.push_back(c);
+      }
+    }
+    return out;
+  }
+};
+
+inline std::string human_time(double seconds) {
+  if (!(seconds >= 0)) return "-";
+  if (seconds < 1e-6) return fmt::format("{:.1f} ns", seconds * 1e9);
+  if (seconds < 1e-3) return fmt::format("{:.2f} us", seconds * 1e6);
+  if (seconds < 1) return fmt::format("{:.2f} ms", seconds * 1e3);
+  return fmt::format("{:.2f} s", seconds);
+}
+inline std::string human_mb(double bytes) {
+  return bytes > 0 ? fmt::format("{:.1f} MB", bytes / 1e6) : "-";
+}
+// Two significant digits below 10x, so a ratio under 1 never reads as 0.0x.
+inline std::string human_ratio(double r) {
+  if (!std::isfinite(r)) return "-";
+  if (r >= 100) return fmt::format("{:.0f}x", r);
+  if (r >= 1) return fmt::format("{:.1f}x", r);
+  return fmt::format("{:.2g}x", r);
+}
+
+inline Json summary_json(const Summary& s) {
+  auto number_or_null = [](double x) { return std::isfinite(x) ? Json(x) : Json(); };
+  Json rows = Json::array_of();
+  for (const SummaryRow& row : s.rows) {
+    Json cells = Json::object_of({});
+    for (const auto& [backend, c] : row.cells) {
+      Json cell = Json::object_of({{"status", c.status}});
+      if (!c.message.empty()) cell.set("message", c.message);
+      cell.set("median_seconds", number_or_null(c.median_seconds))
+          .set("ratio_to_reference", number_or_null(s.ratio(row, backend)))
+          .set("max_rss_bytes", number_or_null(c.max_rss_bytes))
+          .set("peak_rss_bytes", number_or_null(c.peak_rss_bytes))
+          .set("items_per_second", number_or_null(c.items_per_second))
+          .set("file", c.file);
+      if (!c.check_losses.empty()) cell.set("check_losses", Json::numbers(c.check_losses));
+      cells.set(backend, std::move(cell));
+    }
+    const WorkloadInfo& w = *row.workload;
+    rows.push(Json::object_of({{"instance", row.instance},
+                               {"phase", w.phase},
+                               {"workload", w.name},
+                               {"size_key", w.sizes.key},
+                               {"size", row.size},
+                               {"backends", std::move(cells)}}));
+  }
+  Json threads = Json::object_of({});
+  for (const auto& [b, n] : s.threads) threads.set(b, n);
+  Json crossovers = Json::array_of();
+  for (const Crossover& c : s.crossovers())
+    crossovers.push(Json::object_of({{"workload", c.workload},
+                                     {"size_key", c.size_key},
+                                     {"baseline", c.baseline},
+                                     {"from", c.from ? Json(c.from) : Json()},
+                                     {"largest", c.largest}}));
+  Json backends = Json::array_of();
+  for (const std::string& b : s.backends) backends.push(b);
+  return Json::object_of({{"run_id", s.run_id},
+                          {"reference", s.reference},
+                          {"backends", std::move(backends)},
+                          {"threads", std::move(threads)},
+                          {"machine", s.machine},
+                          {"rows", std::move(rows)},
+                          {"crossovers", std::move(crossovers)}});
+}
+
+// The tables a person reads at the end: per instance each backend's median time and its ratio to
+// the reference; then each benchmark process's peak RSS; then where the reference loses.
+inline std::string summary_text(const Summary& s) {
+  auto cell_text = [](const SummaryRow& row, const std::string& b, bool memory) {
+    auto it = row.cells.find(b);
+    if (it == row.cells.end()) return std::string("-");
+    const Cell& c = it->second;
+    if (c.status != "ok") return c.status == "not_run" ? std::string("not run") : c.status;
+    return memory ? human_mb(c.max_rss_bytes) : human_time(c.median_seconds);
+  };
+  size_t width = 8;
+  for (const SummaryRow& row : s.rows) width = std::max(width, row.instance.size());
+  std::string threads;
+  for (const std::string& b : s.backends)
+    threads += fmt::format("{}{} {}", threads.empty() ? "" : ", ", b, s.threads.at(b));
+  std::string out = fmt::format(
+      "\nsummary (threads: {})\nmedian time per step, and backend "
+      "time / {} time:\n{:<{}}",
+      threads, s.reference, "workload", width);
+  for (const std::string& b : s.backends) out += fmt::format(" {:>11}", b);
+  for (const std::string& b : s.backends)
+    if (b != s.reference) out += fmt::format(" {:>12}", b + "/" + s.reference);
+  out += "\n";
+  for (const SummaryRow& row : s.rows) {
+    out += fmt::format("{:<{}}", row.instance, width);
+    for (const std::string& b : s.backends) out += fmt::format(" {:>11}", cell_text(row, b, false));
+    for (const std::string& b : s.backends)
+      if (b != s.reference)
+        out += fmt::format(" {:>{}}", human_ratio(s.ratio(row, b)),
+                           std::max<size_t>(12, b.size() + 1 + s.reference.size()));
+    out += "\n";
+  }
+  out += fmt::format("\npeak RSS of each benchmark's process (wait4):\n{:<{}}", "workload", width);
+  for (const std::string& b : s.backends) out += fmt::format(" {:>11}", b);
+  out += "\n";
+  for (const SummaryRow& row : s.rows) {
+    out += fmt::format("{:<{}}", row.instance, width);
+    for (const std::string& b : s.backends) out += fmt::format(" {:>11}", cell_text(row, b, true));
+    out += "\n";
+  }
+  std::map<std::string, std::vector<std::string>> by_workload;
+  for (const Crossover& c : s.crossovers())
+    by_workload[c.workload].push_back(
+        c.from ? fmt::format("{} faster from {}={}", c.baseline, c.size_key, c.from)
+               : fmt::format("{} none up to {}={}", c.baseline, c.size_key, c.largest));
+  if (!by_workload.empty())
+    out += fmt::format(
+        "\ncrossovers (a baseline faster than {} from "
+        "that size on):\n",
+        s.reference);
+  for (const SummaryRow& row : s.rows) {
+    auto it = by_workload.find(std::string(row.workload->name));
+    if (it == by_workload.end()) continue;
+    out += fmt::format("  {:<{}} {}\n", it->first, width - 2, fmt::join(it->second, "; "));
+    by_workload.erase(it);
+  }
+  return out;
+}
+
+}  // namespace bp

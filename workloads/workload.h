@@ -1,0 +1,181 @@
+// workloads/workload.h: the facts every workload states about itself, and the concepts that hold
+// it to them.
+//
+// A workload is a struct of static facts and a nested template Run<B> that does the work on any
+// backend B. There are two kinds:
+//  - a scalar graph (ScalarWorkload): facts `num_grads` and `known`; Run<B> over a ScalarBackend;
+//    its timed unit is phase `grad`: build the graph, forward, backward, read the gradients, reset.
+//  - a model (ModelWorkload): facts `check_steps` and `corpus`; Run<B> over a TensorBackend; its
+//    timed unit is phase `step`: one full training step.
+// Both kinds state `name`, `times`, `sizes` and `tolerance`. No fact has a default: there is no
+// base class to inherit one from, and each fact of several parts is a type without a default
+// constructor. A workload that leaves a fact out or misspells one therefore does not compile:
+// workloads/registry.h asserts that every workload is exactly one kind, and the compiler names
+// the requirement that failed.
+//
+// Standard library only: the runner (harness/run.cc) reads these facts without any backend.
+#pragma once
+
+#include <array>
+#include <concepts>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+
+#include "workloads/plain_backend.h"
+
+namespace bp {
+
+// Evaluated at compile time (facts are constexpr): a false `ok` is a compile error that shows
+// `what`.
+constexpr void fact_require(bool ok, const char* what) {
+  if (!ok) throw what;
+}
+
+// The sizes a workload runs at. `key` names the size in benchmark names and in --sizes
+// (`nodes:1000`, `--sizes nodes=10,1000`); `min`..`max` is what --sizes accepts; `defaults` is
+// what a run measures unless told otherwise. An unsized workload (`unsized`) has one instance.
+struct Unsized {};
+inline constexpr Unsized unsized;
+
+struct Sizes {
+  static constexpr size_t kMaxDefaults = 12;
+  std::string_view key;
+  std::array<int64_t, kMaxDefaults> default_values{};
+  size_t num_defaults;
+  int64_t min, max;
+
+  constexpr Sizes(Unsized) : key(""), default_values{0}, num_defaults(1), min(0), max(0) {}
+  constexpr Sizes(std::string_view size_key, std::initializer_list<int64_t> defaults,
+                  int64_t min_size, int64_t max_size)
+      : key(size_key), num_defaults(defaults.size()), min(min_size), max(max_size) {
+    fact_require(!key.empty(), "Sizes: name the size (or use `unsized`)");
+    fact_require(defaults.size() >= 1 && defaults.size() <= kMaxDefaults,
+                 "Sizes: between 1 and kMaxDefaults default sizes");
+    fact_require(min >= 1 && min <= max, "Sizes: need 1 <= min <= max");
+    size_t i = 0;
+    for (int64_t d : defaults) {
+      fact_require(d >= min && d <= max, "Sizes: a default size is outside [min, max]");
+      fact_require(i == 0 || d > default_values[i - 1], "Sizes: defaults must ascend");
+      default_values[i++] = d;
+    }
+  }
+  constexpr bool sized() const { return !key.empty(); }
+  constexpr std::span<const int64_t> defaults() const {
+    return {default_values.data(), num_defaults};
+  }
+};
+
+// How closely a backend must agree with the reference backend on a value x:
+//   |x - reference| <= rel * max(floor, |reference|).
+// floor 1: relative above 1 and absolute below it (scalar graphs, whose values cross zero);
+// a tiny floor: purely relative (models: losses and gradient norms are positive).
+struct Tolerance {
+  double rel, floor;
+  constexpr Tolerance(double relative, double smallest_magnitude)
+      : rel(relative), floor(smallest_magnitude) {
+    fact_require(rel >= 0 && floor > 0, "Tolerance: need rel >= 0 and floor > 0");
+  }
+};
+
+// An answer known independently of any backend (a paper, the micrograd README): the value and the
+// gradients of one step, and the absolute tolerance they were published at.
+struct NoKnownAnswer {};
+inline constexpr NoKnownAnswer no_known_answer;
+
+struct KnownAnswer {
+  static constexpr size_t kMaxGrads = 8;
+  bool exists;
+  double value;
+  std::array<double, kMaxGrads> grads{};
+  size_t num_grads;
+  double tolerance;
+
+  constexpr KnownAnswer(NoKnownAnswer) : exists(false), value(0), num_grads(0), tolerance(0) {}
+  constexpr KnownAnswer(double known_value, std::initializer_list<double> known_grads,
+                        double absolute_tolerance)
+      : exists(true),
+        value(known_value),
+        num_grads(known_grads.size()),
+        tolerance(absolute_tolerance) {
+    fact_require(known_grads.size() <= kMaxGrads, "KnownAnswer: at most kMaxGrads gradients");
+    fact_require(tolerance > 0, "KnownAnswer: state the tolerance it was published at");
+    size_t i = 0;
+    for (double g : known_grads) grads[i++] = g;
+  }
+};
+
+// Whether a model reads the character corpus (--data), and how many tokens one window holds (the
+// corpus must hold at least one more).
+struct NoCorpus {};
+inline constexpr NoCorpus no_corpus;
+
+struct CorpusUse {
+  int32_t context;  // tokens per window; 0: the model makes its own data
+  constexpr CorpusUse(NoCorpus) : context(0) {}
+  constexpr explicit CorpusUse(int32_t window_tokens) : context(window_tokens) {
+    fact_require(context >= 1, "CorpusUse: a window holds at least one token");
+  }
+};
+
+// The facts both kinds state.
+template <class W>
+concept DescribedWorkload = requires {
+  requires std::same_as<decltype(W::name), const std::string_view>;
+  requires std::same_as<decltype(W::times), const std::string_view>;  // what one step does
+  requires std::same_as<decltype(W::sizes), const Sizes>;
+  requires std::same_as<decltype(W::tolerance), const Tolerance>;
+};
+
+// A scalar graph. Its Run<B> is built as Run(backend, size) and its step writes exactly
+// num_grads gradients (a static extent, so finish_step can count them at compile time); checked
+// here on PlainBackend, the ScalarBackend without autodiff.
+template <class W>
+concept ScalarWorkload = DescribedWorkload<W> && requires {
+  requires std::same_as<decltype(W::num_grads), const int>;
+  requires std::same_as<decltype(W::known), const KnownAnswer>;
+  requires W::num_grads >= 0;
+  requires !W::known.exists || W::known.num_grads == size_t(W::num_grads);
+} && std::constructible_from<typename W::template Run<PlainBackend>, PlainBackend&,
+                             int64_t>&& requires(typename W::template Run<PlainBackend> run,
+                                                 PlainBackend& be,
+                                                 std::array<double, W::num_grads>& grads) {
+  { run.step(be, std::span<double, W::num_grads>(grads)) } -> std::same_as<double>;
+};
+
+// A model. Its Run<B> is TrainingRun<B, Model> (workloads/models.h), built as
+// Run(backend, size, corpus); there is no tensor backend without autodiff to check it on here,
+// so every C++ backend binary instantiates it for real (harness/backend_main.h).
+template <class W>
+concept ModelWorkload = DescribedWorkload<W> && requires {
+  requires std::same_as<decltype(W::check_steps), const int>;  // training steps compared
+  requires std::same_as<decltype(W::corpus), const CorpusUse>;
+  requires W::check_steps >= 1;
+};
+
+// The facts of any workload as plain values, for code that handles workloads at run time (the
+// runner, the judge, the backend binaries' flag parsing).
+struct WorkloadInfo {
+  std::string_view name, times;
+  bool model;              // false: a scalar graph
+  std::string_view phase;  // "grad" (scalar graphs) or "step" (models)
+  Sizes sizes;
+  Tolerance tolerance;
+  int num_grads;      // scalar graphs; 0 for models
+  KnownAnswer known;  // scalar graphs; none for models
+  int check_steps;    // models; 0 for scalar graphs
+  CorpusUse corpus;   // models; none for scalar graphs
+};
+
+template <class W>
+constexpr WorkloadInfo info_of() {
+  if constexpr (ModelWorkload<W>)
+    return {W::name, W::times,        true,           "step",   W::sizes, W::tolerance,
+            0,       no_known_answer, W::check_steps, W::corpus};
+  else
+    return {W::name,      W::times,     false,    "grad", W::sizes,
+            W::tolerance, W::num_grads, W::known, 0,      no_corpus};
+}
+
+}  // namespace bp
