@@ -8,13 +8,13 @@ no copy of the registry: bench_run names every instance, validates its size and 
 training steps a check reports. TorchScript: torch.jit.script for the scalar graphs,
 torch.jit.trace for the models.
 
-Timing loop, per repetition: set up (untimed), WARMUP_STEPS steps (untimed: TorchScript's
-profiling executor records and optimises the graph over its first runs, which PyTorch's docs say
-to exclude; eager mode gets the same for symmetry), then steps back to back until
---benchmark_min_time seconds have passed. Under TorchScript the check warms up the same way, with
-forward and backward passes that update nothing, so it checks the numbers of the graph that is
-timed (the optimised graph's embedding backward rounds differently from the profiling run's, so
-a step 0 repeated across that switch would differ in its last bits).
+Timing loop, per repetition: set up (untimed), --warmup_steps steps (untimed, as on every
+backend: TorchScript's profiling executor records and optimises the graph over its first runs,
+which PyTorch's docs say to exclude), then steps back to back until --benchmark_min_time seconds
+have passed. Under TorchScript the check warms up too, with forward and backward passes that
+update nothing, so it checks the numbers of the graph that is timed (the optimised graph's
+embedding backward rounds differently from the profiling run's, so a step 0 repeated across that
+switch would differ in its last bits).
 
     /usr/bin/python3 baselines/pytorch_bench.py --mode=pytorch --instance=workload=tiny_graph,name=t
     /usr/bin/python3 baselines/pytorch_bench.py --mode=torchscript --data=/usr/share/dict/words \\
@@ -51,7 +51,10 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_models as models  # noqa: E402
 
-WARMUP_STEPS = 3
+# Forward and backward passes the check makes under TorchScript before it reads any number: by
+# then the profiling executor runs its optimised graph, the one the benchmarks time.
+CHECK_WARMUP_PASSES = 3
+
 
 
 def usage_error(what):
@@ -89,7 +92,7 @@ def parse_instance(text):
 
 def parse_flags(argv):
     flags = dict(mode="pytorch", instances=[], threads=1, data=None, check_out=None, out=None,
-                 repetitions=1, min_time=0.5)
+                 repetitions=1, min_time=0.5, warmup_steps=3)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         if key == "--mode" and value in ("pytorch", "torchscript"):
@@ -100,6 +103,8 @@ def parse_flags(argv):
             flags["threads"] = int(value)
         elif key == "--data":
             flags["data"] = value
+        elif key == "--warmup_steps" and value.isdigit() and int(value) <= 1000:
+            flags["warmup_steps"] = int(value)
         elif key == "--check_out":
             flags["check_out"] = value
         elif key == "--benchmark_out":
@@ -170,7 +175,7 @@ class TrainingRun:
     def warm_up(self):
         if not self.scripted:
             return
-        for _ in range(WARMUP_STEPS):  # forward and backward of step 0, no update
+        for _ in range(CHECK_WARMUP_PASSES):  # forward and backward of step 0, no update
             self.setup.optimizer.zero_grad()
             self.loss(0).backward()
 
@@ -224,7 +229,7 @@ def check(spec, mode, corpus):
             fresh = fresh_run.step0(wrong)
             return dict(name=name, status="ok", step0=first, step0_after_reset=again,
                         step0_fresh_setup=fresh, losses=losses)
-        for _ in range(WARMUP_STEPS if mode == "torchscript" else 0):
+        for _ in range(CHECK_WARMUP_PASSES if mode == "torchscript" else 0):
             run.step()
         steps = []
         for offset in (wrong, wrong + broken_reset):
@@ -273,6 +278,7 @@ def context(flags, corpus):
         "backend": flags["mode"],
         "backend_version": f"PyTorch {torch.__version__} (Debian python3-torch), {mode}",
         "threads": str(flags["threads"]),
+        "warmup_steps": str(flags["warmup_steps"]),
         "compiler": f"CPython {platform.python_version()} (/usr/bin/python3)",
         "cxx_flags": "n/a (Python; PyTorch as Debian built it)", "cpu_model": cpuinfo("model name"),
         "git_sha": os.environ.get("BACKPROP_BENCH_GIT_SHA", "unknown (not run by bench_run)"),
@@ -295,7 +301,7 @@ def benchmark(spec, flags, corpus):
     for rep in range(flags["repetitions"]):
         reset_peak_rss()
         run = build(spec, flags["mode"], corpus)
-        for _ in range(WARMUP_STEPS):
+        for _ in range(flags["warmup_steps"]):
             run.step()
         iterations, start_real, start_cpu = 0, time.perf_counter(), time.process_time()
         while True:

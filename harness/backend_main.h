@@ -102,13 +102,15 @@ void reporting_exceptions(benchmark::State& state, Fn&& fn) {
 }
 
 template <class W, class B>
-void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_t size) {
+void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_t size,
+                        int warmup_steps) {
   inject_fault(name, false);
   proc_reset_peak_rss();
   B backend;
   typename W::template Run<B> run(backend, size);
   std::array<double, W::num_grads> grads{};
   double out = 0;
+  for (int i = 0; i < warmup_steps; i++) run.step(backend, std::span<double, W::num_grads>(grads));
   for (auto _ : state) {
     out = run.step(backend, std::span<double, W::num_grads>(grads));
     benchmark::DoNotOptimize(out);
@@ -119,12 +121,13 @@ void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_
 }
 
 template <class W, class B>
-void bench_model(benchmark::State& state, const std::string& name, int64_t size) {
+void bench_model(benchmark::State& state, const std::string& name, int64_t size, int warmup_steps) {
   inject_fault(name, false);
   proc_reset_peak_rss();
   B backend;
   typename W::template Run<B> run(backend, size, loaded_corpus());
   double out = 0;
+  for (int i = 0; i < warmup_steps; i++) run.step(backend);
   for (auto _ : state) {
     out = run.step(backend);
     benchmark::DoNotOptimize(out);
@@ -207,7 +210,7 @@ struct Job {
 };
 
 template <class B>
-Job make_job(const InstanceSpec& spec) {
+Job make_job(const InstanceSpec& spec, int warmup) {
   Job job;
   job.spec = spec;
   auto skipped = [&job](const std::string& why) {
@@ -232,8 +235,8 @@ Job make_job(const InstanceSpec& spec) {
     const int64_t size = *spec.size;
     if constexpr (ScalarWorkload<W>) {
       if constexpr (implements_scalar_graphs(B::implements)) {
-        job.bench = [name, size](benchmark::State& s) {
-          reporting_exceptions(s, [&] { bench_scalar_graph<W, B>(s, name, size); });
+        job.bench = [name, size, warmup](benchmark::State& s) {
+          reporting_exceptions(s, [&] { bench_scalar_graph<W, B>(s, name, size, warmup); });
         };
         job.check = guarded([name, size] { return check_scalar_graph<W, B>(name, size); });
       } else {
@@ -242,8 +245,8 @@ Job make_job(const InstanceSpec& spec) {
     } else {
       if constexpr (implements_models(B::implements)) {
         const int steps = spec.check_steps;
-        job.bench = [name, size](benchmark::State& s) {
-          reporting_exceptions(s, [&] { bench_model<W, B>(s, name, size); });
+        job.bench = [name, size, warmup](benchmark::State& s) {
+          reporting_exceptions(s, [&] { bench_model<W, B>(s, name, size, warmup); });
         };
         job.check = guarded([name, size, steps] { return check_model<W, B>(name, size, steps); });
       } else {
@@ -257,7 +260,7 @@ Job make_job(const InstanceSpec& spec) {
 struct BackendFlags {
   std::vector<InstanceSpec> instances;
   std::string check_out, data = kDefaultCorpus;
-  int threads = 1;
+  int threads = 1, warmup_steps = 3;
 };
 
 // Takes our flags out of argv (Google Benchmark gets the rest), validates them against the
@@ -280,6 +283,11 @@ BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInfo& info
       flags.check_out = v;
     } else if (const char* v = value_of(arg, "--data=")) {
       flags.data = v;
+    } else if (const char* v = value_of(arg, "--warmup_steps=")) {
+      const std::optional<int64_t> n = parse_whole(v);
+      if (!n || *n < 0 || *n > 1000)
+        backend_usage_error(fmt::format("--warmup_steps={}: expected 0 to 1000", v));
+      flags.warmup_steps = int(*n);
     } else if (const char* v = value_of(arg, "--threads=")) {
       const std::optional<int64_t> n = parse_whole(v);
       if (!n || *n < 1 || *n > info.max_threads)
@@ -324,6 +332,7 @@ int backend_main(int argc, char** argv, const BackendInfo& info) {
       {"backend", std::string(B::name)},
       {"backend_version", info.version},
       {"threads", std::to_string(flags.threads)},
+      {"warmup_steps", std::to_string(flags.warmup_steps)},
       {"compiler", "g++ " __VERSION__},
       {"cxx_flags", BP_CXX_FLAGS},
       {"cpu_model", proc_cpu_model()},
@@ -335,7 +344,7 @@ int backend_main(int argc, char** argv, const BackendInfo& info) {
   std::vector<Job> jobs;
   int32_t corpus_context = 0;
   for (const InstanceSpec& spec : flags.instances) {
-    jobs.push_back(make_job<B>(spec));
+    jobs.push_back(make_job<B>(spec, flags.warmup_steps));
     corpus_context = std::max(corpus_context, jobs.back().info->corpus.context);
   }
   if (corpus_context > 0) {

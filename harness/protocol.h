@@ -11,6 +11,9 @@
 //                   --instance at all registers every workload at its default sizes.
 //   --threads=N     intra-op threads (only to backends that have them)
 //   --data=FILE     the character corpus, when a selected model reads one
+//   --warmup_steps=N   untimed steps after each setup, before the timed ones (default 3): every
+//                   backend times its steady state (TorchScript optimises its graph over the
+//                   first runs; an engine touches its arena's fresh pages in the first two)
 //   --check_out=FILE   run the correctness check of every instance instead of benchmarks
 //   and otherwise Google Benchmark's own flags: --benchmark_out=FILE --benchmark_out_format=json
 //   --benchmark_repetitions=N --benchmark_min_time=S --benchmark_display_aggregates_only=true.

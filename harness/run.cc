@@ -79,6 +79,7 @@ const char* kUsage = R"(usage: bench_run [options]
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
   --repetitions N      repetitions per benchmark; the median is reported (default 5)
   --min-time S         minimum seconds per repetition (default 0.2)
+  --warmup-steps N     untimed steps after each setup, on every backend (default 3)
   --timeout S          seconds before a backend process is killed (default 600)
   --check-only         run the correctness check only; exit 1 if any backend disagrees
   --no-plots           do not draw the plots (plots/plot.py) at the end
@@ -97,7 +98,7 @@ struct Options {
   std::vector<std::string> backends;  // in kBackends order
   std::string filter, workloads, data = kDefaultCorpus;
   std::vector<std::string> sizes;
-  int threads = 1, repetitions = 5;
+  int threads = 1, repetitions = 5, warmup_steps = 3;
   double min_time = 0.2, timeout = 600;
   bool check_only = false, plots = true;
 };
@@ -391,6 +392,7 @@ class Run {
                                     {"threads", opt_.threads},
                                     {"repetitions", opt_.repetitions},
                                     {"min_time", opt_.min_time},
+                                    {"warmup_steps", opt_.warmup_steps},
                                     {"timeout", opt_.timeout}});
     Json backends = Json::array_of(), sizes = Json::array_of();
     for (const std::string& b : opt_.backends) backends.push(b);
@@ -552,6 +554,7 @@ class Run {
                              "--benchmark_out_format=json",
                              fmt::format("--benchmark_repetitions={}", opt_.repetitions),
                              fmt::format("--benchmark_min_time={}", opt_.min_time),
+                             fmt::format("--warmup_steps={}", opt_.warmup_steps),
                              "--benchmark_display_aggregates_only=true"});
     const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
     c.max_rss_bytes = double(p.max_rss_bytes);

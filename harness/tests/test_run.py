@@ -76,6 +76,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
         for key in ("backend", "backend_version", "threads", "compiler", "cxx_flags", "cpu_model",
                     "git_sha", "date", "host_name", "num_cpus"):
             assert ctx.get(key), (key, ctx)
+        assert ctx["warmup_steps"] == "3", "every backend times its steady state alike"
         assert ctx["backend"] == p["backend"] and ctx["threads"] == "1"
         if p["backend"] != "engine":
             assert "openblas" in ctx["blas"], "torch must run on OpenBLAS, not the reference BLAS"
