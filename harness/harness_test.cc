@@ -1,6 +1,7 @@
-// harness/harness_test.cc: the runner's pieces on records made up to break them: the judge
-// (harness/judge.h), the JSON reader and writer, the protocol's --instance flag, and the reader
-// of Google Benchmark results with the summary's ratios and crossovers (harness/results.h).
+// harness/harness_test.cc: the runner's pieces on inputs made up to break them: the judge
+// (harness/judge.h), the JSON reader and writer, the protocol's --instance flag, the selection
+// (harness/selection.h), and the reader of Google Benchmark results with the summary's ratios and
+// crossovers (harness/results.h).
 // The runner end to end, on real backend processes, is harness/tests/.
 //   ctest -R harness_test --output-on-failure
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "harness/names.h"
 #include "harness/protocol.h"
 #include "harness/results.h"
+#include "harness/selection.h"
 #include "workloads/registry.h"
 
 namespace {
@@ -182,6 +184,57 @@ TEST(Names, InstancesAndBenchmarks) {
   EXPECT_EQ(bp::instance_id(workload("tiny_graph"), 0), "grad/tiny_graph");
   EXPECT_EQ(bp::bench_name(workload("mini_gpt"), 8, "libtorch", 2),
             "step/mini_gpt/libtorch/batch:8/threads:2");
+}
+
+std::optional<std::vector<bp::Selected>> select(std::string workloads,
+                                                std::vector<std::string> sizes, std::string filter,
+                                                std::string* error) {
+  return bp::select_instances(
+      {.backends = {"engine", "libtorch"},
+       .workloads = workloads,
+       .sizes = sizes,
+       .filter = filter,
+       .threads_of = [](const std::string& b) { return b == "engine" ? 1 : 2; }},
+      error);
+}
+
+// The selection is expanded from the registry, in its order, and named once per backend.
+TEST(Selection, ExpandsTheRegistryAndNamesEveryBenchmark) {
+  std::string error;
+  auto all = select("", {}, "", &error);
+  ASSERT_TRUE(all) << error;
+  size_t expected = 0;
+  for (const bp::WorkloadInfo& w : bp::kWorkloads) expected += w.sizes.defaults().size();
+  EXPECT_EQ(all->size(), expected);
+  EXPECT_EQ(all->front().id, "grad/empty");
+  auto some = select("mini_gpt,tiny_graph", {"batch=2,4"}, "libtorch|tiny", &error);
+  ASSERT_TRUE(some) << error;
+  ASSERT_EQ(some->size(), 3u);  // tiny_graph first: registry order, not the order asked
+  EXPECT_EQ((*some)[0].id, "grad/tiny_graph");
+  EXPECT_EQ((*some)[0].names.size(), 2u);
+  EXPECT_EQ((*some)[1].id, "step/mini_gpt/batch:2");
+  EXPECT_EQ((*some)[1].names.count("engine"), 0u);  // the filter kept libtorch only
+  EXPECT_EQ((*some)[1].names.at("libtorch"), "step/mini_gpt/libtorch/batch:2/threads:2");
+}
+
+TEST(Selection, BadSelectionsSayWhatIsValid) {
+  std::string error;
+  EXPECT_FALSE(select("resnet", {}, "", &error));
+  EXPECT_NE(error.find("unknown workload 'resnet'; valid: empty, tiny_graph"), std::string::npos);
+  EXPECT_FALSE(select("", {"nodes=10,x"}, "", &error));
+  EXPECT_EQ(error, "--sizes nodes=10,x: 'x' is not a whole number");
+  EXPECT_FALSE(select("tiny_graph", {"batch=5000"}, "", &error));  // checked unselected too
+  EXPECT_EQ(error, "--sizes: batch=5000 is out of range for mini_gpt (1 to 4096)");
+  EXPECT_FALSE(select("", {"depth=3"}, "", &error));
+  EXPECT_EQ(error,
+            "--sizes: no workload is sized by 'depth'; size keys: nodes, hidden, batch, width");
+  EXPECT_FALSE(select("", {}, "tiny((", &error));
+  EXPECT_EQ(error, "--filter 'tiny((' is not a valid regular expression");
+  EXPECT_FALSE(select("", {}, "nothing/at/all", &error));
+  EXPECT_NE(error.find("matches no benchmark; names look like:\n  grad/empty/engine/threads:1"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(select("", {}, "-engine", &error)) << "a leading '-' negates";
 }
 
 Json gb_run(const char* type, double real_time, const char* unit, const char* aggregate = "") {

@@ -1,17 +1,16 @@
 // harness/run.cc: bench_run, the one runner over every backend.
 //
 // It (1) expands the selection (--workloads, --sizes, --filter) over the workload registry,
-// validates it and names every benchmark, without asking any backend what exists; (2) runs the
-// correctness check, one process per backend told exactly which instances to check
-// (harness/protocol.h), and has harness/judge.h decide who agrees; (3) runs each benchmark that
-// passed in a fresh process, so that the parent's wait4 peak RSS is that benchmark's alone, with a
-// timeout; (4) writes the summary (harness/results.h) and draws the plots (plots/plot.py).
+// validates it and names every benchmark (harness/selection.h), without asking any backend what
+// exists; (2) runs the correctness check, one process per backend told exactly which instances to
+// check (harness/protocol.h), and has harness/judge.h decide who agrees; (3) runs each benchmark
+// that passed in a fresh process, so that the parent's wait4 peak RSS is that benchmark's alone,
+// with a timeout; (4) writes the summary (harness/results.h) and draws the plots (plots/plot.py).
 // What it writes under <out>/<run-id>/ is in README.md ("What a run writes"); every file is
 // written as soon as its numbers exist, so an interrupted run keeps what it measured.
 //
 //   build/bench_run --filter small_graph --repetitions 3      # `build/bench_run --help` for all
 #include <fmt/format.h>
-#include <regex.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,6 +32,7 @@
 #include "harness/process.h"
 #include "harness/protocol.h"
 #include "harness/results.h"
+#include "harness/selection.h"
 #include "harness/text.h"
 #include "workloads/data.h"
 #include "workloads/registry.h"
@@ -171,101 +171,8 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-// ---- the selection: the registry, expanded and validated once ----
-
-struct Selected {
-  const WorkloadInfo* workload;
-  int64_t size;
-  std::string id;                            // the instance (harness/names.h)
-  std::map<std::string, std::string> names;  // backend -> benchmark name, selected ones only
-};
-
 int threads_of(const Options& o, const std::string& backend) {
   return spec_of(backend).threaded ? o.threads : 1;
-}
-
-// Google Benchmark 1.7.1's filter semantics: POSIX extended regex, a leading '-' negates, and
-// "", "all" and "." match everything.
-class NameFilter {
- public:
-  explicit NameFilter(std::string pattern) : text_(pattern) {
-    if (pattern.empty() || pattern == "all" || pattern == ".") return;
-    if (pattern[0] == '-') negate_ = true, pattern.erase(0, 1);
-    if (regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) != 0)
-      usage_error(fmt::format("--filter '{}' is not a valid regular expression", text_));
-    active_ = true;
-  }
-  ~NameFilter() {
-    if (active_) regfree(&re_);
-  }
-  NameFilter(const NameFilter&) = delete;
-  bool matches(const std::string& name) const {
-    return !active_ || (regexec(&re_, name.c_str(), 0, nullptr, 0) == 0) != negate_;
-  }
-
- private:
-  std::string text_;
-  regex_t re_{};
-  bool active_ = false, negate_ = false;
-};
-
-std::vector<Selected> select_instances(const Options& o) {
-  std::vector<std::string> all_names, size_keys;
-  for (const WorkloadInfo& w : kWorkloads) {
-    all_names.emplace_back(w.name);
-    if (w.sizes.sized() &&
-        std::find(size_keys.begin(), size_keys.end(), w.sizes.key) == size_keys.end())
-      size_keys.emplace_back(w.sizes.key);
-  }
-  std::vector<std::string> chosen = fields(o.workloads, ',');
-  for (const std::string& w : chosen)
-    if (!find_workload(w))
-      usage_error(fmt::format("unknown workload '{}'; valid: {}", w, fmt::join(all_names, ", ")));
-  std::map<std::string, std::vector<int64_t>> sizes;  // size key -> sizes given
-  for (const std::string& spec : o.sizes) {
-    const size_t eq = spec.find('=');
-    if (eq == std::string::npos)
-      usage_error(fmt::format("--sizes {}: expected KEY=N,N,... (e.g. nodes=10,1000)", spec));
-    const std::string key = spec.substr(0, eq);
-    if (std::find(size_keys.begin(), size_keys.end(), key) == size_keys.end())
-      usage_error(fmt::format("--sizes: no workload is sized by '{}'; size keys: {}", key,
-                              fmt::join(size_keys, ", ")));
-    for (const std::string& n : fields(spec.substr(eq + 1), ',')) {
-      const std::optional<int64_t> v = parse_whole(n);
-      if (!v) usage_error(fmt::format("--sizes {}: '{}' is not a whole number", spec, n));
-      sizes[key].push_back(*v);
-    }
-    if (sizes[key].empty()) usage_error(fmt::format("--sizes {}: give at least one size", spec));
-  }
-  const NameFilter filter(o.filter);
-  std::vector<Selected> out;
-  std::vector<std::string> every_name;  // for the message when the filter matches nothing
-  for (const WorkloadInfo& w : kWorkloads) {
-    const bool wanted =
-        chosen.empty() || std::find(chosen.begin(), chosen.end(), w.name) != chosen.end();
-    std::vector<int64_t> list(w.sizes.defaults().begin(), w.sizes.defaults().end());
-    if (w.sizes.sized() && sizes.count(std::string(w.sizes.key))) {
-      list = sizes[std::string(w.sizes.key)];
-      for (int64_t n : list)  // every workload sized by the key must accept it, selected or not
-        if (std::string why = size_error(w, n); !why.empty()) usage_error("--sizes: " + why);
-    }
-    if (!wanted) continue;
-    for (int64_t size : list) {
-      Selected s{&w, size, instance_id(w, size), {}};
-      for (const std::string& b : o.backends) {
-        const std::string name = bench_name(w, size, b, threads_of(o, b));
-        every_name.push_back(name);
-        if (filter.matches(name)) s.names[b] = name;
-      }
-      if (!s.names.empty()) out.push_back(std::move(s));
-    }
-  }
-  if (out.empty()) {
-    if (every_name.size() > 6) every_name.resize(6), every_name.push_back("...");
-    usage_error(fmt::format("--filter '{}' matches no benchmark; names look like:\n  {}", o.filter,
-                            fmt::join(every_name, "\n  ")));
-  }
-  return out;
 }
 
 // ---- the run ----
@@ -648,7 +555,15 @@ int main(int argc, char** argv) {
   signal(SIGINT, bp::kill_child_and_reraise);
   signal(SIGTERM, bp::kill_child_and_reraise);
   bp::Options options = bp::parse_options(argc, argv);
-  std::vector<bp::Selected> selected = bp::select_instances(options);
-  bp::check_corpus(options, selected);
-  return bp::Run(std::move(options), std::move(selected)).main();
+  std::string error;
+  std::optional<std::vector<bp::Selected>> selected = bp::select_instances(
+      {.backends = options.backends,
+       .workloads = options.workloads,
+       .sizes = options.sizes,
+       .filter = options.filter,
+       .threads_of = [&](const std::string& b) { return bp::threads_of(options, b); }},
+      &error);
+  if (!selected) bp::usage_error(error);
+  bp::check_corpus(options, *selected);
+  return bp::Run(std::move(options), std::move(*selected)).main();
 }

@@ -1,0 +1,133 @@
+// harness/selection.h: the one parser of what a run selects. bench_run's --workloads, --sizes and
+// --filter are expanded over the workload registry and validated here, once; every selected
+// instance gets its benchmark name on every selected backend (harness/names.h), and the backend
+// processes are told exactly those (harness/protocol.h). No backend is asked what exists.
+//   Tests: harness/harness_test.cc; harness/tests/ through bench_run.
+#pragma once
+
+#include <fmt/format.h>
+#include <regex.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/names.h"
+#include "harness/text.h"
+#include "workloads/registry.h"
+
+namespace bp {
+
+struct SelectionRequest {
+  std::vector<std::string> backends;                  // in the runner's fixed order
+  std::string workloads;                              // "a,b"; empty: all
+  std::vector<std::string> sizes;                     // each "key=n,n"
+  std::string filter;                                 // a regex over benchmark names; empty: all
+  std::function<int(const std::string&)> threads_of;  // the thread count in a backend's names
+};
+
+// One instance and its benchmark name on each backend the filter kept.
+struct Selected {
+  const WorkloadInfo* workload;
+  int64_t size;
+  std::string id;                            // the instance (harness/names.h)
+  std::map<std::string, std::string> names;  // backend -> benchmark name, selected ones only
+};
+
+// Google Benchmark 1.7.1's filter semantics: POSIX extended regex, a leading '-' negates, and
+// "", "all" and "." match everything.
+class NameFilter {
+ public:
+  explicit NameFilter(std::string pattern) {
+    if (pattern.empty() || pattern == "all" || pattern == ".") return;
+    if (pattern[0] == '-') negate_ = true, pattern.erase(0, 1);
+    valid_ = regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) == 0;
+    active_ = valid_;
+  }
+  ~NameFilter() {
+    if (active_) regfree(&re_);
+  }
+  NameFilter(const NameFilter&) = delete;
+  NameFilter& operator=(const NameFilter&) = delete;
+  bool valid() const { return valid_; }
+  bool matches(const std::string& name) const {
+    return !active_ || (regexec(&re_, name.c_str(), 0, nullptr, 0) == 0) != negate_;
+  }
+
+ private:
+  regex_t re_{};
+  bool valid_ = true, active_ = false, negate_ = false;
+};
+
+// The selected instances in registry order, or nothing with *error saying, in one line (and for
+// a filter that matches nothing, a few names it could have matched), what is wrong and what is
+// valid.
+inline std::optional<std::vector<Selected>> select_instances(const SelectionRequest& r,
+                                                             std::string* error) {
+  auto fail = [error](std::string why) {
+    *error = std::move(why);
+    return std::nullopt;
+  };
+  std::vector<std::string> all_names, size_keys;
+  for (const WorkloadInfo& w : kWorkloads) {
+    all_names.emplace_back(w.name);
+    if (w.sizes.sized() &&
+        std::find(size_keys.begin(), size_keys.end(), w.sizes.key) == size_keys.end())
+      size_keys.emplace_back(w.sizes.key);
+  }
+  const std::vector<std::string> chosen = fields(r.workloads, ',');
+  for (const std::string& w : chosen)
+    if (!find_workload(w))
+      return fail(fmt::format("unknown workload '{}'; valid: {}", w, fmt::join(all_names, ", ")));
+  std::map<std::string, std::vector<int64_t>> sizes;  // size key -> sizes given
+  for (const std::string& spec : r.sizes) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos)
+      return fail(fmt::format("--sizes {}: expected KEY=N,N,... (e.g. nodes=10,1000)", spec));
+    const std::string key = spec.substr(0, eq);
+    if (std::find(size_keys.begin(), size_keys.end(), key) == size_keys.end())
+      return fail(fmt::format("--sizes: no workload is sized by '{}'; size keys: {}", key,
+                              fmt::join(size_keys, ", ")));
+    for (const std::string& n : fields(spec.substr(eq + 1), ',')) {
+      const std::optional<int64_t> v = parse_whole(n);
+      if (!v) return fail(fmt::format("--sizes {}: '{}' is not a whole number", spec, n));
+      sizes[key].push_back(*v);
+    }
+    if (sizes[key].empty()) return fail(fmt::format("--sizes {}: give at least one size", spec));
+  }
+  const NameFilter filter(r.filter);
+  if (!filter.valid())
+    return fail(fmt::format("--filter '{}' is not a valid regular expression", r.filter));
+  std::vector<Selected> out;
+  std::vector<std::string> every_name;  // for the message when the filter matches nothing
+  for (const WorkloadInfo& w : kWorkloads) {
+    std::vector<int64_t> list(w.sizes.defaults().begin(), w.sizes.defaults().end());
+    if (w.sizes.sized() && sizes.count(std::string(w.sizes.key))) {
+      list = sizes[std::string(w.sizes.key)];
+      for (int64_t n : list)  // every workload sized by the key must accept it, selected or not
+        if (std::string why = size_error(w, n); !why.empty()) return fail("--sizes: " + why);
+    }
+    if (!chosen.empty() && std::find(chosen.begin(), chosen.end(), w.name) == chosen.end())
+      continue;
+    for (int64_t size : list) {
+      Selected s{&w, size, instance_id(w, size), {}};
+      for (const std::string& b : r.backends) {
+        const std::string name = bench_name(w, size, b, r.threads_of(b));
+        every_name.push_back(name);
+        if (filter.matches(name)) s.names[b] = name;
+      }
+      if (!s.names.empty()) out.push_back(std::move(s));
+    }
+  }
+  if (out.empty()) {
+    if (every_name.size() > 6) every_name.resize(6), every_name.push_back("...");
+    return fail(fmt::format("--filter '{}' matches no benchmark; names look like:\n  {}", r.filter,
+                            fmt::join(every_name, "\n  ")));
+  }
+  return out;
+}
+
+}  // namespace bp
