@@ -145,6 +145,8 @@ Options parse_options(int argc, char** argv) {
       o.threads = int(parse_number(arg, next(), 1, 256));
     else if (arg == "--repetitions")
       o.repetitions = int(parse_number(arg, next(), 1, 1000));
+    else if (arg == "--warmup-steps")
+      o.warmup_steps = int(parse_number(arg, next(), 0, 1000));
     else if (arg == "--min-time")
       o.min_time = parse_number(arg, next(), 0.001, 600);
     else if (arg == "--timeout")

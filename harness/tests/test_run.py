@@ -53,7 +53,7 @@ def cells(tmp_path):
 def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,scalar_chain,mini_gpt,mlp_width",
             "--sizes", "nodes=10,100", "--sizes", "batch=1", "--sizes", "width=16,32",
-            "--repetitions", "2", "--min-time", "0.01")
+            "--repetitions", "2", "--min-time", "0.01", "--warmup-steps", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     latest = tmp_path / "latest"
     assert latest.is_symlink()
@@ -76,7 +76,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
         for key in ("backend", "backend_version", "threads", "compiler", "cxx_flags", "cpu_model",
                     "git_sha", "date", "host_name", "num_cpus"):
             assert ctx.get(key), (key, ctx)
-        assert ctx["warmup_steps"] == "3", "every backend times its steady state alike"
+        assert ctx["warmup_steps"] == "2", "every backend times its steady state alike"
         assert ctx["backend"] == p["backend"] and ctx["threads"] == "1"
         if p["backend"] != "engine":
             assert "openblas" in ctx["blas"], "torch must run on OpenBLAS, not the reference BLAS"
@@ -167,6 +167,20 @@ def test_bad_input_is_one_clear_line_and_exit_2(bin_dir, tmp_path, args, message
     assert message in r.stderr
     assert r.stderr.startswith("error: ")
     assert not tmp_path.joinpath("latest").exists(), "nothing runs on bad input"
+
+
+# Every option --help lists is one the parser takes (--warmup-steps once was listed, not parsed).
+def test_every_documented_option_is_accepted(bin_dir, tmp_path):
+    usage = subprocess.run([os.path.join(bin_dir, "bench_run"), "--help"], capture_output=True,
+                           text=True).stdout
+    options = [line.split()[0:2] for line in usage.splitlines() if line.startswith("  --")]
+    assert len(options) >= 14, usage
+    for option in options:
+        args = [option[0]] + (["1"] if len(option) > 1 and option[1].isupper() else [])
+        # the option under test, then a selection small enough to run in a blink
+        r = run(bin_dir, tmp_path, *args, "--check-only", "--workloads", "empty", "--backends",
+                "engine", "--out", str(tmp_path))
+        assert "unknown option" not in r.stderr, (option, r.stderr)
 
 
 def test_bad_data_file_is_a_clear_error(bin_dir, tmp_path):
