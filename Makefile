@@ -1,14 +1,23 @@
 # backprop-bench: the verbs. CMake does the building (CMakeLists.txt); each verb is one line.
 #   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES="nodes=10,1000 batch=1,8"] [BACKENDS=...]
-#              [REPETITIONS=5] [THREADS=1] [DATA=/usr/share/dict/words]
+#              [REPETITIONS=5] [THREADS=1] [WARMUP=3] [DATA=/usr/share/dict/words]
 #   make test          make plots RUN=results/<run-id>          make format          make clean
 BUILD := build
 PYTHON := /usr/bin/python3
 SOURCES := $(wildcard engine/*.h engine/*.cc workloads/*.h workloads/*.cc harness/*.h harness/*.cc \
                       baselines/*.h baselines/*.cc)
-BENCH_ARGS = $(if $(FILTER),--filter '$(FILTER)') $(if $(WORKLOADS),--workloads $(WORKLOADS)) \
-  $(foreach s,$(SIZES),--sizes $(s)) $(if $(BACKENDS),--backends $(BACKENDS)) $(if $(DATA),--data $(DATA)) \
-  $(if $(REPETITIONS),--repetitions $(REPETITIONS)) $(if $(THREADS),--threads $(THREADS))
+# User strings never reach a shell or make's own expansion: each is read unexpanded ($(value)),
+# single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
+# on in MAKEFLAGS (the make that `cmake --build` runs would expand them).
+USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS WARMUP RUN
+unexport $(USER_VARS)
+MAKEOVERRIDES :=
+quote = '$(subst ','\'',$(1))'
+arg = $(if $(value $(1)),$(2) $(call quote,$(value $(1))))
+BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
+  $(foreach s,$(value SIZES),--sizes $(call quote,$(s))) $(call arg,BACKENDS,--backends) \
+  $(call arg,DATA,--data) $(call arg,REPETITIONS,--repetitions) $(call arg,THREADS,--threads) \
+  $(call arg,WARMUP,--warmup-steps)
 
 .PHONY: all deps build test bench plots format clean
 all: build
@@ -16,6 +25,6 @@ deps: ; @sh harness/install-deps.sh
 build: deps ; cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null && cmake --build $(BUILD) -j2
 test: build ; cd $(BUILD) && ctest --output-on-failure
 bench: build ; $(BUILD)/bench_run --out results $(BENCH_ARGS)
-plots: ; $(PYTHON) plots/plot.py $(or $(RUN),results/latest)
+plots: ; $(PYTHON) plots/plot.py $(if $(value RUN),$(call quote,$(value RUN)),results/latest)
 format: deps ; clang-format -i $(SOURCES)
 clean: ; rm -rf $(BUILD)

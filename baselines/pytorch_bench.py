@@ -212,7 +212,7 @@ def check(spec, mode, corpus):
     name = spec["name"]
     if fault("check-crash", name):
         os.abort()
-    wrong = 1.0 if fault("wrong", name) else 0.0
+    wrong = 1.0 if fault("wrong", name) else math.nan if fault("nan", name) else 0.0
     broken_reset = 1.0 if fault("reset", name) else 0.0
     try:
         run = build(spec, mode, corpus)

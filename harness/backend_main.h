@@ -13,8 +13,9 @@
 //
 // Test hook: BACKPROP_BENCH_FAULT=KIND:TEXT breaks the instances whose benchmark name contains
 // TEXT, so the tests can prove that the runner survives and reports it (harness/tests/). KIND is
-// `crash` or `hang` (while benchmarking), `check-crash`, `wrong` or `reset` (during the check;
-// `wrong` adds 1 to every value and loss it reports, `reset` only to the repeated step's).
+// `crash` or `hang` (while benchmarking), `check-crash`, `wrong`, `nan` or `reset` (during the
+// check; `wrong` adds 1 to every value and loss it reports, `nan` makes them NaN, `reset` adds 1
+// only to the repeated step's).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -140,7 +141,7 @@ void bench_model(benchmark::State& state, const std::string& name, int64_t size,
 template <class W, class B>
 Json check_scalar_graph(const std::string& name, int64_t size) {
   const std::string fault = inject_fault(name, true);
-  const double wrong = fault == "wrong" ? 1.0 : 0.0;
+  const double wrong = fault == "wrong" ? 1.0 : fault == "nan" ? NAN : 0.0;
   B backend;
   typename W::template Run<B> run(backend, size);
   auto one_step = [&](double offset) {
@@ -159,7 +160,8 @@ Json check_scalar_graph(const std::string& name, int64_t size) {
 template <class W, class B>
 Json check_model(const std::string& name, int64_t size, int check_steps) {
   const std::string fault = inject_fault(name, true);
-  const double wrong = fault == "wrong" ? 1.0 : 0.0, broken_reset = fault == "reset" ? 1.0 : 0.0;
+  const double wrong = fault == "wrong" ? 1.0 : fault == "nan" ? NAN : 0.0;
+  const double broken_reset = fault == "reset" ? 1.0 : 0.0;
   using Run = typename W::template Run<B>;
   // Step 0 up to the gradients: its loss and every parameter's gradient norm (in double).
   auto step0 = [&](B& be, Run& run, double offset = 0) {

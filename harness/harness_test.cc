@@ -76,14 +76,105 @@ TEST(Judge, TheReferenceMustPassItsOwnChecks) {
   EXPECT_EQ(v[2].reference, "libtorch");
 }
 
-TEST(Judge, DisagreementIsNamedWithItsNumber) {
+TEST(Judge, TheOddOneOutIsNamedWithItsNumber) {
   auto v = judge("scalar_chain", {{"engine", scalar_record(0.5, {1, 2, 3})},
-                                  {"libtorch", scalar_record(0.5, {1, 2.001, 3})}});
+                                  {"libtorch", scalar_record(0.5, {1, 2.001, 3})},
+                                  {"pytorch", scalar_record(0.5, {1, 2, 3})}});
+  EXPECT_EQ(v[0].status, "ok");
+  EXPECT_EQ(v[0].confirmed_by, "pytorch");
   EXPECT_EQ(v[1].status, "wrong");
   EXPECT_EQ(v[1].worst_at, "grads[1]");
-  EXPECT_NE(v[1].message.find("differs from engine by 0.0005 at grads[1] (tolerance 1e-09)"),
+  EXPECT_NE(v[1].message.find(
+                "differs from engine, pytorch (who agree) by 0.0005 at grads[1] (tolerance 1e-09)"),
             std::string::npos)
       << v[1].message;
+}
+
+// Our engine is not trusted for being first: wrong where three baselines agree, it is the one
+// found wrong, and they are the ones confirmed.
+TEST(Judge, AWrongEngineIsOutvoted) {
+  const std::vector<double> losses(10, 2.3);
+  std::vector<double> off = losses;
+  off[4] = 2.4;
+  auto v = judge("mlp_width", {{"engine", model_record(2.3, {0.5, 0.1}, off)},
+                               {"libtorch", model_record(2.3, {0.5, 0.1}, losses)},
+                               {"pytorch", model_record(2.3, {0.5, 0.1}, losses)},
+                               {"torchscript", model_record(2.3, {0.5, 0.1}, losses)}});
+  EXPECT_EQ(v[0].status, "wrong");
+  EXPECT_EQ(v[0].worst_at, "losses[4]");
+  EXPECT_NE(v[0].message.find("differs from libtorch, pytorch, torchscript (who agree)"),
+            std::string::npos)
+      << v[0].message;
+  EXPECT_TRUE(v[1].is_reference);
+  for (size_t i = 1; i < 4; i++) EXPECT_EQ(v[i].status, "ok") << v[i].backend;
+  EXPECT_EQ(v[3].confirmed_by, "libtorch, pytorch");
+}
+
+// Two backends that disagree on a model, or two pairs that each agree: nobody can say who is
+// right, and neither side is benchmarked as if it were.
+TEST(Judge, WithoutAMajorityEveryoneIsDisputed) {
+  const std::vector<double> a(10, 2.3), b(10, 2.5);
+  auto v = judge("mlp_width", {{"engine", model_record(2.3, {0.5, 0.1}, a)},
+                               {"libtorch", model_record(2.3, {0.5, 0.1}, b)}});
+  EXPECT_EQ(v[0].status, "disputed");
+  EXPECT_EQ(v[1].status, "disputed");
+  EXPECT_NE(v[0].message.find("differs from libtorch (0.087 at losses[0]), and no majority"),
+            std::string::npos)
+      << v[0].message;
+  EXPECT_NE(v[1].message.find("differs from engine"), std::string::npos) << v[1].message;
+  auto w = judge("mlp_width", {{"engine", model_record(2.3, {0.5, 0.1}, a)},
+                               {"libtorch", model_record(2.3, {0.5, 0.1}, b)},
+                               {"pytorch", model_record(2.3, {0.5, 0.1}, a)},
+                               {"torchscript", model_record(2.3, {0.5, 0.1}, b)}});
+  for (const bp::Verdict& x : w) EXPECT_EQ(x.status, "disputed") << x.backend;
+}
+
+// A backend compared with nothing is unverified, unless the registry's known answer or the
+// runner's finite differences confirm it.
+TEST(Judge, AloneIsUnverifiedUnlessAnAnswerConfirmsIt) {
+  auto m = judge("mlp_width", {{"engine", model_record(2.3, {0.5, 0.1}, std::vector(10, 2.3))}});
+  EXPECT_EQ(m[0].status, "unverified");
+  EXPECT_NE(m[0].message.find("no other backend passed its check"), std::string::npos);
+  auto t = judge("tiny_graph", {{"engine", scalar_record(612.5, {-35, 1050})}});
+  EXPECT_EQ(t[0].status, "ok");
+  EXPECT_EQ(t[0].confirmed_by, "the known answer");
+  // the engine's check crashed: libtorch, compared with nothing, is not "ok"
+  const Json fine = scalar_record(0.5, {1, 2, 3});
+  std::vector<bp::BackendRecord> in = {{"engine", nullptr, "its check process crashed"},
+                                       {"libtorch", &fine, ""}};
+  auto c = bp::judge_instance(workload("scalar_chain"), in);
+  EXPECT_EQ(c[0].status, "failed");
+  EXPECT_EQ(c[1].status, "unverified") << c[1].message;
+}
+
+// Scalar graphs have an answer no backend computed: plain doubles and finite differences.
+TEST(Judge, FiniteDifferencesConfirmALoneBackendAndCatchAWrongMajority) {
+  const bp::WorkloadInfo& w = workload("scalar_chain");
+  bp::PlainAnswer truth;
+  ASSERT_TRUE(bp::plain_answer(w, 100, &truth));
+  const Json right = scalar_record(truth.value, truth.grads);
+  std::vector<double> bent = truth.grads;
+  bent[2] *= 1.01;
+  const Json wrong = scalar_record(truth.value, bent);
+  std::vector<bp::BackendRecord> in = {{"engine", &right, ""}};
+  auto alone = bp::judge_instance(w, in, &truth);
+  EXPECT_EQ(alone[0].status, "ok");
+  EXPECT_EQ(alone[0].confirmed_by, "finite differences");
+  in = {{"engine", &right, ""}, {"libtorch", &wrong, ""}, {"pytorch", &wrong, ""}};
+  auto outvoted = bp::judge_instance(w, in, &truth);
+  EXPECT_EQ(outvoted[0].status, "ok");
+  for (size_t i = 1; i < 3; i++) {
+    EXPECT_EQ(outvoted[i].status, "wrong");
+    EXPECT_NE(outvoted[i].message.find("off finite differences by 0.01 at grads[2]"),
+              std::string::npos)
+        << outvoted[i].message;
+  }
+  // the oracle itself holds up: the engine's own gradients are within its tolerance
+  bp::PlainAnswer small;
+  ASSERT_TRUE(bp::plain_answer(workload("small_graph"), 0, &small));
+  EXPECT_NEAR(small.value, 24.7041, 5e-5);
+  EXPECT_NEAR(small.grads[0], 138.8338, 5e-5 * 138.8338);
+  EXPECT_FALSE(bp::plain_answer(workload("mlp_width"), 16, &small)) << "models have none";
 }
 
 TEST(Judge, NonFiniteNumbersAreWrongWhereverTheyAre) {
@@ -95,11 +186,16 @@ TEST(Judge, NonFiniteNumbersAreWrongWhereverTheyAre) {
   EXPECT_EQ(v[1].status, "wrong");
   EXPECT_NE(v[1].message.find("grads[1] is not a finite number"), std::string::npos)
       << v[1].message;
-  // NaN in the reference: it is not trusted, the next backend becomes the reference
+  // NaN in the engine: it is not trusted, and libtorch, now alone, is unverified
   auto w =
       judge("scalar_chain", {{"engine", nan_grad}, {"libtorch", scalar_record(0.5, {1, 2, 3})}});
   EXPECT_EQ(w[0].status, "wrong");
-  EXPECT_TRUE(w[1].is_reference);
+  EXPECT_EQ(w[1].status, "unverified");
+  // Inf and a NaN that std::max would have dropped
+  Json inf = scalar_record(INFINITY, {1, 2, 3});
+  auto x = judge("scalar_chain", {{"engine", scalar_record(0.5, {1, 2, 3})}, {"libtorch", inf}});
+  EXPECT_EQ(x[1].status, "wrong");
+  EXPECT_NE(x[1].message.find("value is not a finite number"), std::string::npos);
 }
 
 TEST(Judge, BrokenResetIsCaught) {
@@ -122,7 +218,8 @@ TEST(Judge, ModelsCompareLossesAndGradientNorms) {
   auto v =
       judge("mlp_width", {{"engine", model_record(2.3, {0.5, 0.1}, losses)},
                           {"libtorch", model_record(2.3, {0.5, 0.1}, drifted)},
-                          {"pytorch", model_record(2.3, {0.5, 0.1}, std::vector<double>(9, 2.3))}});
+                          {"pytorch", model_record(2.3, {0.5, 0.1}, std::vector<double>(9, 2.3))},
+                          {"torchscript", model_record(2.3, {0.5, 0.1}, losses)}});
   EXPECT_EQ(v[1].status, "wrong");
   EXPECT_EQ(v[1].worst_at, "losses[9]");
   EXPECT_EQ(v[2].status, "wrong");
@@ -226,8 +323,12 @@ TEST(Selection, BadSelectionsSayWhatIsValid) {
   EXPECT_FALSE(select("tiny_graph", {"batch=5000"}, "", &error));  // checked unselected too
   EXPECT_EQ(error, "--sizes: batch=5000 is out of range for mini_gpt (1 to 4096)");
   EXPECT_FALSE(select("", {"depth=3"}, "", &error));
-  EXPECT_EQ(error,
-            "--sizes: no workload is sized by 'depth'; size keys: nodes, hidden, batch, width");
+  // the keys in registry order (a workload added later may add one at the end)
+  EXPECT_EQ(
+      error.rfind(
+          "--sizes: no workload is sized by 'depth'; size keys: nodes, hidden, batch, width", 0),
+      0u)
+      << error;
   EXPECT_FALSE(select("", {}, "tiny((", &error));
   EXPECT_EQ(error, "--filter 'tiny((' is not a valid regular expression");
   EXPECT_FALSE(select("", {}, "nothing/at/all", &error));

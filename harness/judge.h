@@ -6,12 +6,17 @@
 //  1. each backend's own record: it ran (else failed or skipped, with its reason); it holds every
 //     number the protocol asks for, each finite; a repeated step equals the first exactly (a
 //     second step after reset(), step 0 again after zero_grad, step 0 on a fresh setup: reset and
-//     setup are deterministic); a known answer holds within its published tolerance;
-//  2. the reference is the first backend, in the runner's fixed order of backends (never the
-//     order of --backends), whose record passed 1;
-//  3. every other backend that passed 1 is compared with the reference, every number, within
-//     the workload's tolerance.
-// So the verdicts do not depend on the order backends were listed or run in.
+//     setup are deterministic); a known answer holds within its published tolerance; a scalar
+//     graph's value and gradients hold against the runner's own answer without autodiff (plain
+//     doubles and finite differences, workloads/plain_backend.h);
+//  2. the backends that passed 1 are compared pairwise, every number, within the workload's
+//     tolerance. The reference is the backend most others agree with (the first in the runner's
+//     fixed order on a tie); if it and those agreeing with it are more than half, they are ok
+//     and the rest wrong, each told whom it differs from. Otherwise no one can say who is right:
+//     every one is "disputed" (two backends that disagree on a model, which has no answer of its
+//     own, are disputed). A backend that no other backend and no answer of the registry or of
+//     finite differences confirmed is "unverified", never "ok".
+// No verdict depends on the order backends were listed or run in, and none trusts one backend.
 //   Tests: harness/harness_test.cc.
 #pragma once
 
@@ -23,16 +28,18 @@
 #include <vector>
 
 #include "harness/json.h"
+#include "workloads/plain_backend.h"
 #include "workloads/workload.h"
 
 namespace bp {
 
 struct Verdict {
   std::string backend;
-  std::string status;   // ok | wrong | failed | skipped
+  std::string status;   // ok | unverified | wrong | disputed | failed | skipped
   std::string message;  // why, when not ok
   bool is_reference = false;
-  std::string reference;                   // whom it was compared with ("": no one)
+  std::string reference;     // whom it was compared with ("": no one)
+  std::string confirmed_by;  // who agrees with it: backends, the known answer, finite differences
   double max_rel_diff = 0, tolerance = 0;  // the largest difference to the reference and its limit
   std::string worst_at;                    // which number that was, e.g. "grads[1]"
 };
@@ -70,8 +77,25 @@ inline Numbers record_numbers(const WorkloadInfo& w, const Json& record) {
                  : step_numbers(w, record["step"]);
 }
 
+// The largest relative difference of `got` from `ref` (below `floor`, absolute) into *worst, and
+// where it is; NaN anywhere is the largest. "" if they do not have the same numbers.
+inline std::string worst_difference(const Numbers& ref, const Numbers& got, double floor,
+                                    double* worst) {
+  if (ref.values.size() != got.values.size()) return "";
+  std::string at = ref.labels.empty() ? "" : ref.labels[0];
+  *worst = 0;
+  for (size_t i = 0; i < ref.values.size(); i++) {
+    const double d =
+        std::fabs(got.values[i] - ref.values[i]) / std::max(floor, std::fabs(ref.values[i]));
+    if (!(d <= *worst)) *worst = d, at = ref.labels[i];  // a NaN takes the place and stays
+  }
+  return at;
+}
+
 // Why a record does not hold up on its own, or "" if it does.
-inline std::string self_check(const WorkloadInfo& w, const Json& record) {
+// `plain`: the scalar graph's answer without autodiff, or nullptr (models).
+inline std::string self_check(const WorkloadInfo& w, const Json& record,
+                              const PlainAnswer* plain = nullptr) {
   const Numbers n = record_numbers(w, record);
   const size_t expected_grads = w.model ? 0 : size_t(w.num_grads);
   if (!w.model && record["step"]["grads"].array.size() != expected_grads)
@@ -120,6 +144,17 @@ inline std::string self_check(const WorkloadInfo& w, const Json& record) {
       return fmt::format("off the known answer by {:.3g} at {} (tolerance {:.0e})", worst, at,
                          w.known.tolerance);
   }
+  if (plain) {
+    Numbers truth;
+    truth.add("value", Json(plain->value));
+    for (size_t i = 0; i < plain->grads.size(); i++)
+      truth.add(fmt::format("grads[{}]", i), Json(plain->grads[i]));
+    double worst = 0;
+    const std::string at = worst_difference(truth, n, 1.0, &worst);
+    if (!at.empty() && !(worst <= kFiniteDifferenceTolerance))
+      return fmt::format("off finite differences by {:.3g} at {} (tolerance {:.0e})", worst, at,
+                         kFiniteDifferenceTolerance);
+  }
   return "";
 }
 
@@ -132,9 +167,10 @@ struct BackendRecord {
 };
 
 inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
-                                           const std::vector<BackendRecord>& records) {
+                                           const std::vector<BackendRecord>& records,
+                                           const PlainAnswer* plain = nullptr) {
   std::vector<Verdict> out;
-  int reference = -1;
+  std::vector<size_t> passed;  // indices into records and out
   for (const BackendRecord& r : records) {
     Verdict v;
     v.backend = r.backend, v.status = "ok";
@@ -144,37 +180,74 @@ inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
                status != "ok") {
       v.status = status == "skipped" ? "skipped" : "failed";
       v.message = (*r.record)["message"].str_or(status);
-    } else if (std::string why = self_check(w, *r.record); !why.empty()) {
+    } else if (std::string why = self_check(w, *r.record, plain); !why.empty()) {
       v.status = "wrong", v.message = why;
-    } else if (reference < 0) {
-      reference = int(out.size());
-      v.is_reference = true;
+    } else {
+      passed.push_back(out.size());
     }
     out.push_back(v);
   }
-  if (reference < 0) return out;
-  const Numbers ref = record_numbers(w, *records[size_t(reference)].record);
-  for (size_t b = 0; b < out.size(); b++) {
-    Verdict& v = out[b];
-    if (v.status != "ok" || v.is_reference) continue;
-    v.reference = out[size_t(reference)].backend;
+  if (passed.empty()) return out;
+
+  // Pairwise: diff[i][j] is backend j measured against backend i.
+  const size_t n = passed.size();
+  std::vector<Numbers> numbers;
+  for (size_t i : passed) numbers.push_back(record_numbers(w, *records[i].record));
+  std::vector<std::vector<double>> diff(n, std::vector<double>(n, 0));
+  std::vector<std::vector<std::string>> where(n, std::vector<std::string>(n));
+  std::vector<size_t> agreeing(n, 0);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      if (i == j) continue;
+      where[i][j] = worst_difference(numbers[i], numbers[j], w.tolerance.floor, &diff[i][j]);
+      if (where[i][j].empty()) diff[i][j] = INFINITY, where[i][j] = "the count of numbers";
+      if (diff[i][j] <= w.tolerance.rel) agreeing[i]++;
+    }
+  size_t ref = 0;
+  for (size_t i = 1; i < n; i++)
+    if (agreeing[i] > agreeing[ref]) ref = i;
+  const bool majority = 2 * (agreeing[ref] + 1) > n;
+  const std::string ref_name = out[passed[ref]].backend;
+  const std::string answer = w.known.exists && plain ? "the known answer and finite differences"
+                             : w.known.exists        ? "the known answer"
+                             : plain                 ? "finite differences"
+                                                     : "";
+
+  std::vector<std::string> group;  // the reference and those agreeing with it
+  for (size_t j = 0; j < n; j++)
+    if (j == ref || diff[ref][j] <= w.tolerance.rel) group.push_back(out[passed[j]].backend);
+  for (size_t j = 0; j < n; j++) {
+    Verdict& v = out[passed[j]];
     v.tolerance = w.tolerance.rel;
-    const Numbers got = record_numbers(w, *records[b].record);
-    if (got.values.size() != ref.values.size()) {
+    if (j != ref) v.reference = ref_name, v.max_rel_diff = diff[ref][j], v.worst_at = where[ref][j];
+    std::vector<std::string> others;
+    for (const std::string& g : group)
+      if (g != v.backend) others.push_back(g);
+    if (!answer.empty()) others.push_back(answer);
+    if (!majority) {
+      std::vector<std::string> differs;
+      for (size_t k = 0; k < n; k++)
+        if (k != j && !(diff[j][k] <= w.tolerance.rel))
+          differs.push_back(
+              fmt::format("{} ({:.3g} at {})", out[passed[k]].backend, diff[j][k], where[j][k]));
+      v.status = "disputed";
+      v.message = fmt::format("differs from {}, and no majority agrees to say who is right{}",
+                              fmt::join(differs, ", "),
+                              answer.empty() ? "" : fmt::format(" (each holds to {})", answer));
+    } else if (j != ref && !(diff[ref][j] <= w.tolerance.rel)) {
       v.status = "wrong";
-      v.message = fmt::format("reported {} numbers; {} reported {}", got.values.size(), v.reference,
-                              ref.values.size());
-      continue;
+      v.message = fmt::format("differs from {} (who agree) by {:.3g} at {} (tolerance {:.0e})",
+                              fmt::join(group, ", "), v.max_rel_diff, v.worst_at, v.tolerance);
+    } else {
+      v.is_reference = j == ref;
+      v.confirmed_by = fmt::format("{}", fmt::join(others, ", "));
+      if (others.empty()) {
+        v.status = "unverified";
+        v.message =
+            "no other backend passed its check, and the workload has no answer of its own to "
+            "hold it to";
+      }
     }
-    for (size_t i = 0; i < ref.values.size(); i++) {
-      const double d = std::fabs(got.values[i] - ref.values[i]) /
-                       std::max(w.tolerance.floor, std::fabs(ref.values[i]));
-      if (!(d <= v.max_rel_diff)) v.max_rel_diff = d, v.worst_at = ref.labels[i];
-    }
-    if (!(v.max_rel_diff <= w.tolerance.rel))
-      v.status = "wrong",
-      v.message = fmt::format("differs from {} by {:.3g} at {} (tolerance {:.0e})", v.reference,
-                              v.max_rel_diff, v.worst_at, w.tolerance.rel);
   }
   return out;
 }

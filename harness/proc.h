@@ -1,15 +1,27 @@
 // harness/proc.h: what the harness reads from /proc about its own process and machine.
 //
+// Other benchmarks: a timing taken while another benchmark ran on the same 2 cores is not
+// comparable, so the runner looks for other benchmark processes (any bench_run, bench_engine,
+// bench_libtorch or pytorch_bench.py that is not its own child) before each process it starts,
+// and records the load average at the start and the end of the run.
+//
 // Peak RSS of one benchmark: writing "5" to /proc/self/clear_refs resets the kernel's high-water
 // mark (VmHWM) to the current RSS (Linux >= 4.0, proc(5)); VmHWM read after the benchmark is then
 // that benchmark's peak, setup included. The whole process's peak is measured by the parent
 // (harness/run.cc, wait4's ru_maxrss) and is never smaller.
 #pragma once
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace bp {
 
@@ -57,6 +69,45 @@ inline std::string proc_cpu_model() {
   }
   std::fclose(f);
   return model;
+}
+
+// "pid NAME" of every benchmark process on the machine that is neither `self` nor its child.
+inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
+  std::vector<std::string> out;
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  while (const dirent* e = readdir(proc)) {
+    const long pid = std::strtol(e->d_name, nullptr, 10);
+    if (pid <= 0 || pid == self) continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    std::ifstream cmd(dir + "/cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
+    std::string name;
+    for (size_t at = 0; at < cmdline.size(); at = cmdline.find('\0', at) + 1) {
+      const std::string arg = cmdline.c_str() + at;
+      const std::string base = arg.substr(arg.rfind('/') + 1);
+      if (base == "bench_run" || base == "bench_engine" || base == "bench_libtorch" ||
+          base == "pytorch_bench.py") {
+        name = base;
+        break;
+      }
+      if (cmdline.find('\0', at) == std::string::npos) break;
+    }
+    if (name.empty()) continue;
+    std::ifstream stat(dir + "/stat");  // "pid (comm) state ppid ...": comm may hold spaces
+    const std::string line((std::istreambuf_iterator<char>(stat)), {});
+    const size_t close = line.rfind(')');
+    long ppid = 0;
+    if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %*c %ld", &ppid);
+    if (ppid != self) out.push_back(std::to_string(pid) + " " + name);
+  }
+  closedir(proc);
+  return out;
+}
+
+inline double load_average_1min() {
+  double load[1] = {-1};
+  return getloadavg(load, 1) == 1 ? load[0] : -1;
 }
 
 }  // namespace bp

@@ -3,12 +3,14 @@
 // Every child runs from an argument vector (execv): no user string is ever parsed by a shell. A
 // backend process runs in its own process group, so that a timeout or Ctrl-C kills it with
 // everything it started; its stdout and stderr go to a log file that starts with the command line,
-// so any process of a run can be repeated by hand. Its peak RSS comes from wait4's rusage: the
-// child's own high-water mark, as the kernel saw it.
+// so any process of a run can be repeated by hand; it dies with the runner, however the runner
+// dies. Its peak RSS comes from wait4's rusage: the child's own high-water mark, as the kernel
+// saw it.
 #pragma once
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +65,7 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const auto start = std::chrono::steady_clock::now();
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     r.started = false;
@@ -70,6 +73,9 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // A runner killed outright (SIGKILL: no handler runs) takes its backend with it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     const int fd = open(log.c_str(), O_WRONLY | O_APPEND);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));

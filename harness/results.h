@@ -71,7 +71,8 @@ struct Cell {
   std::string status = "not_run";  // ok | failed | timeout | skipped | not_run
   std::string message;
   double median_seconds = NAN, max_rss_bytes = NAN, peak_rss_bytes = NAN, items_per_second = NAN;
-  std::string file;                  // its Google Benchmark JSON, relative to the run folder
+  bool verified = true;  // false: the check had nothing to compare it with (harness/judge.h)
+  std::string file;      // its Google Benchmark JSON, relative to the run folder
   std::vector<double> check_losses;  // models: the training losses its check reported
 };
 
@@ -154,7 +155,7 @@ inline Json summary_json(const Summary& s) {
   for (const SummaryRow& row : s.rows) {
     Json cells = Json::object_of({});
     for (const auto& [backend, c] : row.cells) {
-      Json cell = Json::object_of({{"status", c.status}});
+      Json cell = Json::object_of({{"status", c.status}, {"verified", c.verified}});
       if (!c.message.empty()) cell.set("message", c.message);
       cell.set("median_seconds", number_or_null(c.median_seconds))
           .set("ratio_to_reference", number_or_null(s.ratio(row, backend)))
@@ -201,8 +202,12 @@ inline std::string summary_text(const Summary& s) {
     if (it == row.cells.end()) return std::string("-");
     const Cell& c = it->second;
     if (c.status != "ok") return c.status == "not_run" ? std::string("not run") : c.status;
-    return memory ? human_mb(c.max_rss_bytes) : human_time(c.median_seconds);
+    return (memory ? human_mb(c.max_rss_bytes) : human_time(c.median_seconds)) +
+           (c.verified ? "" : "?");
   };
+  bool any_unverified = false;
+  for (const SummaryRow& row : s.rows)
+    for (const auto& [b, c] : row.cells) any_unverified |= c.status == "ok" && !c.verified;
   size_t width = 8;
   for (const SummaryRow& row : s.rows) width = std::max(width, row.instance.size());
   std::string threads;
@@ -233,6 +238,10 @@ inline std::string summary_text(const Summary& s) {
     for (const std::string& b : s.backends) out += fmt::format(" {:>11}", cell_text(row, b, true));
     out += "\n";
   }
+  if (any_unverified)
+    out +=
+        "? unverified: the check had no other backend and no answer of the workload's own to "
+        "compare it with (check.json)\n";
   std::map<std::string, std::vector<std::string>> by_workload;
   for (const Crossover& c : s.crossovers())
     by_workload[c.workload].push_back(

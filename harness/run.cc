@@ -10,21 +10,23 @@
 // written as soon as its numbers exist, so an interrupted run keeps what it measured.
 //
 //   build/bench_run --filter small_graph --repetitions 3      # `build/bench_run --help` for all
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "harness/files.h"
 #include "harness/json.h"
 #include "harness/judge.h"
 #include "harness/names.h"
@@ -85,7 +87,8 @@ const char* kUsage = R"(usage: bench_run [options]
   --no-plots           do not draw the plots (plots/plot.py) at the end
   --bin-dir DIR        where the backend binaries are (default: next to bench_run)
 Exit status: 0 all ran and agreed; 1 check-only found disagreement; 2 bad input; 3 some
-benchmark failed, timed out or was not run because its backend failed the check.
+benchmark failed, timed out or was not run because its backend failed the check; 4 a result
+file could not be written (a full disk): the run stopped, every file keeps its last good copy.
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -109,6 +112,14 @@ double parse_number(const std::string& flag, const std::string& text, double lo,
   if (text.empty() || *end != '\0' || !(v >= lo && v <= hi))
     usage_error(fmt::format("{} {}: expected a number from {} to {}", flag, text, lo, hi));
   return v;
+}
+
+// A count: a whole number, so that 1.9 is refused rather than taken as 1.
+int parse_count(const std::string& flag, const std::string& text, int lo, int hi) {
+  const std::optional<int64_t> v = parse_whole(text);
+  if (!v || *v < lo || *v > hi)
+    usage_error(fmt::format("{} {}: expected a whole number from {} to {}", flag, text, lo, hi));
+  return int(*v);
 }
 
 Options parse_options(int argc, char** argv) {
@@ -142,11 +153,11 @@ Options parse_options(int argc, char** argv) {
     else if (arg == "--data")
       o.data = next();
     else if (arg == "--threads")
-      o.threads = int(parse_number(arg, next(), 1, 256));
+      o.threads = parse_count(arg, next(), 1, 256);
     else if (arg == "--repetitions")
-      o.repetitions = int(parse_number(arg, next(), 1, 1000));
+      o.repetitions = parse_count(arg, next(), 1, 1000);
     else if (arg == "--warmup-steps")
-      o.warmup_steps = int(parse_number(arg, next(), 0, 1000));
+      o.warmup_steps = parse_count(arg, next(), 0, 1000);
     else if (arg == "--min-time")
       o.min_time = parse_number(arg, next(), 0.001, 600);
     else if (arg == "--timeout")
@@ -178,20 +189,6 @@ int threads_of(const Options& o, const std::string& backend) {
 }
 
 // ---- the run ----
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Writes via a temporary file and a rename, so a reader never sees half a file.
-void write_atomically(const fs::path& p, const std::string& text) {
-  const fs::path tmp = p.string() + ".tmp";
-  std::ofstream(tmp) << text;
-  fs::rename(tmp, p);
-}
 
 std::string file_stem(const std::string& bench_name) {
   std::string s;
@@ -233,6 +230,7 @@ class Run {
       if (!fs::exists(program(b)))
         usage_error(fmt::format("{} not found; build first (make)", program(b)));
     start_ = std::time(nullptr);
+    load_start_ = load_average_1min();
     git_sha_ = capture_output({"git", "-C", BP_SOURCE_DIR, "rev-parse", "--short", "HEAD"});
     if (git_sha_.empty())
       git_sha_ = "nogit";
@@ -240,21 +238,21 @@ class Run {
                   {"git", "-C", BP_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no"})
                   .empty())
       git_sha_ += "-dirty";
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&start_));
-    run_id_ = fmt::format("{}-{}-{}", stamp, host, git_sha_);
-    dir_ = opt_.out / run_id_;
-    fs::create_directories(dir_ / "logs");
-    fs::create_directories(dir_ / "check");
+    make_run_folder();
     fmt::print("run {}\n  writing to {}\n", run_id_, dir_.string());
-    if (!opt_.check_only) point_latest_here();
+    write_atomically(dir_ / "INCOMPLETE",
+                     "this run has not finished (or was interrupted): its results are partial\n");
+    note_other_benchmarks();
 
     const bool all_agree = check();
-    if (opt_.check_only) return all_agree ? 0 : 1;
+    if (opt_.check_only) {
+      finished();
+      return all_agree ? 0 : 1;
+    }
     bench();
     summarize();
+    finished();
+    point_latest_here();
     if (opt_.plots) plot();
     return failures_ ? 3 : 0;
   }
@@ -283,11 +281,68 @@ class Run {
   // pytorch_bench.py its environment before importing torch.
   std::vector<std::string> child_env() const { return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_}; }
 
-  void point_latest_here() {
-    const fs::path latest = opt_.out / "latest";
+  // <out>/<run-id>/, created here and by no other run: two runs started in the same second get
+  // -2, -3... An --out that cannot hold it is bad input, found before anything runs.
+  void make_run_folder() {
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&start_));
     std::error_code ec;
-    fs::remove(latest, ec);
-    fs::create_directory_symlink(run_id_, latest, ec);
+    fs::create_directories(opt_.out, ec);
+    if (ec)
+      usage_error(fmt::format("--out {}: cannot create it ({})", opt_.out.string(), ec.message()));
+    for (int n = 1;; n++) {
+      run_id_ =
+          fmt::format("{}-{}-{}{}", stamp, host, git_sha_, n == 1 ? "" : fmt::format("-{}", n));
+      dir_ = opt_.out / run_id_;
+      if (mkdir(dir_.c_str(), 0755) == 0) break;
+      if (errno != EEXIST)
+        usage_error(fmt::format("--out {}: cannot create a run folder in it ({})",
+                                opt_.out.string(), std::strerror(errno)));
+    }
+    for (const char* sub : {"logs", "check"})
+      if (mkdir((dir_ / sub).c_str(), 0755) != 0) throw WriteError(dir_ / sub, errno);
+  }
+  // Bad input found after the run folder was made (a backend refusing its flags): nothing was
+  // measured, so nothing is left behind.
+  [[noreturn]] void refuse(const std::string& what) {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    usage_error(what);
+  }
+
+  void finished() const {
+    if (unlink((dir_ / "INCOMPLETE").c_str()) != 0) throw WriteError(dir_ / "INCOMPLETE", errno);
+  }
+
+  // <out>/latest, shared by every run writing to <out>: moved only by a finished run, under a
+  // lock, atomically (a new link renamed over the old), and never back to an older run.
+  void point_latest_here() const {
+    const fs::path latest = opt_.out / "latest";
+    const int lock = open((opt_.out / ".latest.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0) throw WriteError(opt_.out / ".latest.lock", errno);
+    flock(lock, LOCK_EX);
+    std::error_code ec;
+    const fs::path now = fs::read_symlink(latest, ec);
+    if (ec || now.string() < run_id_) {
+      const fs::path tmp = opt_.out / fmt::format(".latest.{}", getpid());
+      fs::remove(tmp, ec);
+      fs::create_directory_symlink(run_id_, tmp, ec);
+      if (!ec) fs::rename(tmp, latest, ec);
+    }
+    close(lock);  // releases the lock
+    if (ec) throw WriteError(latest, ec.value());
+  }
+
+  // Another benchmark on the machine makes this run's timings incomparable: say so, once, and
+  // in the results.
+  void note_other_benchmarks() {
+    for (const std::string& other : proc_other_benchmarks(getpid()))
+      if (std::find(others_.begin(), others_.end(), other) == others_.end()) {
+        others_.push_back(other);
+        fmt::print(stderr, "warning: another benchmark is running on this machine ({})\n", other);
+      }
   }
 
   // processes.json: every process so far, rewritten after each one.
@@ -349,6 +404,7 @@ class Run {
       size_t count = 0;
       for (const Selected& s : selected_)
         if (s.names.count(b)) argv.push_back(instance_arg(s, b)), count++;
+      note_other_benchmarks();
       const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
       records[b] = read_check_records(dir_ / file);
       std::string status = "ok", message;
@@ -358,8 +414,7 @@ class Run {
         if (p.exit_code == 2) {  // a flag it refused: one line, as for the runner's own
           fmt::print("\n");
           const std::vector<std::string> lines = fields(read_file(dir_ / log), '\n');
-          usage_error(
-              fmt::format("{} refused its flags: {}", b, lines.size() > 1 ? lines[1] : "?"));
+          refuse(fmt::format("{} refused its flags: {}", b, lines.size() > 1 ? lines[1] : "?"));
         }
       }
       fmt::print("{} of {} instances reported in {:.1f} s{}\n", records[b].size(), count,
@@ -371,7 +426,7 @@ class Run {
     std::map<std::string, std::vector<std::string>> problems;        // backend -> lines
     std::map<std::string, std::pair<Verdict, std::string>> closest;  // backend -> nearest its
                                                                      // tolerance, and where
-    std::map<std::string, int> ok_count;
+    std::map<std::string, int> ok_count, unverified_count;
     for (const Selected& s : selected_) {
       std::vector<BackendRecord> in;
       for (const std::string& b : opt_.backends) {
@@ -380,9 +435,13 @@ class Run {
         in.push_back({b, r == records[b].end() ? nullptr : &r->second,
                       died.count(b) ? died[b] + " before reporting it" : "not reported"});
       }
-      for (const Verdict& v : judge_instance(*s.workload, in)) {
+      PlainAnswer plain;  // scalar graphs: the answer without autodiff
+      const bool has_plain = plain_answer(*s.workload, s.size, &plain);
+      for (const Verdict& v : judge_instance(*s.workload, in, has_plain ? &plain : nullptr)) {
         verdicts_[s.id][v.backend] = v;
-        if (v.status == "ok") {
+        if (v.status == "unverified") {
+          unverified_count[v.backend]++;
+        } else if (v.status == "ok") {
           ok_count[v.backend]++;
           auto& [c, at] = closest[v.backend];
           if (!v.is_reference &&
@@ -397,10 +456,11 @@ class Run {
                                       {"message", v.message},
                                       {"is_reference", v.is_reference},
                                       {"reference", v.reference},
+                                      {"confirmed_by", v.confirmed_by},
                                       {"max_rel_diff", v.max_rel_diff},
                                       {"at", v.worst_at},
                                       {"tolerance", v.tolerance}}));
-        if (s.workload->model && v.status == "ok")
+        if (s.workload->model && (v.status == "ok" || v.status == "unverified"))
           for (const Json& l : records[v.backend][s.names.at(v.backend)]["losses"].array)
             losses_[s.id][v.backend].push_back(l.num_or(NAN));
       }
@@ -411,6 +471,8 @@ class Run {
     for (const std::string& b : opt_.backends) {
       const auto& [c, at] = closest[b];
       std::string line = fmt::format("check {:<11} {} instances agree", b, ok_count[b]);
+      if (unverified_count[b])
+        line += fmt::format("; {} unverified (nothing to compare with)", unverified_count[b]);
       if (!c.worst_at.empty())
         line += fmt::format("; closest to its tolerance: {:.2e} (tolerance {:.0e}) vs {} at {} {}",
                             c.max_rel_diff, c.tolerance, c.reference, at, c.worst_at);
@@ -448,14 +510,17 @@ class Run {
     const std::string name = s.names.at(b), stem = file_stem(name);
     Cell c;
     const Verdict& v = verdicts_[s.id][b];
-    if (v.status != "ok") {  // skipped stays skipped; anything else is not run, with the reason
+    c.verified = v.status == "ok";
+    if (v.status != "ok" && v.status != "unverified") {  // skipped stays skipped; anything else
+                                                         // is not run, with the reason
       c.status = v.status == "skipped" ? "skipped" : "not_run";
       c.message = v.status == "skipped" ? v.message : "check " + v.status + ": " + v.message;
       add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
       return c;
     }
-    fs::create_directories(dir_ / b);
-    fs::create_directories(dir_ / "logs" / b);
+    for (const fs::path& folder : {dir_ / b, dir_ / "logs" / b})
+      if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
+        throw WriteError(folder, ec.value());
     c.file = b + "/" + stem + ".json";
     const std::string log = "logs/" + b + "/" + stem + ".log";
     std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
@@ -465,6 +530,7 @@ class Run {
                              fmt::format("--benchmark_min_time={}", opt_.min_time),
                              fmt::format("--warmup_steps={}", opt_.warmup_steps),
                              "--benchmark_display_aggregates_only=true"});
+    note_other_benchmarks();
     const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
     c.max_rss_bytes = double(p.max_rss_bytes);
     if (!p.ok()) {
@@ -490,9 +556,14 @@ class Run {
     s.backends = opt_.backends;
     s.reference = opt_.backends.front();
     for (const std::string& b : opt_.backends) s.threads[b] = threads_of(opt_, b);
+    Json others = Json::array_of();
+    for (const std::string& o : others_) others.push(o);
     s.machine = Json::object_of({{"cpu_model", proc_cpu_model()},
                                  {"cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
-                                 {"git_sha", git_sha_}});
+                                 {"git_sha", git_sha_},
+                                 {"load_average_start", load_start_},
+                                 {"load_average_end", load_average_1min()},
+                                 {"other_benchmarks", std::move(others)}});
     for (const Selected& sel : selected_) {
       SummaryRow row{sel.id, sel.workload, sel.size, cells_[sel.id]};
       for (auto& [b, l] : losses_[sel.id]) row.cells[b].check_losses = l;
@@ -500,14 +571,20 @@ class Run {
     }
     write_atomically(dir_ / "summary.json", summary_json(s).dump(2, 4) + "\n");
     std::string text = summary_text(s);
+    if (!others_.empty())
+      text += fmt::format(
+          "\nwarning: other benchmarks ran on this machine during this run ({}); load average "
+          "{:.2f} at the start, {:.2f} at the end: timings may be inflated\n",
+          fmt::join(others_, ", "), s.machine["load_average_start"].num_or(-1),
+          s.machine["load_average_end"].num_or(-1));
     if (failures_)
       text += fmt::format(
           "\n{} benchmark(s) failed or were not run; see "
           "processes.json\n",
           failures_);
     text += fmt::format("results: {}\n", dir_.string());
-    fmt::print("{}", text);
     write_atomically(dir_ / "summary.txt", text);
+    fmt::print("{}", text);
   }
 
   // plots/plot.py is a pure function of summary.json; a failure there loses no result.
@@ -528,6 +605,8 @@ class Run {
   Options opt_;
   std::vector<Selected> selected_;
   std::time_t start_ = 0;
+  double load_start_ = -1;
+  std::vector<std::string> others_;  // other benchmark processes seen during the run
   std::string run_id_, git_sha_;
   fs::path dir_;
   Json processes_ = Json::array_of();
@@ -567,5 +646,11 @@ int main(int argc, char** argv) {
       &error);
   if (!selected) bp::usage_error(error);
   bp::check_corpus(options, *selected);
-  return bp::Run(std::move(options), std::move(*selected)).main();
+  try {
+    return bp::Run(std::move(options), std::move(*selected)).main();
+  } catch (const bp::WriteError& e) {  // a full disk: stop, keeping every file as last written
+    fmt::print(stderr, "error: {}; the run stopped, and its files keep their last good copy\n",
+               e.what());
+    return 4;
+  }
 }

@@ -85,7 +85,7 @@ inline std::optional<std::vector<Selected>> select_instances(const SelectionRequ
   std::map<std::string, std::vector<int64_t>> sizes;  // size key -> sizes given
   for (const std::string& spec : r.sizes) {
     const size_t eq = spec.find('=');
-    if (eq == std::string::npos)
+    if (eq == std::string::npos || eq == 0)
       return fail(fmt::format("--sizes {}: expected KEY=N,N,... (e.g. nodes=10,1000)", spec));
     const std::string key = spec.substr(0, eq);
     if (std::find(size_keys.begin(), size_keys.end(), key) == size_keys.end())

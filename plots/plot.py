@@ -38,10 +38,14 @@ def load_run(run_dir):
     path = os.path.join(run_dir, "summary.json")
     if not os.path.isfile(path):
         raise RunError(f"{path} not found: is {run_dir} a finished run of bench_run?")
-    with open(path) as f:
-        summary = json.load(f)
+    try:
+        with open(path) as f:
+            summary = json.load(f)
+        rows = summary["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RunError(f"{path} cannot be read as a run's summary: {type(e).__name__}: {e}")
     cells = []
-    for row in summary["rows"]:
+    for row in rows:
         for backend, cell in row["backends"].items():
             cells.append(dict(cell, backend=backend, instance=row["instance"], phase=row["phase"],
                               workload=row["workload"], size_key=row["size_key"],
@@ -96,7 +100,7 @@ def grouped_bars(run, value_of, ylabel, title):
     fig, ax = plt.subplots(figsize=(min(17, max(8, 0.8 * len(instances) + 2)), 4.8))
     width = 0.8 / len(backends)
     for j, b in enumerate(backends):
-        xs, ys = [], []
+        xs, ys, verified = [], [], []
         for i, inst in enumerate(instances):
             c = by_key.get((inst, b))
             x = i + (j - (len(backends) - 1) / 2) * width
@@ -105,17 +109,24 @@ def grouped_bars(run, value_of, ylabel, title):
             if c["status"] == "ok" and value_of(c):
                 xs.append(x)
                 ys.append(value_of(c))
+                verified.append(c.get("verified", True))
             else:
                 ax.annotate(c["status"].replace("_", " "), (x, 0), xycoords=("data", "axes fraction"),
                             rotation=90, ha="center", va="bottom", fontsize=7,
                             color=COLORS.get(b, "gray"))
-        ax.bar(xs, ys, width, label=b, color=COLORS.get(b))
+        for bar, ok in zip(ax.bar(xs, ys, width, label=b, color=COLORS.get(b)), verified):
+            if not ok:
+                bar.set_hatch("//")
+                bar.set_edgecolor("white")
+                bar.set_gid("unverified")
     ax.set_yscale("log")
     ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(axis="y", which="major", alpha=0.3)
-    return finish(fig, run)
+    unverified = any(c["status"] == "ok" and not c.get("verified", True) for c in run["cells"])
+    return finish(fig, run, note="hatched: unverified, the check had nothing to compare it with"
+                  if unverified else None)
 
 
 def runtime_figure(run, phase):

@@ -7,6 +7,8 @@
 // The corpus is read as bytes; the vocabulary is the set of byte values present, in byte order.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -53,15 +55,21 @@ struct Corpus {
 inline Corpus load_corpus(const std::string& path, size_t min_bytes) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw std::runtime_error("--data=" + path + ": cannot open it");
+  // A directory opens and claims a size of LONG_MAX: only a regular file's size is its length.
+  struct stat st {};
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::fclose(f);
+    throw std::runtime_error("--data=" + path + ": not a regular file" +
+                             (S_ISDIR(st.st_mode) ? " (a directory)" : ""));
+  }
   Corpus c;
   c.path = path;
-  long size = -1;
-  if (std::fseek(f, 0, SEEK_END) == 0) size = std::ftell(f);
-  std::rewind(f);
   // Read in place, sized once: the corpus is the largest thing some engine processes hold.
-  c.tokens.resize(size > 0 ? size_t(size) : 0);
+  c.tokens.resize(size_t(st.st_size));
   const size_t got = c.tokens.empty() ? 0 : std::fread(c.tokens.data(), 1, c.tokens.size(), f);
+  const bool failed = std::ferror(f);
   std::fclose(f);
+  if (failed) throw std::runtime_error("--data=" + path + ": cannot read it");
   c.tokens.resize(got);
   if (c.tokens.empty()) throw std::runtime_error("--data=" + path + ": the file is empty");
   if (c.tokens.size() < min_bytes)

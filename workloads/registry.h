@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "workloads/models.h"
+#include "workloads/plain_backend.h"
 #include "workloads/scalar.h"
 #include "workloads/workload.h"
 
@@ -88,6 +89,17 @@ inline std::string size_error(const WorkloadInfo& w, int64_t size) {
   return std::string(w.sizes.key) + "=" + std::to_string(size) + " is out of range for " +
          std::string(w.name) + " (" + std::to_string(w.sizes.min) + " to " +
          std::to_string(w.sizes.max) + ")";
+}
+
+// The answer of scalar graph `w` at `size` without autodiff (workloads/plain_backend.h), or
+// false for a model, which has none: float32 training is compared across backends only.
+inline bool plain_answer(const WorkloadInfo& w, int64_t size, PlainAnswer* out) {
+  bool found = false;
+  for_each_workload([&]<class W>() {
+    if constexpr (ScalarWorkload<W>)
+      if (W::name == w.name) *out = plain_answer<W>(size), found = true;
+  });
+  return found;
 }
 
 }  // namespace bp

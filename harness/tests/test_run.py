@@ -9,10 +9,13 @@ Fault injection: BACKPROP_BENCH_FAULT (harness/backend_main.h).
 """
 import json
 import os
+import resource
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -155,8 +158,14 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     (["--sizes", "batch=2048", "--workloads", "tiny_graph"], ""),  # valid: mini_gpt accepts 2048
     (["--filter", "no_such_thing"], "--filter 'no_such_thing' matches no benchmark"),
     (["--filter", "tiny(("], "is not a valid regular expression"),
-    (["--repetitions", "0"], "--repetitions 0: expected a number from 1 to 1000"),
+    (["--repetitions", "0"], "--repetitions 0: expected a whole number from 1 to 1000"),
+    (["--repetitions", "1.9"], "--repetitions 1.9: expected a whole number from 1 to 1000"),
+    (["--threads", "2x"], "--threads 2x: expected a whole number from 1 to 256"),
+    (["--sizes", "=10"], "--sizes =10: expected KEY=N,N,..."),
+    (["--data", "/"], "--data=/: not a regular file (a directory)"),
     (["--frobnicate"], "unknown option '--frobnicate'"),
+    (["--out", "/dev/null"], "--out /dev/null: cannot create it"),
+    (["--out", "/dev/null/results"], "--out /dev/null/results: cannot create it"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(bin_dir, tmp_path, args, message):
     r = run(bin_dir, tmp_path, *args, "--check-only")
@@ -274,6 +283,157 @@ def test_python_backend_crash_and_wrong_answers_are_reported(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "mini_gpt", "--sizes", "batch=1", "--backends",
             "engine,torchscript", "--check-only", env={"BACKPROP_BENCH_FAULT": "wrong:torchscript"})
     assert r.returncode == 1 and "differs from engine" in r.stdout and "NOT OK" in r.stdout
+
+
+def run_dirs(out):
+    return sorted(d for d in out.iterdir() if d.is_dir() and not d.is_symlink())
+
+
+def verdicts(run_dir):
+    return {(c["instance"], c["backend"]): c for c in load(run_dir / "check.json")["results"]}
+
+
+# A NaN in the numbers of any backend, C++ or Python, fails its check as such.
+def test_a_nan_anywhere_fails_the_check(bin_dir, tmp_path):
+    for backend in ("libtorch", "pytorch"):
+        out = tmp_path / backend
+        r = run(bin_dir, out, "--check-only", "--workloads", "tiny_graph,mlp_width", "--sizes",
+                "width=16", "--backends", "engine,libtorch,pytorch",
+                env={"BACKPROP_BENCH_FAULT": f"nan:{backend}"})
+        assert r.returncode == 1, r.stdout + r.stderr
+        v = verdicts(run_dirs(out)[0])
+        for instance in ("grad/tiny_graph", "step/mlp_width/width:16"):
+            assert v[(instance, backend)]["status"] == "wrong"
+            assert "is not a finite number" in v[(instance, backend)]["message"]
+            assert v[(instance, "engine")]["status"] == "ok"
+
+
+# Our engine wrong where the baselines agree, or off finite differences: the engine is the one
+# found wrong, and no correct baseline is dropped.
+def test_a_wrong_engine_is_outvoted_not_trusted(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--check-only", "--workloads", "scalar_chain,mlp_width", "--sizes",
+            "nodes=10", "--sizes", "width=16", "--backends", "engine,libtorch,pytorch",
+            env={"BACKPROP_BENCH_FAULT": "wrong:engine"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    v = verdicts(run_dirs(tmp_path)[0])
+    assert v[("grad/scalar_chain/nodes:10", "engine")]["status"] == "wrong"
+    assert "off finite differences" in v[("grad/scalar_chain/nodes:10", "engine")]["message"]
+    model = v[("step/mlp_width/width:16", "engine")]
+    assert model["status"] == "wrong"
+    assert "differs from libtorch, pytorch (who agree)" in model["message"]
+    for b in ("libtorch", "pytorch"):
+        for instance in ("grad/scalar_chain/nodes:10", "step/mlp_width/width:16"):
+            assert v[(instance, b)]["status"] == "ok", v[(instance, b)]
+
+
+# The engine's check crashes: libtorch, compared with nothing, is benchmarked but marked
+# unverified where no answer of the workload's own confirms it.
+def test_compared_with_nothing_is_unverified(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "scalar_chain,mlp_width", "--sizes", "nodes=10",
+            "--sizes", "width=16", *QUICK, *CPP, env={"BACKPROP_BENCH_FAULT": "check-crash:engine"})
+    assert r.returncode == 3, r.stdout + r.stderr
+    v = verdicts(tmp_path / "latest")
+    assert v[("step/mlp_width/width:16", "libtorch")]["status"] == "unverified"
+    assert v[("grad/scalar_chain/nodes:10", "libtorch")]["status"] == "ok"
+    assert v[("grad/scalar_chain/nodes:10", "libtorch")]["confirmed_by"] == "finite differences"
+    c = cells(tmp_path)
+    assert c[("libtorch", "step/mlp_width/width:16")]["status"] == "ok"
+    assert c[("libtorch", "step/mlp_width/width:16")]["verified"] is False
+    assert c[("libtorch", "grad/scalar_chain/nodes:10")]["verified"] is True
+    text = (tmp_path / "latest" / "summary.txt").read_text()
+    assert "?" in text and "? unverified:" in text
+    assert "1 unverified" in r.stdout
+
+
+# A full disk (here a file-size limit, which fails writes the same way without root): the run
+# stops with one line naming the file and the filesystem, exit 4, and every file it had written
+# keeps its last good copy.
+def test_a_full_disk_stops_the_run_and_keeps_the_last_good_files(bin_dir, tmp_path):
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (5000, 5000))
+
+    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--out", str(tmp_path), "--workloads",
+                        "tiny_graph,small_graph,scalar_chain", *QUICK, *CPP],
+                       capture_output=True, text=True, timeout=600, preexec_fn=small_files)
+    assert r.returncode == 4, r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "cannot write " in errors[0] and "File too large" in errors[0]
+    assert "(filesystem /" in errors[0] and "MB free)" in errors[0]
+    run_dir = run_dirs(tmp_path)[0]
+    processes = load(run_dir / "processes.json")["processes"]  # whole, if not the newest
+    assert 0 < len(processes) < 2 + 2 * 7
+    assert not list(run_dir.glob("*.tmp")) and (run_dir / "INCOMPLETE").exists()
+    assert not (tmp_path / "latest").exists(), "latest never points at a run that stopped"
+
+
+# Two runs into one --out in the same second: two folders, each complete, `latest` on one of
+# them, and each other's presence recorded as a warning.
+def test_concurrent_runs_keep_apart_and_say_so(bin_dir, tmp_path):
+    args = [os.path.join(bin_dir, "bench_run"), "--out", str(tmp_path), "--workloads",
+            "tiny_graph,small_graph", *QUICK, *CPP]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    runs = run_dirs(tmp_path)
+    assert len(runs) == 2
+    for d in runs:
+        assert len([p for p in load(d / "processes.json")["processes"]
+                    if p["phase"] == "bench"]) == 4
+        assert not (d / "INCOMPLETE").exists()
+    assert (tmp_path / "latest").resolve() == runs[-1]
+    machines = [load(d / "summary.json")["machine"] for d in runs]
+    assert all(m["load_average_start"] >= 0 and m["load_average_end"] >= 0 for m in machines)
+    assert any(m["other_benchmarks"] for m in machines), machines
+    assert any("another benchmark is running on this machine" in err for _, err in outputs)
+
+
+# A runner stopped mid-run (Ctrl-C, or SIGKILL where no handler runs) leaves no backend behind,
+# marks its folder incomplete and does not move `latest`.
+def test_a_stopped_runner_takes_its_backend_with_it(bin_dir, tmp_path):
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        out = tmp_path / sig.name
+        runner = subprocess.Popen(
+            [os.path.join(bin_dir, "bench_run"), "--out", str(out), "--workloads", "tiny_graph",
+             "--backends", "engine", *QUICK], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, BACKPROP_BENCH_FAULT="hang:tiny_graph"))
+        backend = None
+        for _ in range(300):
+            backend = next((pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                            if parent_of(pid) == runner.pid and is_benchmarking(pid)), None)
+            if backend:
+                break
+            time.sleep(0.1)
+        assert backend, "the backend process never started"
+        runner.send_signal(sig)
+        runner.wait(timeout=30)
+        for _ in range(100):
+            if parent_of(backend) is None:
+                break
+            time.sleep(0.05)
+        assert parent_of(backend) is None, f"backend {backend} outlived a runner stopped by {sig}"
+        assert (run_dirs(out)[0] / "INCOMPLETE").exists()
+        assert not (out / "latest").exists()
+
+
+def is_benchmarking(pid):
+    """A backend process of the bench phase (not git, not the check)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"--benchmark_out=" in f.read()
+    except OSError:
+        return False
+
+
+def parent_of(pid):
+    """The parent pid of a live process, None if it is gone (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None if fields[0] == "Z" else int(fields[1])
 
 
 def test_python_driver_refuses_bad_protocol_flags(bin_dir):

@@ -1,7 +1,8 @@
 """plots/tests/test_plots.py: plot.py's choices on summaries built here, each to exercise one:
 the reference comes from the run (no engine: the speedups are over libtorch, not empty), a
 benchmark that did not run is labelled rather than dropped, the crossovers are the runner's,
-legends and notes never sit on the data, and a folder without summary.json is a clear error.
+legends and notes never sit on the data, an unverified number is drawn as such, and a folder
+without summary.json, or with a corrupt one, is a clear error.
 The figures of a fresh real run of every backend are drawn and checked by harness/tests/.
     /usr/bin/python3 -m pytest plots/tests
 """
@@ -148,3 +149,22 @@ def test_legends_and_notes_never_cover_data(tmp_path):
 def test_missing_run_is_a_clear_error(tmp_path, capsys):
     assert plot.main(["plot.py", str(tmp_path / "nope")]) == 2
     assert "summary.json not found" in capsys.readouterr().err
+
+
+def test_a_corrupt_summary_is_named_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "summary.json").write_text('{"rows": [{"instance": ')
+    assert plot.main(["plot.py", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "summary.json cannot be read" in err and err.count("\n") == 1
+
+
+# A number the check could not verify is drawn, and drawn as unverified.
+def test_unverified_bars_are_hatched_and_said_so(tmp_path):
+    s = summary(TIMES, FOUR)
+    s["rows"][1]["backends"]["libtorch"]["verified"] = False
+    run = write(tmp_path, s)
+    fig = plot.runtime_figure(plot.phase_of(run, "grad"), "grad")
+    hatched = [p for p in fig.axes[0].patches if p.get_gid() == "unverified"]
+    assert len(hatched) == 1 and hatched[0].get_hatch() == "//"
+    assert any("unverified" in t.get_text() for t in fig.texts)
+    assert_nothing_covers_data(fig)
