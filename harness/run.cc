@@ -404,6 +404,10 @@ class Run {
       size_t count = 0;
       for (const Selected& s : selected_)
         if (s.names.count(b)) argv.push_back(instance_arg(s, b)), count++;
+      if (count == 0) {  // the filter kept none of its benchmarks: nothing to start
+        fmt::print("nothing selected\n");
+        continue;
+      }
       note_other_benchmarks();
       const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
       records[b] = read_check_records(dir_ / file);

@@ -9,6 +9,7 @@
 #include <regex.h>
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <optional>
@@ -38,15 +39,22 @@ struct Selected {
 };
 
 // Google Benchmark 1.7.1's filter semantics: POSIX extended regex, a leading '-' negates, and
-// "", "all" and "." match everything.
+// "", "all" and "." match everything. A backslash before a letter or digit is undefined in POSIX
+// and glibc reads `\d` as `d`: a filter written for Python or PCRE would silently select
+// something else, so it is refused.
 class NameFilter {
  public:
   explicit NameFilter(std::string pattern) {
     if (pattern.empty() || pattern == "all" || pattern == ".") return;
     if (pattern[0] == '-') negate_ = true, pattern.erase(0, 1);
-    valid_ = regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) == 0;
+    for (size_t i = 0; i + 1 < pattern.size(); i++)
+      if (pattern[i] == '\\' && std::isalnum(static_cast<unsigned char>(pattern[++i])))
+        bad_escape_ = pattern.substr(i - 1, 2);
+    valid_ = bad_escape_.empty() && regcomp(&re_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) == 0;
     active_ = valid_;
   }
+  // "\d" when the pattern uses an escape POSIX does not have, else "".
+  const std::string& bad_escape() const { return bad_escape_; }
   ~NameFilter() {
     if (active_) regfree(&re_);
   }
@@ -59,6 +67,7 @@ class NameFilter {
 
  private:
   regex_t re_{};
+  std::string bad_escape_;
   bool valid_ = true, active_ = false, negate_ = false;
 };
 
@@ -99,6 +108,10 @@ inline std::optional<std::vector<Selected>> select_instances(const SelectionRequ
     if (sizes[key].empty()) return fail(fmt::format("--sizes {}: give at least one size", spec));
   }
   const NameFilter filter(r.filter);
+  if (!filter.bad_escape().empty())
+    return fail(fmt::format(
+        "--filter '{}': {} is not POSIX extended regex (write [0-9] for \\d, [a-z_] for \\w)",
+        r.filter, filter.bad_escape()));
   if (!filter.valid())
     return fail(fmt::format("--filter '{}' is not a valid regular expression", r.filter));
   std::vector<Selected> out;

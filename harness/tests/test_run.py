@@ -158,6 +158,9 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     (["--sizes", "batch=2048", "--workloads", "tiny_graph"], ""),  # valid: mini_gpt accepts 2048
     (["--filter", "no_such_thing"], "--filter 'no_such_thing' matches no benchmark"),
     (["--filter", "tiny(("], "is not a valid regular expression"),
+    (["--filter", r"nodes:\d+"], r"--filter 'nodes:\d+': \d is not POSIX extended regex"),
+    (["--filter", "grad/x/y"], "--filter 'grad/x/y' matches no benchmark; names look like"),
+    (["--filter", r"tiny_graph/engine|small\.graph"], ""),  # escaped specials are POSIX
     (["--repetitions", "0"], "--repetitions 0: expected a whole number from 1 to 1000"),
     (["--repetitions", "1.9"], "--repetitions 1.9: expected a whole number from 1 to 1000"),
     (["--threads", "2x"], "--threads 2x: expected a whole number from 1 to 256"),
