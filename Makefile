@@ -1,7 +1,7 @@
 # backprop-bench: the verbs. CMake does the building (CMakeLists.txt); each verb is one line.
 #   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES="nodes=10,1000 batch=1,8"] [BACKENDS=...]
 #              [REPETITIONS=5] [THREADS=1] [WARMUP=3] [DATA=/usr/share/dict/words]
-#   make test          make plots RUN=results/<run-id>          make format          make clean
+#   make test (make sanitize too)     make plots RUN=results/<run-id>     make format     make clean
 BUILD := build
 PYTHON := /usr/bin/python3
 SOURCES := $(wildcard engine/*.h engine/*.cc workloads/*.h workloads/*.cc harness/*.h harness/*.cc \
@@ -19,12 +19,16 @@ BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
   $(call arg,DATA,--data) $(call arg,REPETITIONS,--repetitions) $(call arg,THREADS,--threads) \
   $(call arg,WARMUP,--warmup-steps)
 
-.PHONY: all deps build test bench plots format clean
+.PHONY: all deps build sanitize test bench plots format clean
 all: build
 deps: ; @sh harness/install-deps.sh
 build: deps ; cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null && cmake --build $(BUILD) -j2
-test: build ; cd $(BUILD) && ctest --output-on-failure
+# The engine, workloads and harness tests again under AddressSanitizer and UBSan (CMakeLists.txt).
+sanitize: deps
+	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Release -DBP_SANITIZE=ON > /dev/null
+	cmake --build $(BUILD)-sanitize -j2 && cd $(BUILD)-sanitize && ctest --output-on-failure
+test: build sanitize ; cd $(BUILD) && ctest --output-on-failure
 bench: build ; $(BUILD)/bench_run --out results $(BENCH_ARGS)
 plots: ; $(PYTHON) plots/plot.py $(if $(value RUN),$(call quote,$(value RUN)),results/latest)
 format: deps ; clang-format -i $(SOURCES)
-clean: ; rm -rf $(BUILD)
+clean: ; rm -rf $(BUILD) $(BUILD)-sanitize

@@ -1,5 +1,6 @@
 // engine/alloc_counter_test.h: counts every heap allocation of the process, for the tests that
-// prove a steady-state step allocates nothing. Include it in exactly one test file of a binary.
+// prove a steady-state step allocates nothing. Include it in exactly one test file of a binary;
+// those tests skip themselves under AddressSanitizer (kCountingAllocations).
 //
 // It replaces malloc, calloc, realloc, aligned_alloc, posix_memalign and memalign (operator new
 // calls malloc, so it is counted too) with wrappers around glibc's own __libc_* entry points. A
@@ -11,6 +12,12 @@
 #include <cstddef>
 
 inline long g_allocations = 0;  // constant-initialized: valid before any constructor runs
+
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer replaces malloc and friends itself (make sanitize); the plain build counts.
+inline constexpr bool kCountingAllocations = false;
+#else
+inline constexpr bool kCountingAllocations = true;
 
 extern "C" {
 void* __libc_malloc(size_t);
@@ -44,3 +51,4 @@ int posix_memalign(void** out, size_t alignment, size_t n) {
   return *out ? 0 : ENOMEM;
 }
 }
+#endif

@@ -1,8 +1,9 @@
 // workloads/workloads_test.cc: every scalar workload of the registry on our engine, against its
 // known answer if it has one and against finite differences (PlainBackend, no autodiff), in
 // double. A workload added to workloads/registry.h is tested here without a line of its own.
-// (Models run in float32, where finite differences say little: their ops are checked in double in
-// engine/tensor_test.cc, and each model against libtorch in baselines/libtorch_test.cc.)
+// Models run in float32, where finite differences say little: here each only trains (its ops are
+// checked in double in engine/tensor_test.cc, each model against libtorch in
+// baselines/libtorch_test.cc).
 //   ctest -R workloads_test --output-on-failure
 #include <gtest/gtest.h>
 
@@ -80,6 +81,33 @@ TEST(Workloads, GradientsMatchFiniteDifferences) {
         EXPECT_LE(worst, 1e-7) << W::name << " size " << size;
         checked++;
       }
+    }
+  });
+  EXPECT_GE(checked, 4);
+}
+
+// Every model of the registry trains on our engine at its smallest default size: finite losses
+// that fall over a few steps on one batch. Cheap, so that `make sanitize` runs every model's ops
+// under AddressSanitizer and UBSan; the numbers are checked against libtorch in libtorch_test.
+TEST(Workloads, EveryModelTrainsOnTheEngine) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      const int64_t size = W::sizes.defaults()[0];
+      bp::EngineBackend be;
+      typename W::template Run<bp::EngineBackend> run(be, size, corpus);
+      double first = 0, last = 0;
+      for (int step = 0; step < 4; step++) {
+        run.next_batch = 0;  // the same batch: the loss must fall
+        last = run.step(be);
+        if (step == 0) first = last;
+        ASSERT_TRUE(std::isfinite(last)) << W::name << " step " << step;
+      }
+      std::printf("  %s size %lld: loss %.4f -> %.4f in 3 updates on one batch\n",
+                  std::string(W::name).c_str(), (long long)size, first, last);
+      EXPECT_LT(last, first) << W::name;
+      checked++;
     }
   });
   EXPECT_GE(checked, 4);
