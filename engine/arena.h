@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 namespace bp {
@@ -74,10 +75,7 @@ class Arena {
   };
   void add_block(size_t n) {
     void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
-    if (!p) {
-      std::fprintf(stderr, "bp::Arena: out of memory allocating %zu bytes\n", n * sizeof(T));
-      std::abort();
-    }
+    if (!p) throw std::bad_alloc();  // as `new` would: the caller decides what it means
     blocks_.push_back({static_cast<T*>(p), n, 0});
   }
   std::vector<Block> blocks_;

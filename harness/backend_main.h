@@ -13,9 +13,9 @@
 //
 // Test hook: BACKPROP_BENCH_FAULT=KIND:TEXT breaks the instances whose benchmark name contains
 // TEXT, so the tests can prove that the runner survives and reports it (harness/tests/). KIND is
-// `crash` or `hang` (while benchmarking), `check-crash`, `wrong`, `nan` or `reset` (during the
-// check; `wrong` adds 1 to every value and loss it reports, `nan` makes them NaN, `reset` adds 1
-// only to the repeated step's).
+// `crash`, `hang` or `oom` (while benchmarking), `check-crash`, `wrong`, `nan` or `reset` (during
+// the check; `wrong` adds 1 to every value and loss it reports, `nan` makes them NaN, `reset` adds
+// 1 only to the repeated step's).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <span>
 #include <string>
 #include <thread>
@@ -73,6 +74,7 @@ inline std::string inject_fault(const std::string& name, bool checking) {
   }
   if (kind == "hang" && !checking)
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (kind == "oom" && !checking) throw std::bad_alloc();
   return kind;
 }
 
@@ -92,13 +94,32 @@ void report_counters(benchmark::State& state, const B& backend) {
     state.counters["arena_bytes"] = double(backend.arena_bytes());
 }
 
-// A setup that throws (out of memory, a corpus too short) fails this benchmark, not the process.
+// An allocation refused: std::bad_alloc (new, our arenas), or libtorch's CPU allocator, which
+// throws c10::Error "DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes".
+// The first line of an exception's text: libtorch's errors append a whole backtrace.
+inline std::string first_line(const std::exception& e) {
+  const std::string text = e.what();
+  return text.substr(0, text.find('\n'));
+}
+
+inline bool is_out_of_memory(const std::exception& e) {
+  return dynamic_cast<const std::bad_alloc*>(&e) || std::strstr(e.what(), "can't allocate memory");
+}
+
+// A setup that throws (a corpus too short) fails this benchmark, not the process. Out of memory
+// ends the process (each benchmark has its own) with the protocol's status, whether it happened
+// in the setup or in the timed loop, which Google Benchmark does not let an exception leave.
 template <class Fn>
 void reporting_exceptions(benchmark::State& state, Fn&& fn) {
   try {
     fn();
   } catch (const std::exception& e) {
-    state.SkipWithError(fmt::format("failed: {}", e.what()).c_str());
+    if (is_out_of_memory(e)) {
+      fmt::print(stderr, "out of memory: {}\n", first_line(e));
+      std::fflush(stderr);
+      std::_Exit(kExitOutOfMemory);
+    }
+    state.SkipWithError(fmt::format("failed: {}", first_line(e)).c_str());
   }
 }
 
@@ -226,7 +247,9 @@ Job make_job(const InstanceSpec& spec, int warmup) {
       try {
         return fn();
       } catch (const std::exception& e) {
-        return Json::object_of({{"name", name}, {"status", "failed"}, {"message", e.what()}});
+        return Json::object_of({{"name", name},
+                                {"status", is_out_of_memory(e) ? "out_of_memory" : "failed"},
+                                {"message", first_line(e)}});
       }
     };
   };

@@ -35,7 +35,7 @@ namespace bp {
 
 struct Verdict {
   std::string backend;
-  std::string status;   // ok | unverified | wrong | disputed | failed | skipped
+  std::string status;   // ok | unverified | wrong | disputed | failed | out_of_memory | skipped
   std::string message;  // why, when not ok
   bool is_reference = false;
   std::string reference;     // whom it was compared with ("": no one)
@@ -178,7 +178,7 @@ inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
       v.status = "failed", v.message = r.why_missing;
     } else if (const std::string status = (*r.record)["status"].str_or("no status");
                status != "ok") {
-      v.status = status == "skipped" ? "skipped" : "failed";
+      v.status = status == "skipped" || status == "out_of_memory" ? status : "failed";
       v.message = (*r.record)["message"].str_or(status);
     } else if (std::string why = self_check(w, *r.record, plain); !why.empty()) {
       v.status = "wrong", v.message = why;

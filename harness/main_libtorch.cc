@@ -1,7 +1,8 @@
 // harness/main_libtorch.cc: bench_libtorch, every workload on libtorch eager (baselines/).
 //
 // Thread counts are fixed before any tensor exists: intra-op threads from --threads (default 1),
-// inter-op threads 1, and OpenBLAS's own pool to the same count. torch::set_num_threads does not
+// inter-op threads 1, OpenBLAS's own pool to the same count, and OpenMP's idle threads waiting
+// passively (see wait_passively_in_openmp). torch::set_num_threads does not
 // reach OpenBLAS in Debian's build: measured, char_mlp hidden:1024 ran its sgemm on 2 threads
 // (2.6 ms a step) under set_num_threads(1), 4.8 ms on one. The BLAS libtorch resolved (Debian's
 // libblas.so.3 alternative) and its thread count are recorded: the reference BLAS instead of
@@ -12,6 +13,9 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "baselines/libtorch_backend.h"
@@ -33,7 +37,23 @@ static int set_openblas_threads(int n) {
   return get ? get() : -1;
 }
 
+// Torch's intra-op pool is OpenMP (libgomp) and OpenBLAS has its own pthreads: after each
+// parallel region libgomp's idle threads spin, taking the cores OpenBLAS's sgemm threads need
+// (OpenBLAS issue #3187). Measured with 2 threads on 2 cores, char_mlp hidden:1024: 14.9 ms a
+// step spinning, 4.5 ms with OMP_WAIT_POLICY=PASSIVE (1 thread: 5.2 ms). libgomp reads the
+// variable once, when it loads, before main: so the process sets it and starts itself again.
+static void wait_passively_in_openmp(char** argv) {
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY");
+      policy && !std::strcmp(policy, "PASSIVE"))
+    return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);
+  std::perror("bench_libtorch: cannot restart itself with OMP_WAIT_POLICY=PASSIVE");
+  std::exit(1);
+}
+
 int main(int argc, char** argv) {
+  wait_passively_in_openmp(argv);
   bp::BackendInfo info;
   info.version = "libtorch " BP_LIBTORCH_PACKAGE " (Debian libtorch-dev; headers say " TORCH_VERSION
                  "), eager";
@@ -48,7 +68,8 @@ int main(int argc, char** argv) {
   info.late_context = [] {
     return std::vector<std::pair<std::string, std::string>>{
         {"blas_threads", std::to_string(blas_threads)},
-        {"intra_op_threads", std::to_string(torch::get_num_threads())}};
+        {"intra_op_threads", std::to_string(torch::get_num_threads())},
+        {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY")}};
   };
   return bp::backend_main<bp::LibtorchBackend>(argc, argv, info);
 }

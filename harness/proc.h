@@ -105,6 +105,18 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
   return out;
 }
 
+// A "Name:  1234 kB" field of /proc/meminfo in bytes, or -1.
+inline int64_t proc_meminfo_bytes(const char* field) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  long long kb;
+  while (in >> name >> kb) {
+    if (name == std::string(field) + ":") return kb * 1024;
+    in.ignore(64, '\n');
+  }
+  return -1;
+}
+
 inline double load_average_1min() {
   double load[1] = {-1};
   return getloadavg(load, 1) == 1 ? load[0] : -1;

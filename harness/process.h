@@ -53,9 +53,12 @@ inline void kill_child_and_reraise(int sig) {
 }
 
 // Runs argv with `env` added, stdout and stderr appended to `log` after a first line with the
-// command; kills the process group after `timeout` seconds.
+// command; kills the process group after `timeout` seconds. `memory_limit` (bytes, 0: none) caps
+// the child's address space (RLIMIT_AS): an allocation beyond it is refused, which the backend
+// reports as out of memory, rather than the machine swapping or the kernel killing at random.
 inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& log,
-                                 double timeout, const std::vector<std::string>& env) {
+                                 double timeout, const std::vector<std::string>& env,
+                                 int64_t memory_limit = 0) {
   ProcessResult r;
   if (FILE* f = std::fopen(log.c_str(), "w")) {
     std::fprintf(f, "$ %s\n", command_line(argv).c_str());
@@ -76,6 +79,10 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
     // A runner killed outright (SIGKILL: no handler runs) takes its backend with it.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    if (memory_limit > 0) {
+      const rlimit cap{rlim_t(memory_limit), rlim_t(memory_limit)};
+      setrlimit(RLIMIT_AS, &cap);
+    }
     const int fd = open(log.c_str(), O_WRONLY | O_APPEND);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));

@@ -33,10 +33,16 @@
 //                                                 one trained
 //                    "losses": [check_steps]}     training losses from step 0 on (SGD/AdamW
 //                                                 updates between them)
-//     otherwise:    {"name", "status": "failed" | "skipped", "message"}
+//     otherwise:    {"name", "status": "failed" | "skipped" | "out_of_memory", "message"}
 //     A number that is not finite is written as null.
 //   Bad flags: one line "error: ..." on stderr and exit status 2.
+//   Out of memory while benchmarking (an allocation refused, e.g. under the memory limit the
+//   runner sets): one line "out of memory: ..." on stderr and exit status 12 (ENOMEM).
 #pragma once
+
+namespace bp {
+inline constexpr int kExitOutOfMemory = 12;  // ENOMEM: see "Out of memory" above
+}  // namespace bp
 
 #include <cstdint>
 #include <optional>

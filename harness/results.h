@@ -68,7 +68,7 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
 
 // One benchmark of a run: what the runner saw of its process, and what its result file says.
 struct Cell {
-  std::string status = "not_run";  // ok | failed | timeout | skipped | not_run
+  std::string status = "not_run";  // ok | failed | timeout | out_of_memory | skipped | not_run
   std::string message;
   double median_seconds = NAN, max_rss_bytes = NAN, peak_rss_bytes = NAN, items_per_second = NAN;
   bool verified = true;  // false: the check had nothing to compare it with (harness/judge.h)
@@ -201,7 +201,9 @@ inline std::string summary_text(const Summary& s) {
     auto it = row.cells.find(b);
     if (it == row.cells.end()) return std::string("-");
     const Cell& c = it->second;
-    if (c.status != "ok") return c.status == "not_run" ? std::string("not run") : c.status;
+    if (c.status == "not_run") return std::string("not run");
+    if (c.status == "out_of_memory") return std::string("out of mem");
+    if (c.status != "ok") return c.status;
     return (memory ? human_mb(c.max_rss_bytes) : human_time(c.median_seconds)) +
            (c.verified ? "" : "?");
   };

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -83,6 +84,9 @@ const char* kUsage = R"(usage: bench_run [options]
   --min-time S         minimum seconds per repetition (default 0.2)
   --warmup-steps N     untimed steps after each setup, on every backend (default 3)
   --timeout S          seconds before a backend process is killed (default 600)
+  --memory-limit SIZE  address space of each backend process, e.g. 8G or 512M (default: 90% of
+                       the memory available when the run starts); beyond it an allocation is
+                       refused and the benchmark reported as out of memory at that size
   --check-only         run the correctness check only; exit 1 if any backend disagrees
   --no-plots           do not draw the plots (plots/plot.py) at the end
   --bin-dir DIR        where the backend binaries are (default: next to bench_run)
@@ -96,6 +100,26 @@ file could not be written (a full disk): the run stopped, every file keeps its l
   std::exit(2);
 }
 
+// 90% of MemAvailable: what the machine can give a process without swapping, less a margin for
+// the runner and the system.
+int64_t default_memory_limit() {
+  const int64_t available = proc_meminfo_bytes("MemAvailable");
+  return available > 0 ? available / 10 * 9 : 0;
+}
+
+// "8G", "512M", "1500000000": bytes.
+std::optional<int64_t> parse_bytes(std::string text) {
+  int64_t unit = 1;
+  if (!text.empty()) {
+    const char last = char(std::toupper(static_cast<unsigned char>(text.back())));
+    const size_t shift = last == 'K' ? 10 : last == 'M' ? 20 : last == 'G' ? 30 : 0;
+    if (shift) unit = int64_t(1) << shift, text.pop_back();
+  }
+  const std::optional<int64_t> n = parse_whole(text);
+  if (!n || *n <= 0 || *n > (int64_t(1) << 50) / unit) return std::nullopt;
+  return *n * unit;
+}
+
 struct Options {
   fs::path out = "results", bin_dir;
   std::vector<std::string> backends;  // in kBackends order
@@ -103,6 +127,7 @@ struct Options {
   std::vector<std::string> sizes;
   int threads = 1, repetitions = 5, warmup_steps = 3;
   double min_time = 0.2, timeout = 600;
+  int64_t memory_limit = default_memory_limit();
   bool check_only = false, plots = true;
 };
 
@@ -162,7 +187,14 @@ Options parse_options(int argc, char** argv) {
       o.min_time = parse_number(arg, next(), 0.001, 600);
     else if (arg == "--timeout")
       o.timeout = parse_number(arg, next(), 1, 86400);
-    else if (arg == "--check-only")
+    else if (arg == "--memory-limit") {
+      const std::string text = next();
+      const std::optional<int64_t> bytes = parse_bytes(text);
+      if (!bytes || *bytes < (int64_t(64) << 20))
+        usage_error(
+            fmt::format("--memory-limit {}: expected a size from 64M, e.g. 8G or 512M", text));
+      o.memory_limit = *bytes;
+    } else if (arg == "--check-only")
       o.check_only = true;
     else if (arg == "--no-plots")
       o.plots = false;
@@ -357,6 +389,7 @@ class Run {
                                     {"repetitions", opt_.repetitions},
                                     {"min_time", opt_.min_time},
                                     {"warmup_steps", opt_.warmup_steps},
+                                    {"memory_limit_bytes", opt_.memory_limit},
                                     {"timeout", opt_.timeout}});
     Json backends = Json::array_of(), sizes = Json::array_of();
     for (const std::string& b : opt_.backends) backends.push(b);
@@ -409,7 +442,8 @@ class Run {
         continue;
       }
       note_other_benchmarks();
-      const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
+      const ProcessResult p =
+          run_process(argv, (dir_ / log).string(), opt_.timeout, child_env(), opt_.memory_limit);
       records[b] = read_check_records(dir_ / file);
       std::string status = "ok", message;
       if (!p.ok()) {
@@ -517,8 +551,14 @@ class Run {
     c.verified = v.status == "ok";
     if (v.status != "ok" && v.status != "unverified") {  // skipped stays skipped; anything else
                                                          // is not run, with the reason
-      c.status = v.status == "skipped" ? "skipped" : "not_run";
-      c.message = v.status == "skipped" ? v.message : "check " + v.status + ": " + v.message;
+      c.status = v.status == "skipped" || v.status == "out_of_memory" ? v.status : "not_run";
+      c.message = v.status == "skipped" ? v.message
+                  : v.status == "out_of_memory"
+                      ? fmt::format(
+                            "out of memory in the check at {} under "
+                            "the limit of {}: {}",
+                            s.id, human_mb(double(opt_.memory_limit)), v.message)
+                      : "check " + v.status + ": " + v.message;
       add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
       return c;
     }
@@ -535,11 +575,21 @@ class Run {
                              fmt::format("--warmup_steps={}", opt_.warmup_steps),
                              "--benchmark_display_aggregates_only=true"});
     note_other_benchmarks();
-    const ProcessResult p = run_process(argv, (dir_ / log).string(), opt_.timeout, child_env());
+    const ProcessResult p =
+        run_process(argv, (dir_ / log).string(), opt_.timeout, child_env(), opt_.memory_limit);
     c.max_rss_bytes = double(p.max_rss_bytes);
-    if (!p.ok()) {
+    if (p.exit_code == kExitOutOfMemory) {
+      c.status = "out_of_memory";
+      c.message = fmt::format("out of memory at {} under the limit of {} (see {})", s.id,
+                              human_mb(double(opt_.memory_limit)), log);
+    } else if (!p.ok()) {
       c.status = p.timed_out ? "timeout" : "failed";
       c.message = p.failure() + " (see " + log + ")";
+      if (p.signal == SIGKILL && !p.timed_out)  // not sent by the runner
+        c.message += fmt::format(
+            "; a SIGKILL the runner did not send: most likely the kernel's out-of-memory killer "
+            "(peak RSS {})",
+            human_mb(c.max_rss_bytes));
     } else {
       try {
         const BenchmarkResult r = read_benchmark_result(parse_json(read_file(dir_ / c.file)));

@@ -1,8 +1,9 @@
 """harness/tests/test_make.py: the Makefile's verbs under hostile variables.
 
-Every user string (FILTER, WORKLOADS, SIZES, BACKENDS, DATA, REPETITIONS, THREADS, WARMUP, RUN)
-must reach bench_run or plot.py as exactly one argument, through no shell and no make expansion,
-including the make that `cmake --build` starts; and `make bench` must fail when the runner does.
+Every user string (FILTER, WORKLOADS, SIZES, BACKENDS, DATA, REPETITIONS, THREADS, WARMUP,
+MEMORY, RUN) must reach bench_run or plot.py as exactly one argument, through no shell and no make
+expansion, including the make that `cmake --build` starts; and `make bench` must fail when the
+runner does.
     ctest -R harness_pytest --output-on-failure
 """
 import os
@@ -24,7 +25,7 @@ def test_every_variable_is_one_argument_and_runs_nothing(tmp_path):
     for variable, flag in [("FILTER", "--filter"), ("WORKLOADS", "--workloads"),
                            ("BACKENDS", "--backends"), ("DATA", "--data"),
                            ("REPETITIONS", "--repetitions"), ("THREADS", "--threads"),
-                           ("WARMUP", "--warmup-steps")]:
+                           ("WARMUP", "--warmup-steps"), ("MEMORY", "--memory-limit")]:
         for text in HOSTILE:
             value = text.format(p=pwned)
             r = make("-n", "bench", f"{variable}={value}")

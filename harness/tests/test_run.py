@@ -84,6 +84,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
         if p["backend"] != "engine":
             assert "openblas" in ctx["blas"], "torch must run on OpenBLAS, not the reference BLAS"
             assert ctx["blas_threads"] == "1" and ctx["intra_op_threads"] == "1"
+            assert ctx["omp_wait_policy"] == "PASSIVE", "OpenMP must not spin on BLAS's cores"
         medians = [b for b in result["benchmarks"] if b.get("aggregate_name") == "median"]
         assert len(medians) == 1 and medians[0]["name"] == p["benchmark"] + "_median"
         repetitions = [b["real_time"] for b in result["benchmarks"] if b["run_type"] == "iteration"]
@@ -286,6 +287,33 @@ def test_python_backend_crash_and_wrong_answers_are_reported(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "mini_gpt", "--sizes", "batch=1", "--backends",
             "engine,torchscript", "--check-only", env={"BACKPROP_BENCH_FAULT": "wrong:torchscript"})
     assert r.returncode == 1 and "differs from engine" in r.stdout and "NOT OK" in r.stdout
+
+
+# A size too big for the memory limit is out of memory at that size, on every backend (C++ and
+# Python; found by the check), and the other sizes run. An allocation refused while benchmarking
+# (injected) is reported the same way.
+def test_out_of_memory_is_reported_at_its_size(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "mini_gpt_wide", "--sizes", "batch=1,512",
+            "--memory-limit", "1500M", "--backends", "engine,libtorch,pytorch", *QUICK)
+    assert r.returncode == 3, r.stdout + r.stderr
+    c = cells(tmp_path)
+    for b in ("engine", "libtorch", "pytorch"):
+        assert c[(b, "step/mini_gpt_wide/batch:1")]["status"] == "ok"
+        big = c[(b, "step/mini_gpt_wide/batch:512")]
+        assert big["status"] == "out_of_memory", (b, big)
+        assert "out of memory in the check at step/mini_gpt_wide/batch:512 under the limit of " \
+               "1572.9 MB" in big["message"], big["message"]
+    assert "out of mem" in (tmp_path / "latest" / "summary.txt").read_text()
+    out = tmp_path / "injected"
+    r = run(bin_dir, out, "--workloads", "mlp_width", "--sizes", "width=16", *QUICK,
+            "--backends", "engine,libtorch,pytorch", env={"BACKPROP_BENCH_FAULT": "oom:torch/width"})
+    assert r.returncode == 3, r.stdout + r.stderr
+    rows = bench_rows(out)
+    assert rows[("engine", "mlp_width")]["status"] == "ok"
+    for b in ("libtorch", "pytorch"):
+        assert rows[(b, "mlp_width")]["status"] == "out_of_memory", rows[(b, "mlp_width")]
+        assert rows[(b, "mlp_width")]["exit_code"] == 12
+        assert "out of memory at step/mlp_width/width:16" in rows[(b, "mlp_width")]["message"]
 
 
 def run_dirs(out):
