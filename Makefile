@@ -1,6 +1,6 @@
 # backprop-bench: the verbs. CMake does the building (CMakeLists.txt); each verb is one line.
 #   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES="nodes=10,1000 batch=1,8"] [BACKENDS=...]
-#              [REPETITIONS=5] [THREADS=1] [WARMUP=3] [MEMORY=8G] [DATA=/usr/share/dict/words]
+#              [REPETITIONS=5] [THREADS=1] [WARMUP=3] [MEMORY=8G [FORCE=1]] [DATA=/usr/share/dict/words]
 #   make test (make sanitize too)     make plots RUN=results/<run-id>     make format     make clean
 BUILD := build
 PYTHON := /usr/bin/python3
@@ -9,7 +9,7 @@ SOURCES := $(wildcard engine/*.h engine/*.cc workloads/*.h workloads/*.cc harnes
 # User strings never reach a shell or make's own expansion: each is read unexpanded ($(value)),
 # single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
 # on in MAKEFLAGS (the make that `cmake --build` runs would expand them).
-USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS WARMUP MEMORY RUN
+USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS WARMUP MEMORY FORCE RUN
 unexport $(USER_VARS)
 MAKEOVERRIDES :=
 quote = '$(subst ','\'',$(1))'
@@ -17,7 +17,7 @@ arg = $(if $(value $(1)),$(2) $(call quote,$(value $(1))))
 BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
   $(foreach s,$(value SIZES),--sizes $(call quote,$(s))) $(call arg,BACKENDS,--backends) \
   $(call arg,DATA,--data) $(call arg,REPETITIONS,--repetitions) $(call arg,THREADS,--threads) \
-  $(call arg,WARMUP,--warmup-steps) $(call arg,MEMORY,--memory-limit)
+  $(call arg,WARMUP,--warmup-steps) $(call arg,MEMORY,--memory-limit) $(if $(value FORCE),--force)
 
 .PHONY: all deps build sanitize test bench plots format clean
 all: build

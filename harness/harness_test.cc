@@ -12,6 +12,7 @@
 
 #include "harness/json.h"
 #include "harness/judge.h"
+#include "harness/memory.h"
 #include "harness/names.h"
 #include "harness/protocol.h"
 #include "harness/results.h"
@@ -336,6 +337,30 @@ TEST(Selection, BadSelectionsSayWhatIsValid) {
             std::string::npos)
       << error;
   EXPECT_TRUE(select("", {}, "-engine", &error)) << "a leading '-' negates";
+}
+
+// Memory estimates: a floor plus growth as size^p, p in [1, 2] from the three samples.
+TEST(Memory, EstimatesFromThreeSmallerSizes) {
+  const bp::WorkloadInfo& gpt = workload("mini_gpt_wide");  // defaults 1, 8, 32
+  EXPECT_EQ(bp::probe_sizes(gpt, 32), std::vector<int64_t>{}) << "the defaults need no estimate";
+  EXPECT_EQ(bp::probe_sizes(gpt, 4096), (std::vector<int64_t>{8, 16, 32}));
+  EXPECT_EQ(bp::probe_sizes(workload("tiny_graph"), 0), std::vector<int64_t>{});
+  // linear (a batch): 50 MB floor + 1 MB per unit
+  const std::vector<bp::MemorySample> linear = {{8, 58e6}, {16, 66e6}, {32, 82e6}};
+  EXPECT_NEAR(bp::extrapolate_bytes(linear, 4096), 50e6 + 4096e6, 1e3);
+  // quadratic (a width): 50 MB + 10 bytes * width^2
+  auto quad = [](double w) { return 50e6 + 10 * w * w; };
+  const std::vector<bp::MemorySample> square = {
+      {512, quad(512)}, {1024, quad(1024)}, {2048, quad(2048)}};
+  EXPECT_NEAR(bp::extrapolate_bytes(square, 8192), quad(8192), 1e3);
+  // noise that would bend a parabola: the middle sample 2 MB low stays near linear (~17 GB at
+  // 4096, not the 262 GB a parabola through these three gives)
+  const std::vector<bp::MemorySample> noisy = {{8, 56e6}, {16, 88e6}, {32, 158e6}};
+  const double estimate = bp::extrapolate_bytes(noisy, 4096);
+  EXPECT_GT(estimate, 17e9);
+  EXPECT_LT(estimate, 40e9);
+  // no growth measured: the largest sample
+  EXPECT_EQ(bp::extrapolate_bytes({{8, 5e6}, {16, 5e6}, {32, 4.9e6}}, 4096), 4.9e6);
 }
 
 Json gb_run(const char* type, double real_time, const char* unit, const char* aggregate = "") {

@@ -141,6 +141,10 @@ inline std::string human_time(double seconds) {
 inline std::string human_mb(double bytes) {
   return bytes > 0 ? fmt::format("{:.1f} MB", bytes / 1e6) : "-";
 }
+// Memory sizes beyond the tables: GB from 10 GB on.
+inline std::string human_bytes(double bytes) {
+  return bytes >= 1e10 ? fmt::format("{:.1f} GB", bytes / 1e9) : human_mb(bytes);
+}
 // Two significant digits below 10x, so a ratio under 1 never reads as 0.0x.
 inline std::string human_ratio(double r) {
   if (!std::isfinite(r)) return "-";

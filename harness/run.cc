@@ -30,6 +30,7 @@
 #include "harness/files.h"
 #include "harness/json.h"
 #include "harness/judge.h"
+#include "harness/memory.h"
 #include "harness/names.h"
 #include "harness/proc.h"
 #include "harness/process.h"
@@ -87,6 +88,7 @@ const char* kUsage = R"(usage: bench_run [options]
   --memory-limit SIZE  address space of each backend process, e.g. 8G or 512M (default: 90% of
                        the memory available when the run starts); beyond it an allocation is
                        refused and the benchmark reported as out of memory at that size
+  --force              run sizes whose estimated memory exceeds --memory-limit anyway
   --check-only         run the correctness check only; exit 1 if any backend disagrees
   --no-plots           do not draw the plots (plots/plot.py) at the end
   --bin-dir DIR        where the backend binaries are (default: next to bench_run)
@@ -96,6 +98,7 @@ file could not be written (a full disk): the run stopped, every file keeps its l
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
+  std::fflush(stdout);  // what was said before comes before the error
   fmt::print(stderr, "error: {}\n(bench_run --help lists the options)\n", what);
   std::exit(2);
 }
@@ -128,7 +131,7 @@ struct Options {
   int threads = 1, repetitions = 5, warmup_steps = 3;
   double min_time = 0.2, timeout = 600;
   int64_t memory_limit = default_memory_limit();
-  bool check_only = false, plots = true;
+  bool check_only = false, plots = true, force = false;
 };
 
 double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
@@ -194,7 +197,9 @@ Options parse_options(int argc, char** argv) {
         usage_error(
             fmt::format("--memory-limit {}: expected a size from 64M, e.g. 8G or 512M", text));
       o.memory_limit = *bytes;
-    } else if (arg == "--check-only")
+    } else if (arg == "--force")
+      o.force = true;
+    else if (arg == "--check-only")
       o.check_only = true;
     else if (arg == "--no-plots")
       o.plots = false;
@@ -270,6 +275,7 @@ class Run {
                   {"git", "-C", BP_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no"})
                   .empty())
       git_sha_ += "-dirty";
+    estimate_memory();
     make_run_folder();
     fmt::print("run {}\n  writing to {}\n", run_id_, dir_.string());
     write_atomically(dir_ / "INCOMPLETE",
@@ -336,6 +342,58 @@ class Run {
     for (const char* sub : {"logs", "check"})
       if (mkdir((dir_ / sub).c_str(), 0755) != 0) throw WriteError(dir_ / sub, errno);
   }
+  // Sizes beyond the defaults (harness/memory.h): each backend measured at three smaller sizes
+  // in a scratch folder, the need extrapolated; a size that would not fit under the memory limit
+  // is refused before anything runs, unless --force (each process stays capped by the limit).
+  void estimate_memory() {
+    std::map<std::pair<std::string_view, std::string>, std::vector<MemorySample>> measured;
+    std::vector<std::string> too_big;
+    std::string scratch;
+    for (const Selected& s : selected_) {
+      const std::vector<int64_t> sizes = probe_sizes(*s.workload, s.size);
+      if (sizes.empty()) continue;
+      for (const auto& [b, name] : s.names) {
+        std::vector<MemorySample>& got = measured[{s.workload->name, b}];
+        if (got.empty()) {
+          if (scratch.empty()) {
+            char folder[] = "/tmp/bench_run.memory.XXXXXX";
+            if (!mkdtemp(folder)) throw WriteError("/tmp", errno);
+            scratch = folder;
+          }
+          for (int64_t size : sizes) {
+            std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
+            argv.push_back("--check_out=" + scratch + "/probe.json");
+            argv.push_back(instance_flag({.workload = std::string(s.workload->name),
+                                          .size = size,
+                                          .name = "probe",
+                                          .check_steps = s.workload->model ? 1 : 0}));
+            const ProcessResult p = run_process(argv, scratch + "/probe.log", opt_.timeout,
+                                                child_env(), opt_.memory_limit);
+            if (!p.ok()) break;  // what could not be measured is not refused: the cap holds
+            got.push_back({size, double(p.max_rss_bytes)});
+          }
+        }
+        if (got.size() < sizes.size()) continue;
+        const double need = extrapolate_bytes(got, s.size);
+        std::vector<std::string> from;
+        for (const MemorySample& m : got) from.push_back(human_bytes(m.bytes));
+        const std::string line =
+            fmt::format("{} on {}: about {} (peak RSS {} at {}={})", s.id, b, human_bytes(need),
+                        fmt::join(from, ", "), s.workload->sizes.key, fmt::join(sizes, ", "));
+        fmt::print("memory estimate: {}\n", line);
+        estimates_.push(
+            Json::object_of({{"instance", s.id}, {"backend", b}, {"bytes", need}, {"how", line}}));
+        if (need > double(opt_.memory_limit)) too_big.push_back(line);
+      }
+    }
+    if (!scratch.empty()) fs::remove_all(scratch);
+    if (!too_big.empty() && !opt_.force)
+      usage_error(fmt::format(
+          "more memory than the limit of {}: {}; choose smaller sizes, raise --memory-limit, or "
+          "add --force (each process stays capped: what does not fit is reported out of memory)",
+          human_bytes(double(opt_.memory_limit)), fmt::join(too_big, "; ")));
+  }
+
   // Bad input found after the run folder was made (a backend refusing its flags): nothing was
   // measured, so nothing is left behind.
   [[noreturn]] void refuse(const std::string& what) {
@@ -399,6 +457,7 @@ class Run {
                                       {"git_sha", git_sha_},
                                       {"started_utc", started},
                                       {"options", options},
+                                      {"memory_estimates", estimates_},
                                       {"processes", processes_}});
     write_atomically(dir_ / "processes.json", doc.dump(2, 2) + "\n");
   }
@@ -581,7 +640,7 @@ class Run {
     if (p.exit_code == kExitOutOfMemory) {
       c.status = "out_of_memory";
       c.message = fmt::format("out of memory at {} under the limit of {} (see {})", s.id,
-                              human_mb(double(opt_.memory_limit)), log);
+                              human_bytes(double(opt_.memory_limit)), log);
     } else if (!p.ok()) {
       c.status = p.timed_out ? "timeout" : "failed";
       c.message = p.failure() + " (see " + log + ")";
@@ -664,6 +723,7 @@ class Run {
   std::string run_id_, git_sha_;
   fs::path dir_;
   Json processes_ = Json::array_of();
+  Json estimates_ = Json::array_of();  // sizes beyond the defaults: what each will need
   std::map<std::string, std::map<std::string, Verdict>> verdicts_;  // instance -> backend -> it
   std::map<std::string, std::map<std::string, Cell>> cells_;        // instance -> backend -> it
   std::map<std::string, std::map<std::string, std::vector<double>>> losses_;  // models' checks

@@ -289,12 +289,12 @@ def test_python_backend_crash_and_wrong_answers_are_reported(bin_dir, tmp_path):
     assert r.returncode == 1 and "differs from engine" in r.stdout and "NOT OK" in r.stdout
 
 
-# A size too big for the memory limit is out of memory at that size, on every backend (C++ and
-# Python; found by the check), and the other sizes run. An allocation refused while benchmarking
+# A size too big for the memory limit (run with --force past its estimate) is out of memory at
+# that size, on every backend (C++ and Python; found by the check), and the other sizes run. An allocation refused while benchmarking
 # (injected) is reported the same way.
 def test_out_of_memory_is_reported_at_its_size(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "mini_gpt_wide", "--sizes", "batch=1,512",
-            "--memory-limit", "1500M", "--backends", "engine,libtorch,pytorch", *QUICK)
+            "--memory-limit", "1500M", "--force", "--backends", "engine,libtorch,pytorch", *QUICK)
     assert r.returncode == 3, r.stdout + r.stderr
     c = cells(tmp_path)
     for b in ("engine", "libtorch", "pytorch"):
@@ -314,6 +314,25 @@ def test_out_of_memory_is_reported_at_its_size(bin_dir, tmp_path):
         assert rows[(b, "mlp_width")]["status"] == "out_of_memory", rows[(b, "mlp_width")]
         assert rows[(b, "mlp_width")]["exit_code"] == 12
         assert "out of memory at step/mlp_width/width:16" in rows[(b, "mlp_width")]["message"]
+
+
+# A size beyond the defaults is measured at three smaller sizes on each backend and estimated;
+# one that would not fit under the memory limit is refused before anything runs, unless --force.
+def test_a_size_too_big_for_memory_is_refused_unless_forced(bin_dir, tmp_path):
+    args = ["--workloads", "mini_gpt_wide", "--sizes", "batch=256", "--memory-limit", "800M",
+            "--backends", "engine", *QUICK]
+    r = run(bin_dir, tmp_path, *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "memory estimate: step/mini_gpt_wide/batch:256 on engine: about " in r.stdout
+    assert "(peak RSS " in r.stdout and "at batch=8, 16, 32)" in r.stdout
+    assert r.stderr.startswith("error: more memory than the limit of 838.9 MB: "
+                               "step/mini_gpt_wide/batch:256 on engine: about "), r.stderr
+    assert not run_dirs(tmp_path), "nothing runs, no folder is left"
+    r = run(bin_dir, tmp_path, *args, "--force")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert cells(tmp_path)[("engine", "step/mini_gpt_wide/batch:256")]["status"] == "out_of_memory"
+    estimate = load(tmp_path / "latest" / "processes.json")["memory_estimates"]
+    assert len(estimate) == 1 and estimate[0]["bytes"] > 800 * 2**20
 
 
 def run_dirs(out):
