@@ -335,6 +335,19 @@ def test_a_size_too_big_for_memory_is_refused_unless_forced(bin_dir, tmp_path):
     assert len(estimate) == 1 and estimate[0]["bytes"] > 800 * 2**20
 
 
+# No user string reaches a shell: an --out full of quotes and semicolons is a folder name, and
+# the plots (drawn by a child process) are drawn into it.
+def test_a_hostile_out_folder_is_only_a_name(bin_dir, tmp_path):
+    pwned = tmp_path / "pwned"
+    out = tmp_path / f"x'; touch {pwned}; echo '"
+    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--out", str(out), "--workloads",
+                        "tiny_graph", "--backends", "engine", "--repetitions", "1",
+                        "--min-time", "0.01"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not pwned.exists()
+    assert (out / "latest" / "plots" / "runtime_grad.png").exists()
+
+
 def run_dirs(out):
     return sorted(d for d in out.iterdir() if d.is_dir() and not d.is_symlink())
 
