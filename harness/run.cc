@@ -369,7 +369,11 @@ class Run {
                                           .check_steps = s.workload->model ? 1 : 0}));
             const ProcessResult p = run_process(argv, scratch + "/probe.log", opt_.timeout,
                                                 child_env(), opt_.memory_limit);
-            if (!p.ok()) break;  // what could not be measured is not refused: the cap holds
+            if (!p.ok()) {  // what could not be measured is not refused: the cap still holds
+              fmt::print("memory estimate: {} on {}: none, its run at {}={} {}\n", s.id, b,
+                         s.workload->sizes.key, size, p.failure());
+              break;
+            }
             got.push_back({size, double(p.max_rss_bytes)});
           }
         }
@@ -383,7 +387,7 @@ class Run {
         fmt::print("memory estimate: {}\n", line);
         estimates_.push(
             Json::object_of({{"instance", s.id}, {"backend", b}, {"bytes", need}, {"how", line}}));
-        if (need > double(opt_.memory_limit)) too_big.push_back(line);
+        if (opt_.memory_limit > 0 && need > double(opt_.memory_limit)) too_big.push_back(line);
       }
     }
     if (!scratch.empty()) fs::remove_all(scratch);
@@ -608,16 +612,16 @@ class Run {
     Cell c;
     const Verdict& v = verdicts_[s.id][b];
     c.verified = v.status == "ok";
-    if (v.status != "ok" && v.status != "unverified") {  // skipped stays skipped; anything else
-                                                         // is not run, with the reason
+    // Skipped and out of memory stay what they are; anything else not ok is not run, with why.
+    if (v.status != "ok" && v.status != "unverified") {
       c.status = v.status == "skipped" || v.status == "out_of_memory" ? v.status : "not_run";
-      c.message = v.status == "skipped" ? v.message
-                  : v.status == "out_of_memory"
-                      ? fmt::format(
-                            "out of memory in the check at {} under "
-                            "the limit of {}: {}",
-                            s.id, human_mb(double(opt_.memory_limit)), v.message)
-                      : "check " + v.status + ": " + v.message;
+      if (v.status == "skipped")
+        c.message = v.message;
+      else if (v.status == "out_of_memory")
+        c.message = fmt::format("out of memory in the check at {} under the limit of {}: {}", s.id,
+                                human_bytes(double(opt_.memory_limit)), v.message);
+      else
+        c.message = "check " + v.status + ": " + v.message;
       add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
       return c;
     }
