@@ -180,6 +180,18 @@ def test_bad_input_is_one_clear_line_and_exit_2(bin_dir, tmp_path, args, message
     assert message in r.stderr
     assert r.stderr.startswith("error: ")
     assert not tmp_path.joinpath("latest").exists(), "nothing runs on bad input"
+    assert not run_dirs(tmp_path), "and no run folder is left behind"
+
+
+# A flag a backend refuses (more threads than this machine has cores) is found by its check
+# process, after the run folder exists: one line, exit 2, and the folder is removed.
+def test_a_flag_a_backend_refuses_leaves_no_folder(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--threads", "256", "--workloads", "tiny_graph", "--backends",
+            "engine,libtorch", "--check-only")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "error: libtorch refused its flags: error: --threads=256: this backend runs 1 to" \
+        in r.stderr, r.stderr
+    assert not run_dirs(tmp_path)
 
 
 # Every option --help lists is one the parser takes (--warmup-steps once was listed, not parsed).
