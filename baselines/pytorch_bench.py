@@ -302,6 +302,9 @@ def context(flags, corpus):
         "intra_op_threads": str(torch.get_num_threads()),
         "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
     }
+    # The machine as bench_run read it (harness/proc.h): the same fields as the C++ backends'.
+    ctx.update(json.loads(os.environ.get("BACKPROP_BENCH_ENVIRONMENT",
+                                         '{"environment": "unknown (not run by bench_run)"}')))
     if isinstance(corpus, models.Corpus):
         ctx["data"] = f"{corpus.path} ({len(corpus.tokens)} bytes, vocabulary {corpus.vocab_size})"
     return ctx

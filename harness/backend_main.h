@@ -363,6 +363,7 @@ int backend_main(int argc, char** argv, const BackendInfo& info) {
       {"cpu_model", proc_cpu_model()},
       {"git_sha", sha ? sha : "unknown (not run by bench_run)"},
   };
+  for (auto& kv : proc_environment()) context.push_back(kv);
   context.insert(context.end(), info.context.begin(), info.context.end());
   for (auto& kv : info.late_context()) context.push_back(kv);
 

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <dirent.h>
+#include <sched.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bp {
@@ -51,24 +54,84 @@ inline int64_t proc_status_bytes(const char* field) {
 }
 inline int64_t proc_peak_rss_bytes() { return proc_status_bytes("VmHWM"); }
 
-inline std::string proc_cpu_model() {
-  FILE* f = std::fopen("/proc/cpuinfo", "r");
-  if (!f) return "unknown";
-  char line[512];
-  std::string model = "unknown";
-  while (std::fgets(line, sizeof line, f)) {
-    if (std::strncmp(line, "model name", 10) == 0) {
-      const char* colon = std::strchr(line, ':');
-      if (colon) {
-        model = colon + 1;
-        while (!model.empty() && (model.front() == ' ' || model.front() == '\t')) model.erase(0, 1);
-        while (!model.empty() && (model.back() == '\n' || model.back() == ' ')) model.pop_back();
-      }
-      break;
-    }
+// A "Name:  1234 kB" field of /proc/meminfo in bytes, or -1.
+inline int64_t proc_meminfo_bytes(const char* field) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  long long kb;
+  while (in >> name >> kb) {
+    if (name == std::string(field) + ":") return kb * 1024;
+    in.ignore(64, '\n');
   }
-  std::fclose(f);
-  return model;
+  return -1;
+}
+
+// The first processor's "key : value" fields of /proc/cpuinfo, in order.
+inline std::vector<std::pair<std::string, std::string>> proc_cpuinfo() {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  auto trim = [](std::string t) {
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.erase(0, 1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.pop_back();
+    return t;
+  };
+  while (std::getline(in, line) && !line.empty()) {  // a blank line ends the first processor
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos)
+      out.emplace_back(trim(line.substr(0, colon)), trim(line.substr(colon + 1)));
+  }
+  return out;
+}
+
+inline std::string proc_cpu_model() {
+  for (const auto& [key, value] : proc_cpuinfo())
+    if (key == "model name") return value;
+  return "unknown";
+}
+
+// The first line of a small text file, or `otherwise`.
+inline std::string first_line_of(const char* path, const char* otherwise) {
+  std::ifstream in(path);
+  std::string line;
+  return std::getline(in, line) && !line.empty() ? line : otherwise;
+}
+
+// What a timing depends on, as the machine reports it, in a fixed order: the processor (vendor,
+// family, model and stepping tell Zen 4 from Zen 5 where the model name says "AMD EPYC" for
+// both; the flags say which vector units it has), the CPUs this process may run on, frequency
+// policy where the VM exposes it, the kernel and the memory. Recorded in every result
+// (harness/backend_main.h) and in the run's summary (harness/run.cc).
+inline std::vector<std::pair<std::string, std::string>> proc_environment() {
+  const auto cpu = proc_cpuinfo();
+  auto field = [&cpu](const char* key) {
+    for (const auto& [k, v] : cpu)
+      if (k == key) return v;
+    return std::string("unknown");
+  };
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"cpu_vendor", field("vendor_id")},    {"cpu_family", field("cpu family")},
+      {"cpu_model_number", field("model")},  {"cpu_stepping", field("stepping")},
+      {"cpu_microcode", field("microcode")}, {"cpu_flags", field("flags")}};
+  cpu_set_t set;
+  std::string affinity;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) {
+        if (!affinity.empty()) affinity += ',';
+        affinity += std::to_string(c);
+      }
+  env.emplace_back("cpus_online", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)));
+  env.emplace_back("cpu_affinity", affinity.empty() ? "unknown" : affinity);
+  env.emplace_back(
+      "cpu_governor",
+      first_line_of("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "not exposed"));
+  env.emplace_back("cpu_boost",
+                   first_line_of("/sys/devices/system/cpu/cpufreq/boost", "not exposed"));
+  utsname u{};
+  env.emplace_back("kernel", uname(&u) == 0 ? std::string(u.release) + " " + u.version : "?");
+  env.emplace_back("memory_total_bytes", std::to_string(proc_meminfo_bytes("MemTotal")));
+  return env;
 }
 
 // "pid NAME" of every benchmark process on the machine that is neither `self` nor its child.
@@ -103,18 +166,6 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
   }
   closedir(proc);
   return out;
-}
-
-// A "Name:  1234 kB" field of /proc/meminfo in bytes, or -1.
-inline int64_t proc_meminfo_bytes(const char* field) {
-  std::ifstream in("/proc/meminfo");
-  std::string name;
-  long long kb;
-  while (in >> name >> kb) {
-    if (name == std::string(field) + ":") return kb * 1024;
-    in.ignore(64, '\n');
-  }
-  return -1;
 }
 
 inline double load_average_1min() {

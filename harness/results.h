@@ -219,10 +219,16 @@ inline std::string summary_text(const Summary& s) {
   std::string threads;
   for (const std::string& b : s.backends)
     threads += fmt::format("{}{} {}", threads.empty() ? "" : ", ", b, s.threads.at(b));
+  const Json& env = s.machine["environment"];
+  const std::string kernel = env["kernel"].str_or("?");  // its release: what comes before ' #
   std::string out = fmt::format(
-      "\nsummary (threads: {})\nmedian time per step, and backend "
-      "time / {} time:\n{:<{}}",
-      threads, s.reference, "workload", width);
+      "\nsummary (threads: {})\nmachine: {} ({} family {} model {} stepping {}), CPUs {} of {}, "
+      "kernel {}, governor {}\nmedian time per step, and backend time / {} time:\n{:<{}}",
+      threads, s.machine["cpu_model"].str_or("?"), env["cpu_vendor"].str_or("?"),
+      env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
+      env["cpu_stepping"].str_or("?"), env["cpu_affinity"].str_or("?"),
+      env["cpus_online"].str_or("?"), kernel.substr(0, kernel.find(' ')),
+      env["cpu_governor"].str_or("?"), s.reference, "workload", width);
   for (const std::string& b : s.backends) out += fmt::format(" {:>11}", b);
   for (const std::string& b : s.backends)
     if (b != s.reference) out += fmt::format(" {:>12}", b + "/" + s.reference);

@@ -317,7 +317,12 @@ class Run {
   }
   // Thread counts are each backend's own business (--threads): bench_libtorch sets OpenBLAS's,
   // pytorch_bench.py its environment before importing torch.
-  std::vector<std::string> child_env() const { return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_}; }
+  // The environment (harness/proc.h) goes to the Python backend, which has no reader of its own.
+  std::vector<std::string> child_env() const {
+    Json env = Json::object_of({});
+    for (const auto& [key, value] : proc_environment()) env.set(key, value);
+    return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_, "BACKPROP_BENCH_ENVIRONMENT=" + env.dump()};
+  }
 
   // <out>/<run-id>/, created here and by no other run: two runs started in the same second get
   // -2, -3... An --out that cannot hold it is bad input, found before anything runs.
@@ -675,8 +680,11 @@ class Run {
     for (const std::string& b : opt_.backends) s.threads[b] = threads_of(opt_, b);
     Json others = Json::array_of();
     for (const std::string& o : others_) others.push(o);
+    Json environment = Json::object_of({});
+    for (const auto& [key, value] : proc_environment()) environment.set(key, value);
     s.machine = Json::object_of({{"cpu_model", proc_cpu_model()},
                                  {"cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
+                                 {"environment", std::move(environment)},
                                  {"git_sha", git_sha_},
                                  {"load_average_start", load_start_},
                                  {"load_average_end", load_average_1min()},

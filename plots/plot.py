@@ -75,8 +75,10 @@ def label(instance):
 
 def caption(run):
     m = run["machine"]
+    env = m.get("environment", {})
+    cpu = f"family {env['cpu_family']} model {env['cpu_model_number']}, " if env else ""
     threads = ", ".join(f"{b} {n}" for b, n in run["threads"].items())
-    return f"{m['cpu_model']} ({m['cpus']} CPUs); threads: {threads}; run {run['run_id']}"
+    return f"{m['cpu_model']} ({cpu}{m['cpus']} CPUs); threads: {threads}; run {run['run_id']}"
 
 
 def finish(fig, run, note=None):

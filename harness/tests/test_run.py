@@ -76,6 +76,10 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
         assert p["max_rss_bytes"] > 1_000_000
         result = load(latest / p["file"])
         ctx = result["context"]
+        for key in ("cpu_vendor", "cpu_family", "cpu_model_number", "cpu_stepping", "cpu_flags",
+                    "cpu_affinity", "cpus_online", "kernel", "memory_total_bytes"):
+            assert ctx.get(key) not in (None, "", "unknown"), (key, p["backend"])
+        assert ctx["cpu_family"] == summary["machine"]["environment"]["cpu_family"]
         for key in ("backend", "backend_version", "threads", "compiler", "cxx_flags", "cpu_model",
                     "git_sha", "date", "host_name", "num_cpus"):
             assert ctx.get(key), (key, ctx)
