@@ -391,6 +391,30 @@ TEST(Results, MedianInSecondsWhateverTheUnit) {
   EXPECT_EQ(bp::read_benchmark_result(empty).status, "failed");
 }
 
+// The median's interval from order statistics: exact levels, and the widest 95% one when the
+// repetitions allow it.
+TEST(Results, MedianIntervalFromOrderStatistics) {
+  const bp::MedianInterval five = bp::median_interval({5, 1, 4, 2, 3});
+  EXPECT_EQ(five.lo, 1);
+  EXPECT_EQ(five.hi, 5);
+  EXPECT_DOUBLE_EQ(five.level, 1 - 2.0 / 32);  // 93.75%: below 6 repetitions nothing reaches 95%
+  std::vector<double> ten;
+  for (int i = 10; i >= 1; i--) ten.push_back(i);
+  const bp::MedianInterval t = bp::median_interval(ten);
+  EXPECT_EQ(t.lo, 2);  // 2nd smallest to 2nd largest: 1 - 2 (1 + 10) / 1024 = 97.9%
+  EXPECT_EQ(t.hi, 9);
+  EXPECT_NEAR(t.level, 1 - 22.0 / 1024, 1e-12);
+  EXPECT_TRUE(std::isnan(bp::median_interval({7}).level)) << "one repetition has no interval";
+  Json file = Json::object_of(
+      {{"benchmarks",
+        Json::array_of({gb_run("iteration", 10, "us"), gb_run("iteration", 30, "us"),
+                        gb_run("iteration", 20, "us"), gb_run("aggregate", 20, "us", "median")})}});
+  const bp::BenchmarkResult r = bp::read_benchmark_result(file);
+  EXPECT_DOUBLE_EQ(r.interval.lo, 10e-6);
+  EXPECT_DOUBLE_EQ(r.interval.hi, 30e-6);
+  EXPECT_DOUBLE_EQ(r.interval.level, 0.75);
+}
+
 // Ratios divide by the run's reference; a ratio under 1 keeps two significant digits.
 TEST(Results, RatiosCrossoversAndTheirText) {
   bp::Summary s;
@@ -418,6 +442,13 @@ TEST(Results, RatiosCrossoversAndTheirText) {
   EXPECT_NE(text.find("libtorch/engine"), std::string::npos);
   EXPECT_NE(text.find("0.5x"), std::string::npos) << text;
   EXPECT_NE(text.find("libtorch faster from width=256"), std::string::npos) << text;
+  EXPECT_EQ(text.find("~"), std::string::npos) << "no interval, nothing flagged wide";
+  s.rows[0].cells["engine"].interval = {0.8, 1.3, 0.9375};  // 50% of the median of 1 s
+  s.rows[1].cells["engine"].interval = {1.95, 2.05, 0.9375};
+  const std::string flagged = bp::summary_text(s);
+  EXPECT_NE(flagged.find("1.00 s~"), std::string::npos) << flagged;
+  EXPECT_EQ(flagged.find("2.00 s~"), std::string::npos) << flagged;
+  EXPECT_NE(flagged.find("~ wide: the 93.8% interval of the median"), std::string::npos) << flagged;
 }
 
 }  // namespace

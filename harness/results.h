@@ -21,10 +21,32 @@
 
 namespace bp {
 
+// A distribution-free interval for the median of n repetitions: between the k-th smallest and
+// the k-th largest, where the median lies with probability 1 - 2 P(Binomial(n, 1/2) < k),
+// whatever the distribution of the times. k is the largest that keeps 95%; below 6 repetitions
+// none does, and the whole range is given with the level it has (5: 93.75%).
+struct MedianInterval {
+  double lo = NAN, hi = NAN, level = NAN;
+};
+inline MedianInterval median_interval(std::vector<double> x) {
+  const size_t n = x.size();
+  if (n < 2) return {};
+  std::sort(x.begin(), x.end());
+  auto level_of = [n](size_t k) {  // 1 - 2 sum_{i<k} C(n, i) / 2^n
+    double tail = 0, choose = 1;
+    for (size_t i = 0; i < k; i++) tail += choose, choose = choose * double(n - i) / double(i + 1);
+    return 1 - 2 * tail / std::pow(2.0, double(n));
+  };
+  size_t k = 1;
+  while (k + 1 <= n / 2 && level_of(k + 1) >= 0.95) k++;
+  return {x[k - 1], x[n - k], level_of(k)};
+}
+
 struct BenchmarkResult {
   std::string status = "failed";  // ok | failed | skipped
   std::string message;
   double median_seconds = NAN;    // median over repetitions of the real time of one step
+  MedianInterval interval;        // of that median, in seconds (harness/results.h)
   double peak_rss_bytes = NAN;    // the benchmark's own counter (high-water mark during it)
   double items_per_second = NAN;  // scalar_chain: nodes per second
   int repetitions = 0;
@@ -39,13 +61,18 @@ inline double seconds_per_unit(const std::string& unit) {
 inline BenchmarkResult read_benchmark_result(const Json& file) {
   BenchmarkResult r;
   const Json* chosen = nullptr;
+  std::vector<double> times;  // each repetition's time per step, in seconds
   for (const Json& run : file["benchmarks"].array) {
     if (run["error_occurred"].boolean) {
       r.message = run["error_message"].str_or("error");
       r.status = r.message.rfind("skipped", 0) == 0 ? "skipped" : "failed";
       return r;
     }
-    if (run["run_type"].str_or("") == "iteration") r.repetitions++;
+    if (run["run_type"].str_or("") == "iteration") {
+      r.repetitions++;
+      times.push_back(run["real_time"].num_or(NAN) *
+                      seconds_per_unit(run["time_unit"].str_or("?")));
+    }
     if (run["run_type"].str_or("") == "aggregate" && run["aggregate_name"].str_or("") == "median")
       chosen = &run;
   }
@@ -62,6 +89,7 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
     r.message = "no time in the result file";
     return r;
   }
+  r.interval = median_interval(times);
   r.status = "ok";
   return r;
 }
@@ -71,6 +99,10 @@ struct Cell {
   std::string status = "not_run";  // ok | failed | timeout | out_of_memory | skipped | not_run
   std::string message;
   double median_seconds = NAN, max_rss_bytes = NAN, peak_rss_bytes = NAN, items_per_second = NAN;
+  MedianInterval interval;  // of median_seconds
+  // Wide: the interval spans more than kWideSpread of the median, flagged in tables and plots.
+  static constexpr double kWideSpread = 0.10;
+  bool wide() const { return interval.hi - interval.lo > kWideSpread * median_seconds; }
   bool verified = true;  // false: the check had nothing to compare it with (harness/judge.h)
   std::string file;      // its Google Benchmark JSON, relative to the run folder
   std::vector<double> check_losses;  // models: the training losses its check reported
@@ -162,6 +194,10 @@ inline Json summary_json(const Summary& s) {
       Json cell = Json::object_of({{"status", c.status}, {"verified", c.verified}});
       if (!c.message.empty()) cell.set("message", c.message);
       cell.set("median_seconds", number_or_null(c.median_seconds))
+          .set("median_interval_seconds",
+               Json::numbers(std::vector<double>{c.interval.lo, c.interval.hi}))
+          .set("median_interval_level", number_or_null(c.interval.level))
+          .set("wide", c.status == "ok" && c.wide())
           .set("ratio_to_reference", number_or_null(s.ratio(row, backend)))
           .set("max_rss_bytes", number_or_null(c.max_rss_bytes))
           .set("peak_rss_bytes", number_or_null(c.peak_rss_bytes))
@@ -209,8 +245,14 @@ inline std::string summary_text(const Summary& s) {
     if (c.status == "out_of_memory") return std::string("out of mem");
     if (c.status != "ok") return c.status;
     return (memory ? human_mb(c.max_rss_bytes) : human_time(c.median_seconds)) +
-           (c.verified ? "" : "?");
+           (c.verified ? "" : "?") + (!memory && c.wide() ? "~" : "");
   };
+  bool any_wide = false;
+  double level = NAN;
+  for (const SummaryRow& row : s.rows)
+    for (const auto& [b, c] : row.cells)
+      if (c.status == "ok" && std::isfinite(c.interval.level))
+        any_wide |= c.wide(), level = c.interval.level;
   bool any_unverified = false;
   for (const SummaryRow& row : s.rows)
     for (const auto& [b, c] : row.cells) any_unverified |= c.status == "ok" && !c.verified;
@@ -250,6 +292,11 @@ inline std::string summary_text(const Summary& s) {
     for (const std::string& b : s.backends) out += fmt::format(" {:>11}", cell_text(row, b, true));
     out += "\n";
   }
+  if (any_wide)
+    out += fmt::format(
+        "~ wide: the {:.1f}% interval of the median (order statistics of the repetitions, "
+        "summary.json) spans more than {:.0f}% of it\n",
+        level * 100, Cell::kWideSpread * 100);
   if (any_unverified)
     out +=
         "? unverified: the check had no other backend and no answer of the workload's own to "

@@ -663,6 +663,7 @@ class Run {
         const BenchmarkResult r = read_benchmark_result(parse_json(read_file(dir_ / c.file)));
         c.status = r.status, c.message = r.message;
         c.median_seconds = r.median_seconds, c.peak_rss_bytes = r.peak_rss_bytes;
+        c.interval = r.interval;
         c.items_per_second = r.items_per_second;
       } catch (const std::exception& e) {
         c.status = "failed", c.message = fmt::format("{}: {}", c.file, e.what());

@@ -95,14 +95,16 @@ def finish(fig, run, note=None):
     return fig
 
 
-def grouped_bars(run, value_of, ylabel, title):
-    """Bars per instance, one per backend; a backend that did not run says so in its slot."""
+def grouped_bars(run, value_of, ylabel, title, scale=None):
+    """Bars per instance, one per backend; a backend that did not run says so in its slot. With
+    `scale` (the factor from seconds to the axis' unit), each time bar carries the interval of its
+    median, and a bar whose interval is wide is faded."""
     backends, instances = backends_of(run), instances_of(run)
     by_key = {(c["instance"], c["backend"]): c for c in run["cells"]}
     fig, ax = plt.subplots(figsize=(min(17, max(8, 0.8 * len(instances) + 2)), 4.8))
     width = 0.8 / len(backends)
     for j, b in enumerate(backends):
-        xs, ys, verified = [], [], []
+        xs, ys, verified, lows, highs, wide = [], [], [], [], [], []
         for i, inst in enumerate(instances):
             c = by_key.get((inst, b))
             x = i + (j - (len(backends) - 1) / 2) * width
@@ -112,28 +114,48 @@ def grouped_bars(run, value_of, ylabel, title):
                 xs.append(x)
                 ys.append(value_of(c))
                 verified.append(c.get("verified", True))
+                lo, hi = (c.get("median_interval_seconds") or [None, None])[:2]
+                ok = scale and lo is not None and hi is not None
+                lows.append(value_of(c) - lo * scale if ok else 0)
+                highs.append(hi * scale - value_of(c) if ok else 0)
+                wide.append(bool(c.get("wide")))
             else:
                 ax.annotate(c["status"].replace("_", " "), (x, 0), xycoords=("data", "axes fraction"),
                             rotation=90, ha="center", va="bottom", fontsize=7,
                             color=COLORS.get(b, "gray"))
-        for bar, ok in zip(ax.bar(xs, ys, width, label=b, color=COLORS.get(b)), verified):
+        bars = ax.bar(xs, ys, width, label=b, color=COLORS.get(b),
+                      yerr=[lows, highs] if scale else None, capsize=2 if scale else 0,
+                      error_kw=dict(elinewidth=0.8, ecolor="black"))
+        for bar, ok, is_wide in zip(bars, verified, wide):
             if not ok:
                 bar.set_hatch("//")
                 bar.set_edgecolor("white")
                 bar.set_gid("unverified")
+            elif is_wide:
+                bar.set_alpha(0.45)
+                bar.set_gid("wide")
     ax.set_yscale("log")
     ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(axis="y", which="major", alpha=0.3)
-    unverified = any(c["status"] == "ok" and not c.get("verified", True) for c in run["cells"])
-    return finish(fig, run, note="hatched: unverified, the check had nothing to compare it with"
-                  if unverified else None)
+    notes = []
+    if scale:
+        levels = {c.get("median_interval_level") for c in run["cells"] if c["status"] == "ok"}
+        level = next((lv for lv in levels if lv), None)
+        if level:
+            notes.append(f"error bars: the {level:.1%} interval of each median (order statistics)"
+                         + ("; faded: wider than 10% of the median"
+                            if any(c.get("wide") for c in run["cells"]) else ""))
+    if any(c["status"] == "ok" and not c.get("verified", True) for c in run["cells"]):
+        notes.append("hatched: unverified, the check had nothing to compare it with")
+    return finish(fig, run, note="\n".join(notes) or None)
 
 
 def runtime_figure(run, phase):
     return grouped_bars(run, lambda c: c["median_seconds"] and c["median_seconds"] * 1e6,
-                        "median time per step (µs, log)", f"Time per step, {PHASES[phase]}")
+                        "median time per step (µs, log)", f"Time per step, {PHASES[phase]}",
+                        scale=1e6)
 
 
 def memory_figure(run, phase):

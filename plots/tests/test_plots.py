@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+import matplotlib.container
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -156,6 +157,27 @@ def test_a_corrupt_summary_is_named_not_a_traceback(tmp_path, capsys):
     assert plot.main(["plot.py", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "summary.json cannot be read" in err and err.count("\n") == 1
+
+
+# Each time bar carries its median's interval; a wide one is faded and the note says so.
+def test_time_bars_carry_their_interval(tmp_path):
+    s = summary(TIMES, FOUR)
+    for row in s["rows"]:
+        for c in row["backends"].values():
+            if c["status"] == "ok":
+                c["median_interval_seconds"] = [c["median_seconds"] * 0.98,
+                                                c["median_seconds"] * 1.03]
+                c["median_interval_level"] = 0.9375
+    s["rows"][1]["backends"]["pytorch"]["median_interval_seconds"][1] *= 1.5
+    s["rows"][1]["backends"]["pytorch"]["wide"] = True
+    run = write(tmp_path, s)
+    fig = plot.runtime_figure(plot.phase_of(run, "grad"), "grad")
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if isinstance(c, matplotlib.container.BarContainer)]
+    assert len(bars) == 4 and all(c.errorbar is not None for c in bars)
+    assert [p.get_gid() for p in ax.patches].count("wide") == 1
+    assert any("93.8% interval of each median" in t.get_text() for t in fig.texts)
+    assert_nothing_covers_data(fig)
 
 
 # A number the check could not verify is drawn, and drawn as unverified.
