@@ -2,11 +2,11 @@
 //
 // Thread counts are fixed before any tensor exists: intra-op threads from --threads (default 1),
 // inter-op threads 1, OpenBLAS's own pool to the same count, and OpenMP's idle threads waiting
-// passively (see wait_passively_in_openmp). torch::set_num_threads does not
-// reach OpenBLAS in Debian's build: measured, char_mlp hidden:1024 ran its sgemm on 2 threads
-// (2.6 ms a step) under set_num_threads(1), 4.8 ms on one. The BLAS libtorch resolved (Debian's
-// libblas.so.3 alternative) and its thread count are recorded: the reference BLAS instead of
-// OpenBLAS would make the baseline unfairly slow.
+// passively (see wait_passively_in_openmp). torch::set_num_threads does not reach OpenBLAS in
+// Debian's build: measured, char_mlp hidden:1024 ran its sgemm on 2 threads (2.6 ms a step) under
+// set_num_threads(1), 4.8 ms on one. The BLAS libtorch resolved (Debian's libblas.so.3
+// alternative) and its thread count are recorded: the reference BLAS instead of OpenBLAS would
+// make the baseline unfairly slow.
 //
 //   build/bench_libtorch --benchmark_filter=tiny_graph --threads=1
 #include <dlfcn.h>
