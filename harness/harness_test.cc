@@ -428,12 +428,22 @@ TEST(Results, RatiosCrossoversAndTheirText) {
     row.cells["engine"].status = row.cells["libtorch"].status = "ok";
     row.cells["engine"].median_seconds = engine[i];
     row.cells["libtorch"].median_seconds = torch[i];
+    row.cells["engine"].interval = {engine[i] * 0.99, engine[i] * 1.01, 0.9375};
+    row.cells["libtorch"].interval = {torch[i] * 0.99, torch[i] * 1.01, 0.9375};
     s.rows.push_back(row);
   }
   EXPECT_DOUBLE_EQ(s.ratio(s.rows[0], "libtorch"), 5.0);
   auto c = s.crossovers();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].from, 256);  // width 64 was a blip: at 128 the engine is ahead again
+  // a 1.3% difference inside the noise is no crossover (a run once claimed one on that)
+  bp::Summary noisy = s;
+  noisy.rows[4].cells["libtorch"].median_seconds = 20 / 1.013;
+  noisy.rows[4].cells["libtorch"].interval = {19.0, 21.0, 0.9375};
+  EXPECT_EQ(noisy.crossovers()[0].from, 0);
+  const auto [lo, hi] = noisy.ratio_interval(noisy.rows[4], "libtorch");
+  EXPECT_NEAR(lo, 19.0 / 20.2, 1e-12);
+  EXPECT_NEAR(hi, 21.0 / 19.8, 1e-12);
   EXPECT_EQ(bp::human_ratio(0.04), "0.04x");
   EXPECT_EQ(bp::human_ratio(0.5), "0.5x");
   EXPECT_EQ(bp::human_ratio(2.25), "2.2x");

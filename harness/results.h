@@ -116,7 +116,8 @@ struct SummaryRow {
 };
 
 // The smallest size of a sized workload from which a baseline is faster than the reference at
-// every larger size measured (0: none up to `largest`).
+// every larger size measured, each time beyond doubt: its ratio interval wholly below 1 (0: none
+// up to `largest`). A crossover is a claim, so a difference inside the noise does not make one.
 struct Crossover {
   std::string workload, size_key, baseline;
   int64_t from = 0, largest = 0;
@@ -137,6 +138,15 @@ struct Summary {
       return NAN;
     return b->second.median_seconds / r->second.median_seconds;
   }
+  // An interval for that ratio from the two medians' intervals, each at its level (the backend's
+  // lowest over the reference's highest, and the reverse): conservative, since the two runs are
+  // not paired. NaN bounds when either median has no interval.
+  std::pair<double, double> ratio_interval(const SummaryRow& row,
+                                           const std::string& backend) const {
+    if (!std::isfinite(ratio(row, backend))) return {NAN, NAN};
+    const MedianInterval &b = row.cells.at(backend).interval, &r = row.cells.at(reference).interval;
+    return {b.lo / r.hi, b.hi / r.lo};
+  }
 
   std::vector<Crossover> crossovers() const {
     std::vector<Crossover> out;
@@ -148,14 +158,15 @@ struct Summary {
       for (const std::string& b : backends) {
         if (b == reference) continue;
         Crossover c{std::string(w.name), std::string(w.sizes.key), b};
-        std::vector<std::pair<int64_t, double>> ratios;  // by size
+        std::vector<std::pair<int64_t, double>> highest;  // by size: the ratio interval's top
         for (const SummaryRow& row : rows)
           if (row.workload == &w && std::isfinite(ratio(row, b)))
-            ratios.push_back({row.size, ratio(row, b)});
-        if (ratios.size() < 2) continue;
-        std::sort(ratios.begin(), ratios.end());
-        c.largest = ratios.back().first;
-        for (size_t i = ratios.size(); i-- > 0 && ratios[i].second < 1;) c.from = ratios[i].first;
+            highest.push_back({row.size, ratio_interval(row, b).second});
+        if (highest.size() < 2) continue;
+        std::sort(highest.begin(), highest.end());
+        c.largest = highest.back().first;
+        for (size_t i = highest.size(); i-- > 0 && highest[i].second < 1;)
+          c.from = highest[i].first;
         out.push_back(c);
       }
     }
@@ -199,6 +210,9 @@ inline Json summary_json(const Summary& s) {
           .set("median_interval_level", number_or_null(c.interval.level))
           .set("wide", c.status == "ok" && c.wide())
           .set("ratio_to_reference", number_or_null(s.ratio(row, backend)))
+          .set("ratio_interval",
+               Json::numbers(std::vector<double>{s.ratio_interval(row, backend).first,
+                                                 s.ratio_interval(row, backend).second}))
           .set("max_rss_bytes", number_or_null(c.max_rss_bytes))
           .set("peak_rss_bytes", number_or_null(c.peak_rss_bytes))
           .set("items_per_second", number_or_null(c.items_per_second))
@@ -308,8 +322,8 @@ inline std::string summary_text(const Summary& s) {
                : fmt::format("{} none up to {}={}", c.baseline, c.size_key, c.largest));
   if (!by_workload.empty())
     out += fmt::format(
-        "\ncrossovers (a baseline faster than {} from "
-        "that size on):\n",
+        "\ncrossovers (a baseline faster than {} from that size on, every ratio interval below "
+        "1x):\n",
         s.reference);
   for (const SummaryRow& row : s.rows) {
     auto it = by_workload.find(std::string(row.workload->name));
