@@ -1,13 +1,17 @@
-// harness/files.h: the runner's reads and writes of its result files, every write checked.
+// harness/files.h: the runner's reads and writes of its result files, every write checked, and
+// the run folder they go to.
 //
 // A result file is written to `<name>.tmp`, flushed to the disk and renamed over `<name>`: a
 // reader never sees half a file, and when anything fails on the way (a full disk, a quota, a
 // file-size limit, a folder made read-only) the temporary file is removed, the last good `<name>`
 // stays as it was, and WriteError says which file, why, and on which filesystem.
-//   Tests: harness/tests/ (a run under a file-size limit).
+// RunFolder is <out>/<run-id>/: created by one run only (two started in the same second get -2,
+// -3...), marked INCOMPLETE until the run finishes, and only then pointed at by <out>/latest.
+//   Tests: harness/tests/ (a run under a file-size limit, racing runs, stopped runs).
 #pragma once
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -16,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -74,5 +79,75 @@ inline void write_atomically(const fs::path& p, const std::string& text) {
     throw WriteError(p, err);
   }
 }
+
+class RunFolder {
+ public:
+  RunFolder() = default;
+
+  // <out>/<prefix>[-N]/ with logs/ and check/, marked INCOMPLETE; nothing and *error when <out>
+  // cannot hold it (bad input: it is found before anything runs).
+  static std::optional<RunFolder> create(const fs::path& out, const std::string& prefix,
+                                         std::string* error) {
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) {
+      *error = "--out " + out.string() + ": cannot create it (" + ec.message() + ")";
+      return std::nullopt;
+    }
+    RunFolder f;
+    f.out_ = out;
+    for (int n = 1;; n++) {
+      f.id_ = prefix + (n == 1 ? "" : "-" + std::to_string(n));
+      f.dir_ = out / f.id_;
+      if (mkdir(f.dir_.c_str(), 0755) == 0) break;
+      if (errno != EEXIST) {
+        *error = "--out " + out.string() + ": cannot create a run folder in it (" +
+                 std::strerror(errno) + ")";
+        return std::nullopt;
+      }
+    }
+    for (const char* sub : {"logs", "check"})
+      if (mkdir((f.dir_ / sub).c_str(), 0755) != 0) throw WriteError(f.dir_ / sub, errno);
+    write_atomically(f.dir_ / "INCOMPLETE",
+                     "this run has not finished (or was interrupted): its results are partial\n");
+    return f;
+  }
+
+  const fs::path& dir() const { return dir_; }
+  const std::string& id() const { return id_; }
+
+  void finished() const {
+    if (unlink((dir_ / "INCOMPLETE").c_str()) != 0) throw WriteError(dir_ / "INCOMPLETE", errno);
+  }
+
+  // Nothing was measured: nothing is left behind.
+  void remove() const {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // <out>/latest, shared by every run writing to <out>: moved only by a finished run, under a
+  // lock, atomically (a new link renamed over the old), and never back to an older run.
+  void point_latest_here() const {
+    const fs::path latest = out_ / "latest";
+    const int lock = open((out_ / ".latest.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0) throw WriteError(out_ / ".latest.lock", errno);
+    flock(lock, LOCK_EX);
+    std::error_code ec;
+    const fs::path now = fs::read_symlink(latest, ec);
+    if (ec || now.string() < id_) {
+      const fs::path tmp = out_ / (".latest." + std::to_string(getpid()));
+      fs::remove(tmp, ec);
+      fs::create_directory_symlink(id_, tmp, ec);
+      if (!ec) fs::rename(tmp, latest, ec);
+    }
+    close(lock);  // releases the lock
+    if (ec) throw WriteError(latest, ec.value());
+  }
+
+ private:
+  fs::path out_, dir_;
+  std::string id_;
+};
 
 }  // namespace bp

@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/text.h"
+
 namespace bp {
 
 inline bool proc_reset_peak_rss() {
@@ -146,15 +148,13 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
     std::ifstream cmd(dir + "/cmdline");
     const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
     std::string name;
-    for (size_t at = 0; at < cmdline.size(); at = cmdline.find('\0', at) + 1) {
-      const std::string arg = cmdline.c_str() + at;
+    for (const std::string& arg : split(cmdline, '\0')) {  // python3 runs pytorch_bench.py
       const std::string base = arg.substr(arg.rfind('/') + 1);
       if (base == "bench_run" || base == "bench_engine" || base == "bench_libtorch" ||
           base == "pytorch_bench.py") {
         name = base;
         break;
       }
-      if (cmdline.find('\0', at) == std::string::npos) break;
     }
     if (name.empty()) continue;
     std::ifstream stat(dir + "/stat");  // "pid (comm) state ppid ...": comm may hold spaces

@@ -10,11 +10,8 @@
 // written as soon as its numbers exist, so an interrupted run keeps what it measured.
 //
 //   build/bench_run --filter small_graph --repetitions 3      # `build/bench_run --help` for all
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -276,21 +273,27 @@ class Run {
                   .empty())
       git_sha_ += "-dirty";
     estimate_memory();
-    make_run_folder();
-    fmt::print("run {}\n  writing to {}\n", run_id_, dir_.string());
-    write_atomically(dir_ / "INCOMPLETE",
-                     "this run has not finished (or was interrupted): its results are partial\n");
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&start_));
+    std::string error;
+    std::optional<RunFolder> folder =
+        RunFolder::create(opt_.out, fmt::format("{}-{}-{}", stamp, host, git_sha_), &error);
+    if (!folder) usage_error(error);
+    folder_ = std::move(*folder);
+    fmt::print("run {}\n  writing to {}\n", folder_.id(), folder_.dir().string());
     note_other_benchmarks();
 
     const bool all_agree = check();
     if (opt_.check_only) {
-      finished();
+      folder_.finished();
       return all_agree ? 0 : 1;
     }
     bench();
     summarize();
-    finished();
-    point_latest_here();
+    folder_.finished();
+    folder_.point_latest_here();
     if (opt_.plots) plot();
     return failures_ ? 3 : 0;
   }
@@ -324,29 +327,6 @@ class Run {
     return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_, "BACKPROP_BENCH_ENVIRONMENT=" + env.dump()};
   }
 
-  // <out>/<run-id>/, created here and by no other run: two runs started in the same second get
-  // -2, -3... An --out that cannot hold it is bad input, found before anything runs.
-  void make_run_folder() {
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&start_));
-    std::error_code ec;
-    fs::create_directories(opt_.out, ec);
-    if (ec)
-      usage_error(fmt::format("--out {}: cannot create it ({})", opt_.out.string(), ec.message()));
-    for (int n = 1;; n++) {
-      run_id_ =
-          fmt::format("{}-{}-{}{}", stamp, host, git_sha_, n == 1 ? "" : fmt::format("-{}", n));
-      dir_ = opt_.out / run_id_;
-      if (mkdir(dir_.c_str(), 0755) == 0) break;
-      if (errno != EEXIST)
-        usage_error(fmt::format("--out {}: cannot create a run folder in it ({})",
-                                opt_.out.string(), std::strerror(errno)));
-    }
-    for (const char* sub : {"logs", "check"})
-      if (mkdir((dir_ / sub).c_str(), 0755) != 0) throw WriteError(dir_ / sub, errno);
-  }
   // Sizes beyond the defaults (harness/memory.h): each backend measured at three smaller sizes
   // in a scratch folder, the need extrapolated; a size that would not fit under the memory limit
   // is refused before anything runs, unless --force (each process stays capped by the limit).
@@ -406,32 +386,8 @@ class Run {
   // Bad input found after the run folder was made (a backend refusing its flags): nothing was
   // measured, so nothing is left behind.
   [[noreturn]] void refuse(const std::string& what) {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
+    folder_.remove();
     usage_error(what);
-  }
-
-  void finished() const {
-    if (unlink((dir_ / "INCOMPLETE").c_str()) != 0) throw WriteError(dir_ / "INCOMPLETE", errno);
-  }
-
-  // <out>/latest, shared by every run writing to <out>: moved only by a finished run, under a
-  // lock, atomically (a new link renamed over the old), and never back to an older run.
-  void point_latest_here() const {
-    const fs::path latest = opt_.out / "latest";
-    const int lock = open((opt_.out / ".latest.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock < 0) throw WriteError(opt_.out / ".latest.lock", errno);
-    flock(lock, LOCK_EX);
-    std::error_code ec;
-    const fs::path now = fs::read_symlink(latest, ec);
-    if (ec || now.string() < run_id_) {
-      const fs::path tmp = opt_.out / fmt::format(".latest.{}", getpid());
-      fs::remove(tmp, ec);
-      fs::create_directory_symlink(run_id_, tmp, ec);
-      if (!ec) fs::rename(tmp, latest, ec);
-    }
-    close(lock);  // releases the lock
-    if (ec) throw WriteError(latest, ec.value());
   }
 
   // Another benchmark on the machine makes this run's timings incomparable: say so, once, and
@@ -462,13 +418,13 @@ class Run {
     for (const std::string& b : opt_.backends) backends.push(b);
     for (const std::string& s : opt_.sizes) sizes.push(s);
     options.set("backends", std::move(backends)).set("sizes", std::move(sizes));
-    const Json doc = Json::object_of({{"run_id", run_id_},
+    const Json doc = Json::object_of({{"run_id", folder_.id()},
                                       {"git_sha", git_sha_},
                                       {"started_utc", started},
                                       {"options", options},
                                       {"memory_estimates", estimates_},
                                       {"processes", processes_}});
-    write_atomically(dir_ / "processes.json", doc.dump(2, 2) + "\n");
+    write_atomically(folder_.dir() / "processes.json", doc.dump(2, 2) + "\n");
   }
   Json process_json(const std::string& backend, const std::string& phase,
                     const std::string& benchmark, const std::string& file, const std::string& log,
@@ -501,7 +457,7 @@ class Run {
       for (const Selected& s : selected_)
         reads_corpus |= s.names.count(b) && s.workload->corpus.context;
       std::vector<std::string> argv = command(b, reads_corpus);
-      argv.push_back("--check_out=" + (dir_ / file).string());
+      argv.push_back("--check_out=" + (folder_.dir() / file).string());
       size_t count = 0;
       for (const Selected& s : selected_)
         if (s.names.count(b)) argv.push_back(instance_arg(s, b)), count++;
@@ -510,16 +466,16 @@ class Run {
         continue;
       }
       note_other_benchmarks();
-      const ProcessResult p =
-          run_process(argv, (dir_ / log).string(), opt_.timeout, child_env(), opt_.memory_limit);
-      records[b] = read_check_records(dir_ / file);
+      const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
+                                          child_env(), opt_.memory_limit);
+      records[b] = read_check_records(folder_.dir() / file);
       std::string status = "ok", message;
       if (!p.ok()) {
         status = "failed", message = p.failure() + " (see " + log + ")";
         died[b] = "its check process " + message;
         if (p.exit_code == 2) {  // a flag it refused: one line, as for the runner's own
           fmt::print("\n");
-          const std::vector<std::string> lines = fields(read_file(dir_ / log), '\n');
+          const std::vector<std::string> lines = fields(read_file(folder_.dir() / log), '\n');
           refuse(fmt::format("{} refused its flags: {}", b, lines.size() > 1 ? lines[1] : "?"));
         }
       }
@@ -571,7 +527,7 @@ class Run {
             losses_[s.id][v.backend].push_back(l.num_or(NAN));
       }
     }
-    write_atomically(dir_ / "check.json",
+    write_atomically(folder_.dir() / "check.json",
                      Json::object_of({{"results", results}}).dump(2, 2) + "\n");
     bool all_agree = true;
     for (const std::string& b : opt_.backends) {
@@ -630,21 +586,22 @@ class Run {
       add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
       return c;
     }
-    for (const fs::path& folder : {dir_ / b, dir_ / "logs" / b})
+    for (const fs::path& folder : {folder_.dir() / b, folder_.dir() / "logs" / b})
       if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
         throw WriteError(folder, ec.value());
     c.file = b + "/" + stem + ".json";
     const std::string log = "logs/" + b + "/" + stem + ".log";
     std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
-    argv.insert(argv.end(), {instance_arg(s, b), "--benchmark_out=" + (dir_ / c.file).string(),
-                             "--benchmark_out_format=json",
-                             fmt::format("--benchmark_repetitions={}", opt_.repetitions),
-                             fmt::format("--benchmark_min_time={}", opt_.min_time),
-                             fmt::format("--warmup_steps={}", opt_.warmup_steps),
-                             "--benchmark_display_aggregates_only=true"});
+    argv.insert(
+        argv.end(),
+        {instance_arg(s, b), "--benchmark_out=" + (folder_.dir() / c.file).string(),
+         "--benchmark_out_format=json", fmt::format("--benchmark_repetitions={}", opt_.repetitions),
+         fmt::format("--benchmark_min_time={}", opt_.min_time),
+         fmt::format("--warmup_steps={}", opt_.warmup_steps),
+         "--benchmark_display_aggregates_only=true"});
     note_other_benchmarks();
-    const ProcessResult p =
-        run_process(argv, (dir_ / log).string(), opt_.timeout, child_env(), opt_.memory_limit);
+    const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
+                                        child_env(), opt_.memory_limit);
     c.max_rss_bytes = double(p.max_rss_bytes);
     if (p.exit_code == kExitOutOfMemory) {
       c.status = "out_of_memory";
@@ -660,7 +617,8 @@ class Run {
             human_mb(c.max_rss_bytes));
     } else {
       try {
-        const BenchmarkResult r = read_benchmark_result(parse_json(read_file(dir_ / c.file)));
+        const BenchmarkResult r =
+            read_benchmark_result(parse_json(read_file(folder_.dir() / c.file)));
         c.status = r.status, c.message = r.message;
         c.median_seconds = r.median_seconds, c.peak_rss_bytes = r.peak_rss_bytes;
         c.interval = r.interval;
@@ -675,7 +633,7 @@ class Run {
 
   void summarize() {
     Summary s;
-    s.run_id = run_id_;
+    s.run_id = folder_.id();
     s.backends = opt_.backends;
     s.reference = opt_.backends.front();
     for (const std::string& b : opt_.backends) s.threads[b] = threads_of(opt_, b);
@@ -695,7 +653,7 @@ class Run {
       for (auto& [b, l] : losses_[sel.id]) row.cells[b].check_losses = l;
       s.rows.push_back(std::move(row));
     }
-    write_atomically(dir_ / "summary.json", summary_json(s).dump(2, 4) + "\n");
+    write_atomically(folder_.dir() / "summary.json", summary_json(s).dump(2, 4) + "\n");
     std::string text = summary_text(s);
     if (!others_.empty())
       text += fmt::format(
@@ -708,24 +666,24 @@ class Run {
           "\n{} benchmark(s) failed or were not run; see "
           "processes.json\n",
           failures_);
-    text += fmt::format("results: {}\n", dir_.string());
-    write_atomically(dir_ / "summary.txt", text);
+    text += fmt::format("results: {}\n", folder_.dir().string());
+    write_atomically(folder_.dir() / "summary.txt", text);
     fmt::print("{}", text);
   }
 
   // plots/plot.py is a pure function of summary.json; a failure there loses no result.
   void plot() const {
     std::fflush(stdout);
-    const std::string log = (dir_ / "logs" / "plots.log").string();
+    const std::string log = (folder_.dir() / "logs" / "plots.log").string();
     const ProcessResult p = run_process(
-        {"/usr/bin/python3", BP_SOURCE_DIR "/plots/plot.py", dir_.string()}, log, 600, {});
+        {"/usr/bin/python3", BP_SOURCE_DIR "/plots/plot.py", folder_.dir().string()}, log, 600, {});
     std::vector<std::string> lines = fields(read_file(log), '\n');
     for (size_t i = 1; i < lines.size(); i++) fmt::print("{}\n", lines[i]);
     if (!p.ok())
       fmt::print(stderr,
                  "plots failed ({}); the results are intact, retry with: make plots "
                  "RUN={}\n",
-                 p.failure(), dir_.string());
+                 p.failure(), folder_.dir().string());
   }
 
   Options opt_;
@@ -733,8 +691,8 @@ class Run {
   std::time_t start_ = 0;
   double load_start_ = -1;
   std::vector<std::string> others_;  // other benchmark processes seen during the run
-  std::string run_id_, git_sha_;
-  fs::path dir_;
+  std::string git_sha_;
+  RunFolder folder_;
   Json processes_ = Json::array_of();
   Json estimates_ = Json::array_of();  // sizes beyond the defaults: what each will need
   std::map<std::string, std::map<std::string, Verdict>> verdicts_;  // instance -> backend -> it
