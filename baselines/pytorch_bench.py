@@ -11,10 +11,11 @@ torch.jit.trace for the models.
 Timing loop, per repetition: set up (untimed), --warmup_steps steps (untimed, as on every
 backend: TorchScript's profiling executor records and optimises the graph over its first runs,
 which PyTorch's docs say to exclude), then steps back to back until --benchmark_min_time seconds
-have passed. Under TorchScript the check warms up too, with forward and backward passes that
-update nothing, so it checks the numbers of the graph that is timed (the optimised graph's
-embedding backward rounds differently from the profiling run's, so a step 0 repeated across that
-switch would differ in its last bits).
+have passed; with --take_turns (harness/protocol.h) it says ready on fd 4 and waits for its turn
+on fd 3 just before that loop. Under TorchScript the check warms up too, with forward and backward
+passes that update nothing, so it checks the numbers of the graph that is timed (the optimised
+graph's embedding backward rounds differently from the profiling run's, so a step 0 repeated
+across that switch would differ in its last bits).
 
     /usr/bin/python3 baselines/pytorch_bench.py --mode=pytorch --instance=workload=tiny_graph,name=t
     /usr/bin/python3 baselines/pytorch_bench.py --mode=torchscript --data=/usr/share/dict/words \\
@@ -98,7 +99,7 @@ def parse_instance(text):
 
 def parse_flags(argv):
     flags = dict(mode="pytorch", instances=[], threads=1, data=None, check_out=None, out=None,
-                 repetitions=1, min_time=0.5, warmup_steps=3)
+                 repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         if key == "--mode" and value in ("pytorch", "torchscript"):
@@ -111,6 +112,8 @@ def parse_flags(argv):
             flags["data"] = value
         elif key == "--warmup_steps" and value.isdigit() and int(value) <= 1000:
             flags["warmup_steps"] = int(value)
+        elif arg == "--take_turns":
+            flags["take_turns"] = True
         elif key == "--check_out":
             flags["check_out"] = value
         elif key == "--benchmark_out":
@@ -310,6 +313,17 @@ def context(flags, corpus):
     return ctx
 
 
+def wait_for_turn():
+    """--take_turns: ready on fd 4, then a line on fd 3; at end-of-file the runner wants no more."""
+    try:
+        os.write(4, b"ready\n")
+        while (c := os.read(3, 1)) != b"\n":
+            if not c:
+                os._exit(0)
+    except OSError:
+        os._exit(0)
+
+
 def benchmark(spec, flags, corpus):
     """One run per repetition, Google Benchmark style; returns its JSON entries."""
     name, runs = spec["name"], []
@@ -324,6 +338,8 @@ def benchmark(spec, flags, corpus):
         run = build(spec, flags["mode"], corpus)
         for _ in range(flags["warmup_steps"]):
             run.step()
+        if flags["take_turns"]:
+            wait_for_turn()
         iterations, start_real, start_cpu = 0, time.perf_counter(), time.process_time()
         while True:
             run.step()

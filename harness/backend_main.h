@@ -13,13 +13,15 @@
 //
 // Test hook: BACKPROP_BENCH_FAULT=KIND:TEXT breaks the instances whose benchmark name contains
 // TEXT, so the tests can prove that the runner survives and reports it (harness/tests/). KIND is
-// `crash`, `hang` or `oom` (while benchmarking), `check-crash`, `wrong`, `nan` or `reset` (during
-// the check; `wrong` adds 1 to every value and loss it reports, `nan` makes them NaN, `reset` adds
-// 1 only to the repeated step's).
+// `crash`, `hang`, `oom` or `slowN` (while benchmarking; `slowN` does every timed step N times,
+// 2 to 100, a regression bench_run compare must catch), `check-crash`, `wrong`, `nan` or `reset`
+// (during the check; `wrong` adds 1 to every value and loss it reports, `nan` makes them NaN,
+// `reset` adds 1 only to the repeated step's).
 #pragma once
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -78,6 +80,34 @@ inline std::string inject_fault(const std::string& name, bool checking) {
   return kind;
 }
 
+// The fault `slowN`: N steps per timed iteration (0: no such fault).
+inline int slowdown(const std::string& fault) {
+  if (fault.rfind("slow", 0) != 0) return 0;
+  const std::optional<int64_t> n = parse_whole(fault.substr(4));
+  if (!n || *n < 2 || *n > 100)
+    backend_usage_error("BACKPROP_BENCH_FAULT=" + fault + ": slowN, N 2 to 100");
+  return int(*n);
+}
+
+// --take_turns (harness/protocol.h): before each repetition's timed loop, say ready on fd 4 and
+// wait for "go" on fd 3; the runner closing fd 3 instead means it wants no more: stop, quietly.
+// Google Benchmark's first repetition is the last call of its iteration search (1, 10, 100...
+// iterations until --benchmark_min_time is reached), and every later one repeats that count: so
+// the first call of a benchmark waits for its turn and its search runs within that turn, and
+// after it a call waits only when its count equals the previous call's (a repetition; the search
+// strictly grows the count). Each repetition is then one turn, as in the Python backends.
+inline bool g_take_turns = false;
+inline void wait_for_turn(const std::string& benchmark, int64_t iterations) {
+  static std::string previous_benchmark;
+  static int64_t previous_iterations = -1;
+  const bool repetition = benchmark != previous_benchmark || iterations == previous_iterations;
+  previous_benchmark = benchmark, previous_iterations = iterations;
+  if (!g_take_turns || !repetition) return;
+  if (write(4, "ready\n", 6) != 6) std::_Exit(0);
+  for (char c = 0; c != '\n';)
+    if (read(3, &c, 1) != 1) std::_Exit(0);
+}
+
 // The corpus the model workloads read, loaded once by backend_main before anything runs.
 inline Corpus& loaded_corpus() {
   static Corpus corpus;
@@ -126,34 +156,44 @@ void reporting_exceptions(benchmark::State& state, Fn&& fn) {
 template <class W, class B>
 void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_t size,
                         int warmup_steps) {
-  inject_fault(name, false);
+  const int slow = slowdown(inject_fault(name, false));
   proc_reset_peak_rss();
   B backend;
   typename W::template Run<B> run(backend, size);
   std::array<double, W::num_grads> grads{};
-  double out = 0;
-  for (int i = 0; i < warmup_steps; i++) run.step(backend, std::span<double, W::num_grads>(grads));
-  for (auto _ : state) {
-    out = run.step(backend, std::span<double, W::num_grads>(grads));
+  auto step = [&] {
+    const double out = run.step(backend, std::span<double, W::num_grads>(grads));
     benchmark::DoNotOptimize(out);
     if constexpr (W::num_grads > 0) benchmark::DoNotOptimize(grads);
-  }
+  };
+  for (int i = 0; i < warmup_steps; i++) step();
+  wait_for_turn(name, state.max_iterations);
+  if (slow)  // two loops, so that the hook costs the timed one nothing
+    for (auto _ : state)
+      for (int i = 0; i < slow; i++) step();
+  else
+    for (auto _ : state) step();
   report_counters(state, backend);
   if (W::sizes.sized()) state.SetItemsProcessed(state.iterations() * size);  // nodes/s
 }
 
 template <class W, class B>
 void bench_model(benchmark::State& state, const std::string& name, int64_t size, int warmup_steps) {
-  inject_fault(name, false);
+  const int slow = slowdown(inject_fault(name, false));
   proc_reset_peak_rss();
   B backend;
   typename W::template Run<B> run(backend, size, loaded_corpus());
-  double out = 0;
-  for (int i = 0; i < warmup_steps; i++) run.step(backend);
-  for (auto _ : state) {
-    out = run.step(backend);
+  auto step = [&] {
+    const double out = run.step(backend);
     benchmark::DoNotOptimize(out);
-  }
+  };
+  for (int i = 0; i < warmup_steps; i++) step();
+  wait_for_turn(name, state.max_iterations);
+  if (slow)
+    for (auto _ : state)
+      for (int i = 0; i < slow; i++) step();
+  else
+    for (auto _ : state) step();
   report_counters(state, backend);
 }
 
@@ -306,6 +346,8 @@ BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInfo& info
       flags.instances.push_back(*spec);
     } else if (const char* v = value_of(arg, "--check_out=")) {
       flags.check_out = v;
+    } else if (arg == "--take_turns") {
+      g_take_turns = true;
     } else if (const char* v = value_of(arg, "--data=")) {
       flags.data = v;
     } else if (const char* v = value_of(arg, "--warmup_steps=")) {

@@ -6,7 +6,8 @@
 // file-size limit, a folder made read-only) the temporary file is removed, the last good `<name>`
 // stays as it was, and WriteError says which file, why, and on which filesystem.
 // RunFolder is <out>/<run-id>/: created by one run only (two started in the same second get -2,
-// -3...), marked INCOMPLETE until the run finishes, and only then pointed at by <out>/latest.
+// -3...), marked INCOMPLETE until the run finishes, and only then pointed at by <out>/latest; an
+// interrupted one is reopened by --resume.
 //   Tests: harness/tests/ (a run under a file-size limit, racing runs, stopped runs).
 #pragma once
 
@@ -111,6 +112,26 @@ class RunFolder {
     write_atomically(f.dir_ / "INCOMPLETE",
                      "this run has not finished (or was interrupted): its results are partial\n");
     return f;
+  }
+
+  // An interrupted run's folder, to resume (bench_run --resume): nothing and *error unless it
+  // is a run folder still marked INCOMPLETE.
+  static std::optional<RunFolder> reopen(const fs::path& dir, std::string* error) {
+    RunFolder f;
+    f.dir_ = fs::absolute(dir).lexically_normal();
+    if (f.dir_.filename().empty()) f.dir_ = f.dir_.parent_path();  // "run/" as "run"
+    f.id_ = f.dir_.filename().string(), f.out_ = f.dir_.parent_path();
+    std::error_code ec;
+    if (!fs::is_directory(f.dir_, ec))
+      *error = "--resume " + dir.string() + ": no such run folder";
+    else if (!fs::exists(f.dir_ / "run.json", ec))
+      *error = "--resume " + dir.string() + ": not a run folder of this version of bench_run " +
+               "(no run.json)";
+    else if (!fs::exists(f.dir_ / "INCOMPLETE", ec))
+      *error = "--resume " + dir.string() + ": that run finished; there is nothing to resume";
+    else
+      return f;
+    return std::nullopt;
   }
 
   const fs::path& dir() const { return dir_; }

@@ -6,10 +6,12 @@
 //   ctest -R harness_test --output-on-failure
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "harness/environment.h"
 #include "harness/json.h"
 #include "harness/judge.h"
 #include "harness/memory.h"
@@ -378,7 +380,9 @@ TEST(Results, MedianInSecondsWhateverTheUnit) {
   bp::BenchmarkResult r = bp::read_benchmark_result(file);
   EXPECT_EQ(r.status, "ok");
   EXPECT_DOUBLE_EQ(r.median_seconds, 20e-6);
-  EXPECT_EQ(r.repetitions, 2);
+  ASSERT_EQ(r.repetition_seconds.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.repetition_seconds[0], 10e-6);
+  EXPECT_DOUBLE_EQ(r.repetition_seconds[1], 30e-6);
   EXPECT_EQ(r.peak_rss_bytes, 5e6);
   Json single = Json::object_of({{"benchmarks", Json::array_of({gb_run("iteration", 3, "ms")})}});
   EXPECT_DOUBLE_EQ(bp::read_benchmark_result(single).median_seconds, 3e-3);
@@ -441,9 +445,10 @@ TEST(Results, RatiosCrossoversAndTheirText) {
   noisy.rows[4].cells["libtorch"].median_seconds = 20 / 1.013;
   noisy.rows[4].cells["libtorch"].interval = {19.0, 21.0, 0.9375};
   EXPECT_EQ(noisy.crossovers()[0].from, 0);
-  const auto [lo, hi] = noisy.ratio_interval(noisy.rows[4], "libtorch");
-  EXPECT_NEAR(lo, 19.0 / 20.2, 1e-12);
-  EXPECT_NEAR(hi, 21.0 / 19.8, 1e-12);
+  const bp::Summary::Ratio unpaired = noisy.ratio_of(noisy.rows[4], "libtorch");
+  EXPECT_FALSE(unpaired.paired) << "no repetition times: the medians' intervals";
+  EXPECT_NEAR(unpaired.lo, 19.0 / 20.2, 1e-12);
+  EXPECT_NEAR(unpaired.hi, 21.0 / 19.8, 1e-12);
   EXPECT_EQ(bp::human_ratio(0.04), "0.04x");
   EXPECT_EQ(bp::human_ratio(0.5), "0.5x");
   EXPECT_EQ(bp::human_ratio(2.25), "2.2x");
@@ -459,6 +464,60 @@ TEST(Results, RatiosCrossoversAndTheirText) {
   EXPECT_NE(flagged.find("1.00 s~"), std::string::npos) << flagged;
   EXPECT_EQ(flagged.find("2.00 s~"), std::string::npos) << flagged;
   EXPECT_NE(flagged.find("~ wide: the 93.8% interval of the median"), std::string::npos) << flagged;
+}
+
+// Repetitions that took turns are paired: a drift of the machine that slows both backends alike
+// (here 10% a repetition) leaves every pair's ratio at 2, so the ratio's interval is [2, 2],
+// where the unpaired medians' intervals would span more than a factor of 3.
+TEST(Results, PairedRatiosCancelDrift) {
+  bp::Summary s;
+  s.reference = "engine";
+  s.backends = {"engine", "libtorch"};
+  const bp::WorkloadInfo& w = workload("tiny_graph");
+  bp::SummaryRow row{bp::instance_id(w, 0), &w, 0, {}};
+  std::vector<double> engine, torch;
+  for (int i = 0; i < 10; i++) engine.push_back(std::pow(1.1, i)), torch.push_back(2 * engine[i]);
+  torch[3] *= 1.5;  // one disturbed repetition moves one pair only
+  for (const auto& [b, given] : {std::pair{"engine", engine}, std::pair{"libtorch", torch}}) {
+    bp::Cell& c = row.cells[b];
+    c.status = "ok";
+    c.repetition_seconds = given;
+    c.interval = bp::median_interval(given);
+    std::vector<double> times = given;
+    std::sort(times.begin(), times.end());
+    c.median_seconds = (times[4] + times[5]) / 2;
+  }
+  s.rows.push_back(row);
+  const bp::Summary::Ratio r = s.ratio_of(s.rows[0], "libtorch");
+  EXPECT_TRUE(r.paired);
+  EXPECT_DOUBLE_EQ(r.value, 2);
+  EXPECT_DOUBLE_EQ(r.lo, 2);
+  EXPECT_DOUBLE_EQ(r.hi, 2);  // [2nd, 9th] of ten pairs: the disturbed one is the 10th
+  row.cells["libtorch"].repetition_seconds.pop_back();  // unequal counts: no pairs
+  s.rows[0] = row;
+  const bp::Summary::Ratio u = s.ratio_of(s.rows[0], "libtorch");
+  EXPECT_FALSE(u.paired);
+  EXPECT_GT(u.hi / u.lo, 3);
+}
+
+// Differences that change a step's cost are named; the memory size and the kernel's build date
+// are not such differences.
+TEST(Environment, PerformanceDifferencesNamed) {
+  const Json zen5 = Json::object_of({{"cpu_vendor", "AuthenticAMD"},
+                                     {"cpu_family", "26"},
+                                     {"cpu_flags", "fpu avx2 avx512f"},
+                                     {"kernel", "6.18.44 #1 SMP Mon"},
+                                     {"memory_total_bytes", "24000000000"}});
+  Json zen4 = zen5;
+  zen4.set("cpu_family", "25")
+      .set("cpu_flags", "fpu avx2 avx512_bf16")
+      .set("kernel", "6.18.44 #1 SMP Tue");
+  zen4.set("memory_total_bytes", "16000000000");
+  EXPECT_TRUE(bp::performance_differences(zen5, zen5).empty());
+  const std::vector<std::string> d = bp::performance_differences(zen5, zen4);
+  ASSERT_EQ(d.size(), 2u) << fmt::format("{}", fmt::join(d, "\n"));
+  EXPECT_EQ(d[0], "cpu_family: 26 vs 25");
+  EXPECT_EQ(d[1], "cpu_flags: only in the first: avx512f; only in the second: avx512_bf16");
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 # ones (as root with apt-get, otherwise with sudo). `make`, `make test` and `make bench` call it.
 # wamerican provides /usr/share/dict/words, the default corpus of the model workloads;
 # clang-format keeps the tree in its .clang-format style (make format; the format_check test);
-# libasan8 and libubsan1 are the sanitizer runtimes of `make sanitize` (g++ pulls them in too).
+# libasan8 and libubsan1 are the sanitizer runtimes of `make sanitize` (g++ pulls them in too);
+# libbenchmark-tools is Google Benchmark's tools/compare.py (with python3-scipy, its U test), which
+# the tests run on our result files; chromium opens each run's report.html in the tests.
 set -eu
 PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
           python3-matplotlib python3-pytest libopenblas0-pthread wamerican clang-format libasan8
-          libubsan1"
+          libubsan1 libbenchmark-tools python3-scipy chromium"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,20 +1,23 @@
-// harness/process.h: running a backend process (or git) from bench_run, without a shell.
+// harness/process.h: running backend processes (and git) from bench_run, without a shell.
 //
 // Every child runs from an argument vector (execv): no user string is ever parsed by a shell. A
 // backend process runs in its own process group, so that a timeout or Ctrl-C kills it with
 // everything it started; its stdout and stderr go to a log file that starts with the command line,
 // so any process of a run can be repeated by hand; it dies with the runner, however the runner
 // dies. Its peak RSS comes from wait4's rusage: the child's own high-water mark, as the kernel
-// saw it.
+// saw it. Several may be alive at once, taking turns (harness/protocol.h, --take_turns): a Child
+// started with turns gets a pipe to say "ready" on (fd 4) and one to hear "go" on (fd 3).
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -29,12 +32,13 @@ namespace bp {
 
 struct ProcessResult {
   int exit_code = -1, signal = 0;
-  bool timed_out = false, started = true;
+  bool timed_out = false, started = true, interrupted = false;
   double wall_seconds = 0;
   int64_t max_rss_bytes = 0;
   bool ok() const { return started && !timed_out && signal == 0 && exit_code == 0; }
   std::string failure() const {
     if (!started) return "could not start";
+    if (interrupted) return "interrupted (Ctrl-C or SIGTERM to bench_run)";
     if (timed_out) return "timed out";
     if (signal)
       return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
@@ -42,75 +46,190 @@ struct ProcessResult {
   }
 };
 
-// The process group of the running child, for the signal handler (bench_run's main installs it).
-inline volatile sig_atomic_t g_child_group = 0;
+// The process groups of the running children, for the signal handler; 0 marks a free slot.
+inline constexpr int kMaxChildren = 16;
+inline volatile sig_atomic_t g_child_groups[kMaxChildren] = {};
+// The signal that interrupted the run (SIGINT, SIGTERM), 0 while none did.
+inline volatile sig_atomic_t g_interrupted = 0;
 
-// Ctrl-C stops the backend process too; files already written stay.
-inline void kill_child_and_reraise(int sig) {
-  if (g_child_group > 0) kill(-g_child_group, SIGKILL);
-  signal(sig, SIG_DFL);
-  raise(sig);
+// Ctrl-C or SIGTERM: every backend process dies at once with all it started; the runner sees
+// them end, stops starting new ones, and writes what finished (bench_run's main installs it).
+inline void interrupt_children(int sig) {
+  g_interrupted = sig;
+  for (int i = 0; i < kMaxChildren; i++)
+    if (g_child_groups[i] > 0) kill(-g_child_groups[i], SIGKILL);
 }
 
-// Runs argv with `env` added, stdout and stderr appended to `log` after a first line with the
-// command; kills the process group after `timeout` seconds. `memory_limit` (bytes, 0: none) caps
-// the child's address space (RLIMIT_AS): an allocation beyond it is refused, which the backend
-// reports as out of memory, rather than the machine swapping or the kernel killing at random.
+// One child process: started, then (taking turns, if it does) waited for.
+class Child {
+ public:
+  enum class Turn { ready, ended, timed_out };
+
+  // Runs argv with `env` added, stdout and stderr appended to `log` after a first line with the
+  // command; its group is killed `timeout` seconds after the start. `memory_limit` (bytes, 0:
+  // none) caps its address space (RLIMIT_AS): an allocation beyond it is refused, which the
+  // backend reports as out of memory, rather than the machine swapping or the kernel killing at
+  // random.
+  Child(const std::vector<std::string>& argv, const std::string& log, double timeout,
+        const std::vector<std::string>& env, int64_t memory_limit, bool takes_turns = false)
+      : start_(std::chrono::steady_clock::now()), timeout_(timeout) {
+    if (FILE* f = std::fopen(log.c_str(), "w")) {
+      std::fprintf(f, "$ %s\n", command_line(argv).c_str());
+      std::fclose(f);
+    }
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    int go[2] = {-1, -1}, ready[2] = {-1, -1};  // runner -> child, child -> runner
+    if (takes_turns && (pipe2(go, O_CLOEXEC) != 0 || pipe2(ready, O_CLOEXEC) != 0)) return;
+    slot_ = -1;
+    for (int i = 0; i < kMaxChildren && slot_ < 0; i++)
+      if (g_child_groups[i] == 0) slot_ = i;
+    if (slot_ < 0) return;  // the runner never has this many alive
+    const pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) return;
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      // A runner killed outright (SIGKILL: no handler runs) takes its backend with it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      if (memory_limit > 0) {
+        const rlimit cap{rlim_t(memory_limit), rlim_t(memory_limit)};
+        setrlimit(RLIMIT_AS, &cap);
+      }
+      if (takes_turns) {  // to fds 3 and 4 by way of high ones: a pipe end may already be 3 or 4
+        const int in = fcntl(go[0], F_DUPFD_CLOEXEC, 10),
+                  out = fcntl(ready[1], F_DUPFD_CLOEXEC, 10);
+        dup2(in, 3), dup2(out, 4);  // the copies lose O_CLOEXEC: the backend inherits them
+      }
+      const int fd = open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+      if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+      signal(SIGPIPE, SIG_DFL);  // the runner ignores it (a child gone mid-turn), exec keeps that
+      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+      execv(args[0], args.data());
+      std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+      _exit(127);
+    }
+    setpgid(pid_, pid_);
+    g_child_groups[slot_] = pid_;
+    if (g_interrupted) kill_group();  // the signal came before the handler could see this child
+    if (takes_turns) {
+      close(go[0]), close(ready[1]);
+      go_fd_ = go[1], ready_fd_ = ready[0];
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0 && !reaped_) kill_group(), finish();
+    close_pipes();
+  }
+
+  bool started() const { return pid_ > 0; }
+
+  // Taking turns: blocks until the child says it is ready for its next timed loop, or has ended
+  // (its pipe closed: it finished, crashed or was killed), or its time is up (then it is killed).
+  // Its time is its own: while it waits for its turn, its timeout does not run, so a backend that
+  // hangs costs the others nothing but the wait.
+  Turn wait_ready() {
+    if (ready_fd_ < 0) return Turn::ended;
+    while (true) {
+      const double left = timeout_ - own_seconds();
+      if (left <= 0) {
+        timed_out_ = true;
+        kill_group();
+        close_pipes();
+        return Turn::timed_out;
+      }
+      pollfd p{ready_fd_, POLLIN, 0};
+      const int n = poll(&p, 1, int(std::min(left, 1.0) * 1000) + 1);
+      if (n <= 0) continue;  // time passing, or a signal (the handler killed the child: EOF next)
+      char c;
+      const ssize_t got = read(ready_fd_, &c, 1);
+      if (got <= 0) {
+        if (got < 0 && errno == EINTR) continue;
+        close_pipes();
+        return Turn::ended;
+      }
+      if (c == '\n') {
+        waiting_since_ = std::chrono::steady_clock::now();
+        return Turn::ready;
+      }
+    }
+  }
+  // Its turn: it runs one timed loop, then says ready again (or ends).
+  void go() {
+    stop_waiting();
+    turns_.push_back(std::chrono::steady_clock::now());
+    if (go_fd_ >= 0 && write(go_fd_, "go\n", 3) != 3) close_pipes();
+  }
+
+  // Waits for it to end (killing it when its time is up) and says how it ended.
+  ProcessResult finish() {
+    ProcessResult r;
+    if (pid_ <= 0) {
+      r.started = false;
+      return r;
+    }
+    stop_waiting();
+    close_pipes();  // a child still waiting for its turn reads end-of-file and stops
+    int status = 0;
+    rusage usage{};
+    while (!reaped_) {
+      if (wait4(pid_, &status, WNOHANG, &usage) == pid_) break;
+      if (g_interrupted) kill_group();
+      if (own_seconds() > timeout_ && !timed_out_) timed_out_ = true, kill_group();
+      std::this_thread::sleep_for(std::chrono::milliseconds(timed_out_ ? 1 : 10));
+    }
+    reaped_ = true;
+    g_child_groups[slot_] = 0;
+    r.timed_out = timed_out_;
+    r.interrupted = g_interrupted != 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    r.wall_seconds = elapsed();
+    r.max_rss_bytes = int64_t(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    return r;
+  }
+
+  // When each of its turns began.
+  const std::vector<std::chrono::steady_clock::time_point>& turns() const { return turns_; }
+
+  void kill_group() const {
+    if (pid_ > 0 && !reaped_) kill(-pid_, SIGKILL);
+  }
+
+ private:
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  double own_seconds() const { return elapsed() - waited_; }
+  void stop_waiting() {
+    if (waiting_since_ == std::chrono::steady_clock::time_point{}) return;
+    waited_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
+    waiting_since_ = {};
+  }
+  void close_pipes() {
+    if (go_fd_ >= 0) close(go_fd_);
+    if (ready_fd_ >= 0) close(ready_fd_);
+    go_fd_ = ready_fd_ = -1;
+  }
+
+  std::chrono::steady_clock::time_point start_, waiting_since_{};
+  std::vector<std::chrono::steady_clock::time_point> turns_;
+  double timeout_, waited_ = 0;  // waited_: seconds it spent ready, waiting for its turn
+  pid_t pid_ = -1;
+  int slot_ = -1, go_fd_ = -1, ready_fd_ = -1;
+  bool reaped_ = false, timed_out_ = false;
+};
+
+// One process, start to end.
 inline ProcessResult run_process(const std::vector<std::string>& argv, const std::string& log,
                                  double timeout, const std::vector<std::string>& env,
                                  int64_t memory_limit = 0) {
-  ProcessResult r;
-  if (FILE* f = std::fopen(log.c_str(), "w")) {
-    std::fprintf(f, "$ %s\n", command_line(argv).c_str());
-    std::fclose(f);
-  }
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    r.started = false;
-    return r;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    // A runner killed outright (SIGKILL: no handler runs) takes its backend with it.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    if (memory_limit > 0) {
-      const rlimit cap{rlim_t(memory_limit), rlim_t(memory_limit)};
-      setrlimit(RLIMIT_AS, &cap);
-    }
-    const int fd = open(log.c_str(), O_WRONLY | O_APPEND);
-    if (fd >= 0) dup2(fd, 1), dup2(fd, 2), close(fd);
-    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-    execv(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  g_child_group = pid;
-  int status = 0;
-  rusage usage{};
-  while (true) {
-    const pid_t done = wait4(pid, &status, WNOHANG, &usage);
-    if (done == pid) break;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (elapsed > timeout && !r.timed_out) {
-      r.timed_out = true;
-      kill(-pid, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(r.timed_out ? 1 : 10));
-  }
-  g_child_group = 0;
-  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.max_rss_bytes = int64_t(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  return r;
+  return Child(argv, log, timeout, env, memory_limit).finish();
 }
 
 // The stdout of a short command (its stderr discarded), trailing whitespace removed; "" if it

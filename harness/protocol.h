@@ -15,6 +15,14 @@
 //                   backend times its steady state (TorchScript optimises its graph over the
 //                   first runs; an engine touches its arena's fresh pages in the first two)
 //   --check_out=FILE   run the correctness check of every instance instead of benchmarks
+//   --take_turns    benchmarks of one row run in processes alive together, one timing at a time:
+//                   before each repetition's timed loop, after its setup and warm-up, the
+//                   process writes a line to fd 4 and waits for a line on fd 3 ("go"), one turn
+//                   per repetition (Google Benchmark's iteration search runs inside the first:
+//                   harness/backend_main.h); at end-of-file on fd 3 it exits with status 0.
+//                   Only the process whose turn it is computes. So a slow drift of the machine
+//                   hits every backend of the row alike, and repetition i of one backend is
+//                   paired with repetition i of another (bench_run, harness/results.h).
 //   and otherwise Google Benchmark's own flags: --benchmark_out=FILE --benchmark_out_format=json
 //   --benchmark_repetitions=N --benchmark_min_time=S --benchmark_display_aggregates_only=true.
 // Out:

@@ -21,6 +21,11 @@
 
 namespace bp {
 
+// The version of what a run writes (run.json, summary.json): 2 added run.json, paired ratios,
+// repetition times, options and backend contexts in the summary; 1 had none of them (and no
+// "format_version" key). Readers of older runs (bench_run compare) refuse them in one line.
+inline constexpr int kResultFormat = 2;
+
 // A distribution-free interval for the median of n repetitions: between the k-th smallest and
 // the k-th largest, where the median lies with probability 1 - 2 P(Binomial(n, 1/2) < k),
 // whatever the distribution of the times. k is the largest that keeps 95%; below 6 repetitions
@@ -49,7 +54,7 @@ struct BenchmarkResult {
   MedianInterval interval;        // of that median, in seconds (harness/results.h)
   double peak_rss_bytes = NAN;    // the benchmark's own counter (high-water mark during it)
   double items_per_second = NAN;  // scalar_chain: nodes per second
-  int repetitions = 0;
+  std::vector<double> repetition_seconds;  // each repetition's time per step, in their order
 };
 
 inline double seconds_per_unit(const std::string& unit) {
@@ -61,7 +66,7 @@ inline double seconds_per_unit(const std::string& unit) {
 inline BenchmarkResult read_benchmark_result(const Json& file) {
   BenchmarkResult r;
   const Json* chosen = nullptr;
-  std::vector<double> times;  // each repetition's time per step, in seconds
+  std::vector<double>& times = r.repetition_seconds;
   for (const Json& run : file["benchmarks"].array) {
     if (run["error_occurred"].boolean) {
       r.message = run["error_message"].str_or("error");
@@ -69,14 +74,13 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
       return r;
     }
     if (run["run_type"].str_or("") == "iteration") {
-      r.repetitions++;
       times.push_back(run["real_time"].num_or(NAN) *
                       seconds_per_unit(run["time_unit"].str_or("?")));
     }
     if (run["run_type"].str_or("") == "aggregate" && run["aggregate_name"].str_or("") == "median")
       chosen = &run;
   }
-  if (!chosen && r.repetitions == 1) chosen = &file["benchmarks"].array[0];
+  if (!chosen && times.size() == 1) chosen = &file["benchmarks"].array[0];
   if (!chosen) {
     r.message = "no median in the result file";
     return r;
@@ -99,7 +103,8 @@ struct Cell {
   std::string status = "not_run";  // ok | failed | timeout | out_of_memory | skipped | not_run
   std::string message;
   double median_seconds = NAN, max_rss_bytes = NAN, peak_rss_bytes = NAN, items_per_second = NAN;
-  MedianInterval interval;  // of median_seconds
+  MedianInterval interval;                 // of median_seconds
+  std::vector<double> repetition_seconds;  // in the order they ran, taking turns with the row's
   // Wide: the interval spans more than kWideSpread of the median, flagged in tables and plots.
   static constexpr double kWideSpread = 0.10;
   bool wide() const { return interval.hi - interval.lo > kWideSpread * median_seconds; }
@@ -124,28 +129,44 @@ struct Crossover {
 };
 
 struct Summary {
-  std::string run_id, reference;       // reference: whom the ratios divide by
-  std::vector<std::string> backends;   // in the runner's fixed order
-  std::map<std::string, int> threads;  // backend -> threads it ran with
-  Json machine;                        // cpu, cores, git sha: the caption of every plot
-  std::vector<SummaryRow> rows;        // in registry order
+  std::string run_id, reference;        // reference: whom the ratios divide by
+  std::vector<std::string> backends;    // in the runner's fixed order
+  std::map<std::string, int> threads;   // backend -> threads it ran with
+  Json machine;                         // cpu, cores, git sha: the caption of every plot
+  Json options = Json::object_of({});   // the runner's: repetitions, min time, warm-up...
+  Json contexts = Json::object_of({});  // backend -> its result files' context (versions, BLAS)
+  std::vector<SummaryRow> rows;         // in registry order
 
-  // backend time / reference time, NaN unless both ran.
-  double ratio(const SummaryRow& row, const std::string& backend) const {
+  // backend time / reference time, with its interval; NaN unless both ran. The benchmarks of a
+  // row take turns (harness/protocol.h), so repetition i of the backend and of the reference ran
+  // moments apart: the ratio is the median of the n pairs' ratios, its interval their
+  // median_interval, and a slow drift of the machine cancels out of each pair. Without pairs
+  // (unequal repetition counts) it is the ratio of the medians, with the conservative interval
+  // of the two medians' intervals (the backend's lowest over the reference's highest, and the
+  // reverse).
+  struct Ratio {
+    double value = NAN, lo = NAN, hi = NAN;
+    bool paired = false;
+  };
+  Ratio ratio_of(const SummaryRow& row, const std::string& backend) const {
     auto b = row.cells.find(backend), r = row.cells.find(reference);
     if (b == row.cells.end() || r == row.cells.end() || b->second.status != "ok" ||
         r->second.status != "ok" || !(r->second.median_seconds > 0))
-      return NAN;
-    return b->second.median_seconds / r->second.median_seconds;
+      return {};
+    const std::vector<double>&x = b->second.repetition_seconds, &y = r->second.repetition_seconds;
+    if (x.size() == y.size() && x.size() >= 2) {
+      std::vector<double> pairs;
+      for (size_t i = 0; i < x.size(); i++) pairs.push_back(x[i] / y[i]);
+      const MedianInterval m = median_interval(pairs);
+      std::sort(pairs.begin(), pairs.end());
+      const size_t n = pairs.size();
+      return {n % 2 ? pairs[n / 2] : (pairs[n / 2 - 1] + pairs[n / 2]) / 2, m.lo, m.hi, true};
+    }
+    const MedianInterval &bi = b->second.interval, &ri = r->second.interval;
+    return {b->second.median_seconds / r->second.median_seconds, bi.lo / ri.hi, bi.hi / ri.lo};
   }
-  // An interval for that ratio from the two medians' intervals, each at its level (the backend's
-  // lowest over the reference's highest, and the reverse): conservative, since the two runs are
-  // not paired. NaN bounds when either median has no interval.
-  std::pair<double, double> ratio_interval(const SummaryRow& row,
-                                           const std::string& backend) const {
-    if (!std::isfinite(ratio(row, backend))) return {NAN, NAN};
-    const MedianInterval &b = row.cells.at(backend).interval, &r = row.cells.at(reference).interval;
-    return {b.lo / r.hi, b.hi / r.lo};
+  double ratio(const SummaryRow& row, const std::string& backend) const {
+    return ratio_of(row, backend).value;
   }
 
   std::vector<Crossover> crossovers() const {
@@ -161,7 +182,7 @@ struct Summary {
         std::vector<std::pair<int64_t, double>> highest;  // by size: the ratio interval's top
         for (const SummaryRow& row : rows)
           if (row.workload == &w && std::isfinite(ratio(row, b)))
-            highest.push_back({row.size, ratio_interval(row, b).second});
+            highest.push_back({row.size, ratio_of(row, b).hi});
         if (highest.size() < 2) continue;
         std::sort(highest.begin(), highest.end());
         c.largest = highest.back().first;
@@ -202,6 +223,7 @@ inline Json summary_json(const Summary& s) {
   for (const SummaryRow& row : s.rows) {
     Json cells = Json::object_of({});
     for (const auto& [backend, c] : row.cells) {
+      const Summary::Ratio ratio = s.ratio_of(row, backend);
       Json cell = Json::object_of({{"status", c.status}, {"verified", c.verified}});
       if (!c.message.empty()) cell.set("message", c.message);
       cell.set("median_seconds", number_or_null(c.median_seconds))
@@ -209,10 +231,10 @@ inline Json summary_json(const Summary& s) {
                Json::numbers(std::vector<double>{c.interval.lo, c.interval.hi}))
           .set("median_interval_level", number_or_null(c.interval.level))
           .set("wide", c.status == "ok" && c.wide())
-          .set("ratio_to_reference", number_or_null(s.ratio(row, backend)))
-          .set("ratio_interval",
-               Json::numbers(std::vector<double>{s.ratio_interval(row, backend).first,
-                                                 s.ratio_interval(row, backend).second}))
+          .set("ratio_to_reference", number_or_null(ratio.value))
+          .set("ratio_interval", Json::numbers(std::vector<double>{ratio.lo, ratio.hi}))
+          .set("ratio_paired", ratio.paired)
+          .set("repetition_seconds", Json::numbers(c.repetition_seconds))
           .set("max_rss_bytes", number_or_null(c.max_rss_bytes))
           .set("peak_rss_bytes", number_or_null(c.peak_rss_bytes))
           .set("items_per_second", number_or_null(c.items_per_second))
@@ -239,11 +261,14 @@ inline Json summary_json(const Summary& s) {
                                      {"largest", c.largest}}));
   Json backends = Json::array_of();
   for (const std::string& b : s.backends) backends.push(b);
-  return Json::object_of({{"run_id", s.run_id},
+  return Json::object_of({{"format_version", kResultFormat},
+                          {"run_id", s.run_id},
                           {"reference", s.reference},
                           {"backends", std::move(backends)},
                           {"threads", std::move(threads)},
                           {"machine", s.machine},
+                          {"options", s.options},
+                          {"backend_contexts", s.contexts},
                           {"rows", std::move(rows)},
                           {"crossovers", std::move(crossovers)}});
 }

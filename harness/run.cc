@@ -16,14 +16,18 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/compare.h"
+#include "harness/environment.h"
 #include "harness/files.h"
 #include "harness/json.h"
 #include "harness/judge.h"
@@ -78,8 +82,9 @@ const char* kUsage = R"(usage: bench_run [options]
                        Benchmark's --benchmark_filter; a leading '-' negates)
   --threads N          intra-op threads for threaded backends (default 1)
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
-  --repetitions N      repetitions per benchmark; the median is reported (default 5)
-  --min-time S         minimum seconds per repetition (default 0.2)
+  --repetitions N      repetitions per benchmark; the median is reported with its interval,
+                       from 6 on at 95% or more (default 10: 2nd to 9th smallest, 97.9%)
+  --min-time S         minimum seconds per repetition (default 0.1)
   --warmup-steps N     untimed steps after each setup, on every backend (default 3)
   --timeout S          seconds before a backend process is killed (default 600)
   --memory-limit SIZE  address space of each backend process, e.g. 8G or 512M (default: 90% of
@@ -89,9 +94,17 @@ const char* kUsage = R"(usage: bench_run [options]
   --check-only         run the correctness check only; exit 1 if any backend disagrees
   --no-plots           do not draw the plots (plots/plot.py) at the end
   --bin-dir DIR        where the backend binaries are (default: next to bench_run)
+  --resume RUN         finish an interrupted run (its folder, e.g. results/<run-id>) with its own
+                       options: only the rows with a benchmark missing or failed run again, and
+                       the summary is that of an uninterrupted run; with it only --no-plots,
+                       --bin-dir and --force (a different commit or processor) may be given
+bench_run compare A B compares two runs (bench_run compare --help).
+Ctrl-C or SIGTERM stops the benchmarks at once, writes the summary of what finished, leaves the
+run marked INCOMPLETE and says how to resume it.
 Exit status: 0 all ran and agreed; 1 check-only found disagreement; 2 bad input; 3 some
 benchmark failed, timed out or was not run because its backend failed the check; 4 a result
-file could not be written (a full disk): the run stopped, every file keeps its last good copy.
+file could not be written (a full disk): the run stopped, every file keeps its last good copy;
+130 (143) interrupted by SIGINT (SIGTERM).
 )";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -125,10 +138,14 @@ struct Options {
   std::vector<std::string> backends;  // in kBackends order
   std::string filter, workloads, data = kDefaultCorpus;
   std::vector<std::string> sizes;
-  int threads = 1, repetitions = 5, warmup_steps = 3;
-  double min_time = 0.2, timeout = 600;
+  // 10 repetitions: the median's interval is then the 2nd to the 9th of them at 97.9%, and a
+  // ratio's the 2nd to 9th of its 10 pairs; 0.1 s each keeps the timed second of 5 x 0.2 s.
+  int threads = 1, repetitions = 10, warmup_steps = 3;
+  double min_time = 0.1, timeout = 600;
   int64_t memory_limit = default_memory_limit();
   bool check_only = false, plots = true, force = false;
+  fs::path resume;                // --resume: the interrupted run to finish
+  std::vector<std::string> args;  // as given (an interrupted run's own, when resuming)
 };
 
 double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
@@ -147,20 +164,22 @@ int parse_count(const std::string& flag, const std::string& text, int lo, int hi
   return int(*v);
 }
 
-Options parse_options(int argc, char** argv) {
+Options parse_options(const std::vector<std::string>& args) {
   Options o;
+  o.args = args;
   o.bin_dir = fs::read_symlink("/proc/self/exe").parent_path();
   std::vector<std::string> backends;
   for (const BackendSpec& b : kBackends) backends.push_back(b.name);
-  for (int i = 1; i < argc; i++) {
-    std::string arg = argv[i], value;
+  const int argc = int(args.size());
+  for (int i = 0; i < argc; i++) {
+    std::string arg = args[i], value;
     const size_t eq = arg.find('=');
     const bool has_inline = arg.rfind("--", 0) == 0 && eq != std::string::npos;
     if (has_inline) value = arg.substr(eq + 1), arg = arg.substr(0, eq);
     auto next = [&]() -> std::string {
       if (has_inline) return value;
       if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
+      return args[++i];
     };
     if (arg == "--help" || arg == "-h") {
       fmt::print("{}", kUsage);
@@ -194,6 +213,8 @@ Options parse_options(int argc, char** argv) {
         usage_error(
             fmt::format("--memory-limit {}: expected a size from 64M, e.g. 8G or 512M", text));
       o.memory_limit = *bytes;
+    } else if (arg == "--resume") {
+      o.resume = next();
     } else if (arg == "--force")
       o.force = true;
     else if (arg == "--check-only")
@@ -209,7 +230,7 @@ Options parse_options(int argc, char** argv) {
           usage_error(fmt::format("unknown backend '{}'; valid: {}", b, fmt::join(valid, ", ")));
       if (backends.empty()) usage_error("--backends: name at least one backend");
     } else {
-      usage_error(fmt::format("unknown option '{}'", argv[i]));
+      usage_error(fmt::format("unknown option '{}'", args[i]));
     }
   }
   for (const BackendSpec& b : kBackends)  // the fixed order, whatever order they were given in
@@ -272,26 +293,46 @@ class Run {
                   {"git", "-C", BP_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no"})
                   .empty())
       git_sha_ += "-dirty";
-    estimate_memory();
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&start_));
-    std::string error;
-    std::optional<RunFolder> folder =
-        RunFolder::create(opt_.out, fmt::format("{}-{}-{}", stamp, host, git_sha_), &error);
-    if (!folder) usage_error(error);
-    folder_ = std::move(*folder);
-    fmt::print("run {}\n  writing to {}\n", folder_.id(), folder_.dir().string());
+    if (opt_.resume.empty()) {
+      estimate_memory();
+      if (g_interrupted) {  // while estimating: no run folder yet, nothing measured
+        fmt::print(stderr, "interrupted ({}) before anything ran\n", strsignal(g_interrupted));
+        return 128 + g_interrupted;
+      }
+      char host[256] = "host";
+      gethostname(host, sizeof host - 1);
+      char stamp[32];
+      std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&start_));
+      std::string error;
+      std::optional<RunFolder> folder =
+          RunFolder::create(opt_.out, fmt::format("{}-{}-{}", stamp, host, git_sha_), &error);
+      if (!folder) usage_error(error);
+      folder_ = std::move(*folder);
+      Json args = Json::array_of(), environment = Json::object_of({});
+      for (const std::string& a : opt_.args) args.push(a);
+      for (const auto& [key, value] : proc_environment()) environment.set(key, value);
+      write_atomically(folder_.dir() / "run.json",
+                       Json::object_of({{"format_version", kResultFormat},
+                                        {"args", std::move(args)},
+                                        {"git_sha", git_sha_},
+                                        {"environment", std::move(environment)}})
+                               .dump(2, 2) +
+                           "\n");
+      fmt::print("run {}\n  writing to {}\n", folder_.id(), folder_.dir().string());
+    } else {
+      reopen();
+    }
     note_other_benchmarks();
 
     const bool all_agree = check();
+    if (g_interrupted) return stopped();
     if (opt_.check_only) {
       folder_.finished();
       return all_agree ? 0 : 1;
     }
     bench();
     summarize();
+    if (g_interrupted) return stopped();
     folder_.finished();
     folder_.point_latest_here();
     if (opt_.plots) plot();
@@ -383,6 +424,65 @@ class Run {
           human_bytes(double(opt_.memory_limit)), fmt::join(too_big, "; ")));
   }
 
+  // --resume: the interrupted run's folder, on the commit and processor it was made with
+  // (unless --force), with what it already finished: its processes, so that a row whose
+  // benchmarks all ended well is not run again (bench_row).
+  void reopen() {
+    std::string error;
+    std::optional<RunFolder> folder = RunFolder::reopen(opt_.resume, &error);
+    if (!folder) usage_error(error);
+    folder_ = std::move(*folder);
+    const Json run = parse_json(read_file(folder_.dir() / "run.json"));
+    std::vector<std::string> differences;
+    if (run["git_sha"].str_or("?") != git_sha_)
+      differences.push_back(
+          fmt::format("git_sha: {} then, {} now", run["git_sha"].str_or("?"), git_sha_));
+    Json now = Json::object_of({});
+    for (const auto& [key, value] : proc_environment()) now.set(key, value);
+    for (const std::string& d : performance_differences(run["environment"], now))
+      differences.push_back(d);
+    if (!differences.empty() && !opt_.force)
+      usage_error(fmt::format(
+          "--resume {}: this run was made on another commit or machine ({}); its numbers and "
+          "new ones would not be comparable: add --force to resume anyway",
+          opt_.resume.string(), fmt::join(differences, "; ")));
+    try {
+      const Json old = parse_json(read_file(folder_.dir() / "processes.json"));
+      for (const Json& p : old["processes"].array) {
+        processes_.push(p);
+        if (p["phase"].str_or("") == "bench") finished_[p["benchmark"].str_or("")] = p;
+      }
+    } catch (const std::exception&) {  // interrupted before its first process: nothing finished
+    }
+    fmt::print("run {} resumed\n  writing to {}\n", folder_.id(), folder_.dir().string());
+  }
+
+  // Interrupted (Ctrl-C, SIGTERM): what finished is written (summary included, with the rest
+  // marked interrupted), the run stays marked INCOMPLETE, latest stays where it was.
+  int stopped() {
+    int finished = 0, total = 0;
+    for (const Selected& s : selected_)
+      for (const auto& [b, name] : s.names) {
+        total++;
+        auto c = cells_[s.id].find(b);
+        finished += c != cells_[s.id].end() && c->second.status != "interrupted";
+      }
+    const std::string how =
+        fmt::format("make bench RESUME={} (or {} --resume {})", folder_.dir().string(),
+                    program_path("bench_run"), folder_.dir().string());
+    write_atomically(folder_.dir() / "INCOMPLETE",
+                     fmt::format("interrupted by {} with {} of {} benchmarks finished; resume "
+                                 "with: {}\n",
+                                 strsignal(g_interrupted), finished, total, how));
+    std::fflush(stdout);
+    fmt::print(stderr,
+               "\ninterrupted ({}): {} of {} benchmarks finished, written to {}; the run is "
+               "marked INCOMPLETE; resume it with: {}\n",
+               strsignal(g_interrupted), finished, total, folder_.dir().string(), how);
+    return 128 + g_interrupted;
+  }
+  std::string program_path(const std::string& name) const { return (opt_.bin_dir / name).string(); }
+
   // Bad input found after the run folder was made (a backend refusing its flags): nothing was
   // measured, so nothing is left behind.
   [[noreturn]] void refuse(const std::string& what) {
@@ -405,6 +505,16 @@ class Run {
     processes_.push(std::move(record));
     char started[32];
     std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&start_));
+    const Json doc = Json::object_of({{"run_id", folder_.id()},
+                                      {"git_sha", git_sha_},
+                                      {"started_utc", started},
+                                      {"options", run_options_json()},
+                                      {"memory_estimates", estimates_},
+                                      {"processes", processes_}});
+    write_atomically(folder_.dir() / "processes.json", doc.dump(2, 2) + "\n");
+  }
+  // The options a number depends on, as the run used them.
+  Json run_options_json() const {
     Json options = Json::object_of({{"filter", opt_.filter},
                                     {"workloads", opt_.workloads},
                                     {"data", opt_.data},
@@ -418,13 +528,7 @@ class Run {
     for (const std::string& b : opt_.backends) backends.push(b);
     for (const std::string& s : opt_.sizes) sizes.push(s);
     options.set("backends", std::move(backends)).set("sizes", std::move(sizes));
-    const Json doc = Json::object_of({{"run_id", folder_.id()},
-                                      {"git_sha", git_sha_},
-                                      {"started_utc", started},
-                                      {"options", options},
-                                      {"memory_estimates", estimates_},
-                                      {"processes", processes_}});
-    write_atomically(folder_.dir() / "processes.json", doc.dump(2, 2) + "\n");
+    return options;
   }
   Json process_json(const std::string& backend, const std::string& phase,
                     const std::string& benchmark, const std::string& file, const std::string& log,
@@ -465,9 +569,20 @@ class Run {
         fmt::print("nothing selected\n");
         continue;
       }
+      if (!opt_.resume.empty()) {  // a check that reported every instance is not run again
+        records[b] = read_check_records(folder_.dir() / file);
+        size_t reported = 0;
+        for (const Selected& s : selected_)
+          reported += s.names.count(b) && records[b].count(s.names.at(b));
+        if (reported == count) {
+          fmt::print("{} of {} instances reported by the interrupted run\n", reported, count);
+          continue;
+        }
+      }
       note_other_benchmarks();
       const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
                                           child_env(), opt_.memory_limit);
+      if (p.interrupted) return false;
       records[b] = read_check_records(folder_.dir() / file);
       std::string status = "ok", message;
       if (!p.ok()) {
@@ -546,89 +661,175 @@ class Run {
     return all_agree;
   }
 
+  // Row by row: the benchmarks of a row run in processes alive together that take turns, one
+  // timed loop at a time (harness/protocol.h, --take_turns), each with its own wait4 peak RSS.
   void bench() {
     int total = 0, done = 0;
     for (const Selected& s : selected_) total += int(s.names.size());
-    fmt::print("\nbenchmarks: {} in {} processes, {} repetitions of >= {} s each; medians\n", total,
-               total, opt_.repetitions, opt_.min_time);
+    fmt::print(
+        "\nbenchmarks: {} in {} processes, {} repetitions of >= {} s each; the backends of a row "
+        "take turns, repetition by repetition; medians\n",
+        total, total, opt_.repetitions, opt_.min_time);
     for (const Selected& s : selected_) {
+      if (g_interrupted) break;
+      const int first = done + 1;
+      done += int(s.names.size());
+      fmt::print("[{:>3}-{}/{}] {}\n", first, done, total, s.id);
+      std::fflush(stdout);
+      bool reused = false;
+      std::map<std::string, Cell> row = bench_row(s, &reused);
       for (const std::string& b : opt_.backends) {
-        if (!s.names.count(b)) continue;
-        fmt::print("[{:>3}/{}] {:<11} {:<34} ", ++done, total, b, s.id);
-        std::fflush(stdout);
-        Cell c = bench_one(s, b);
+        if (!row.count(b)) continue;
+        const Cell& c = row[b];
+        fmt::print("    {:<11} {}", b, reused ? "(before the interrupt) " : "");
         if (c.status == "ok")
           fmt::print("{:>10}  peak RSS {:>9}\n", human_time(c.median_seconds),
                      human_mb(c.max_rss_bytes));
         else
           fmt::print("{}: {}\n", c.status, c.message);
-        if (c.status != "ok" && c.status != "skipped") failures_++;
+        if (c.status != "ok" && c.status != "skipped" && c.status != "interrupted") failures_++;
         cells_[s.id][b] = c;
       }
     }
   }
 
-  Cell bench_one(const Selected& s, const std::string& b) {
-    const std::string name = s.names.at(b), stem = file_stem(name);
-    Cell c;
-    const Verdict& v = verdicts_[s.id][b];
-    c.verified = v.status == "ok";
-    // Skipped and out of memory stay what they are; anything else not ok is not run, with why.
-    if (v.status != "ok" && v.status != "unverified") {
-      c.status = v.status == "skipped" || v.status == "out_of_memory" ? v.status : "not_run";
-      if (v.status == "skipped")
-        c.message = v.message;
-      else if (v.status == "out_of_memory")
-        c.message = fmt::format("out of memory in the check at {} under the limit of {}: {}", s.id,
-                                human_bytes(double(opt_.memory_limit)), v.message);
-      else
-        c.message = "check " + v.status + ": " + v.message;
-      add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
-      return c;
+  // One row's benchmarks: the runnable ones started together, each waiting after its setup and
+  // warm-up until all are ready; then turns in the backends' order until every process ended.
+  // Resuming, a row whose benchmarks all finished well before the interrupt is read, not run.
+  std::map<std::string, Cell> bench_row(const Selected& s, bool* reused) {
+    struct Running {
+      std::string backend, name, log;
+      std::vector<std::string> argv;
+      std::unique_ptr<Child> child;
+      bool waiting = false;  // ready for its next turn
+    };
+    std::map<std::string, Cell> cells;
+    std::vector<Running> running;
+    for (const std::string& b : opt_.backends) {
+      if (!s.names.count(b)) continue;
+      const std::string name = s.names.at(b), stem = file_stem(name);
+      Cell& c = cells[b];
+      const Verdict& v = verdicts_[s.id][b];
+      c.verified = v.status == "ok";
+      // Skipped and out of memory stay what they are; anything else not ok is not run, with why.
+      if (v.status != "ok" && v.status != "unverified") {
+        c.status = v.status == "skipped" || v.status == "out_of_memory" ? v.status : "not_run";
+        if (v.status == "skipped")
+          c.message = v.message;
+        else if (v.status == "out_of_memory")
+          c.message = fmt::format("out of memory in the check at {} under the limit of {}: {}",
+                                  s.id, human_bytes(double(opt_.memory_limit)), v.message);
+        else
+          c.message = "check " + v.status + ": " + v.message;
+        add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
+        continue;
+      }
+      c.file = b + "/" + stem + ".json";
+      const std::string log = "logs/" + b + "/" + stem + ".log";
+      std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
+      argv.insert(argv.end(), {instance_arg(s, b),
+                               "--benchmark_out=" + (folder_.dir() / c.file).string() + ".partial",
+                               "--benchmark_out_format=json",
+                               fmt::format("--benchmark_repetitions={}", opt_.repetitions),
+                               fmt::format("--benchmark_min_time={}", opt_.min_time),
+                               fmt::format("--warmup_steps={}", opt_.warmup_steps),
+                               "--benchmark_display_aggregates_only=true", "--take_turns"});
+      running.push_back({b, name, log, std::move(argv), nullptr});
     }
-    for (const fs::path& folder : {folder_.dir() / b, folder_.dir() / "logs" / b})
-      if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
-        throw WriteError(folder, ec.value());
-    c.file = b + "/" + stem + ".json";
-    const std::string log = "logs/" + b + "/" + stem + ".log";
-    std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
-    argv.insert(
-        argv.end(),
-        {instance_arg(s, b), "--benchmark_out=" + (folder_.dir() / c.file).string(),
-         "--benchmark_out_format=json", fmt::format("--benchmark_repetitions={}", opt_.repetitions),
-         fmt::format("--benchmark_min_time={}", opt_.min_time),
-         fmt::format("--warmup_steps={}", opt_.warmup_steps),
-         "--benchmark_display_aggregates_only=true"});
-    note_other_benchmarks();
-    const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
-                                        child_env(), opt_.memory_limit);
-    c.max_rss_bytes = double(p.max_rss_bytes);
-    if (p.exit_code == kExitOutOfMemory) {
-      c.status = "out_of_memory";
-      c.message = fmt::format("out of memory at {} under the limit of {} (see {})", s.id,
-                              human_bytes(double(opt_.memory_limit)), log);
-    } else if (!p.ok()) {
-      c.status = p.timed_out ? "timeout" : "failed";
-      c.message = p.failure() + " (see " + log + ")";
-      if (p.signal == SIGKILL && !p.timed_out)  // not sent by the runner
-        c.message += fmt::format(
-            "; a SIGKILL the runner did not send: most likely the kernel's out-of-memory killer "
-            "(peak RSS {})",
-            human_mb(c.max_rss_bytes));
-    } else {
-      try {
-        const BenchmarkResult r =
-            read_benchmark_result(parse_json(read_file(folder_.dir() / c.file)));
-        c.status = r.status, c.message = r.message;
-        c.median_seconds = r.median_seconds, c.peak_rss_bytes = r.peak_rss_bytes;
-        c.interval = r.interval;
-        c.items_per_second = r.items_per_second;
-      } catch (const std::exception& e) {
-        c.status = "failed", c.message = fmt::format("{}: {}", c.file, e.what());
+    if (!running.empty() && !opt_.resume.empty()) {
+      std::map<std::string, Cell> kept = cells;
+      size_t reused_cells = 0;
+      for (const Running& r : running) {
+        auto p = finished_.find(r.name);
+        if (p == finished_.end() || p->second["status"].str_or("") != "ok") break;
+        Cell& c = kept[r.backend];
+        try {
+          const Json file = parse_json(read_file(folder_.dir() / c.file));
+          const BenchmarkResult b = read_benchmark_result(file);
+          if (b.status != "ok") break;
+          if (!contexts_.count(r.backend)) contexts_[r.backend] = file["context"];
+          c.status = "ok", c.median_seconds = b.median_seconds;
+          c.peak_rss_bytes = b.peak_rss_bytes, c.interval = b.interval;
+          c.repetition_seconds = b.repetition_seconds, c.items_per_second = b.items_per_second;
+          c.max_rss_bytes = p->second["max_rss_bytes"].num_or(NAN);
+          reused_cells++;
+        } catch (const std::exception&) {
+          break;
+        }
+      }
+      if ((*reused = reused_cells == running.size())) return kept;
+    }
+    const auto row_start = std::chrono::steady_clock::now();
+    for (Running& r : running) {
+      for (const fs::path& folder : {folder_.dir() / r.backend, folder_.dir() / "logs" / r.backend})
+        if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
+          throw WriteError(folder, ec.value());
+      note_other_benchmarks();
+      r.child = std::make_unique<Child>(r.argv, (folder_.dir() / r.log).string(), opt_.timeout,
+                                        child_env(), opt_.memory_limit, /*takes_turns=*/true);
+    }
+    for (Running& r : running) r.waiting = r.child->wait_ready() == Child::Turn::ready;
+    for (bool any = true; any && !g_interrupted;) {
+      any = false;
+      for (Running& r : running) {
+        if (!r.waiting || g_interrupted) continue;
+        r.child->go();
+        r.waiting = r.child->wait_ready() == Child::Turn::ready;
+        any = true;
       }
     }
-    add_process(process_json(b, "bench", name, c.file, log, c.status, c.message, p));
-    return c;
+    for (Running& r : running) {
+      const ProcessResult p = r.child->finish();
+      Cell& c = cells[r.backend];
+      // Its result file becomes one only when the process ended well: Google Benchmark writes
+      // the context first and the results at the end, so a process killed on the way leaves a
+      // file cut short, which is removed (its log keeps what it printed).
+      const fs::path partial = folder_.dir() / (c.file + ".partial");
+      if (p.ok()) {
+        if (rename(partial.c_str(), (folder_.dir() / c.file).c_str()) != 0 && errno != ENOENT)
+          throw WriteError(folder_.dir() / c.file, errno);
+      } else {  // nor does an older copy stay (a resumed run's row that failed this time)
+        std::error_code ec;
+        fs::remove(partial, ec);
+        fs::remove(folder_.dir() / c.file, ec);
+        c.file.clear();
+      }
+      c.max_rss_bytes = double(p.max_rss_bytes);
+      if (p.interrupted) {
+        c.status = "interrupted", c.message = "interrupted; --resume runs it again";
+      } else if (p.exit_code == kExitOutOfMemory) {
+        c.status = "out_of_memory";
+        c.message = fmt::format("out of memory at {} under the limit of {} (see {})", s.id,
+                                human_bytes(double(opt_.memory_limit)), r.log);
+      } else if (!p.ok()) {
+        c.status = p.timed_out ? "timeout" : "failed";
+        c.message = p.failure() + " (see " + r.log + ")";
+        if (p.signal == SIGKILL && !p.timed_out)  // not sent by the runner
+          c.message += fmt::format(
+              "; a SIGKILL the runner did not send: most likely the kernel's out-of-memory "
+              "killer (peak RSS {})",
+              human_mb(c.max_rss_bytes));
+      } else {
+        try {
+          const Json file = parse_json(read_file(folder_.dir() / c.file));
+          const BenchmarkResult b = read_benchmark_result(file);
+          if (!contexts_.count(r.backend)) contexts_[r.backend] = file["context"];
+          c.status = b.status, c.message = b.message;
+          c.median_seconds = b.median_seconds, c.peak_rss_bytes = b.peak_rss_bytes;
+          c.interval = b.interval, c.repetition_seconds = b.repetition_seconds;
+          c.items_per_second = b.items_per_second;
+        } catch (const std::exception& e) {
+          c.status = "failed", c.message = fmt::format("{}: {}", c.file, e.what());
+        }
+      }
+      Json record = process_json(r.backend, "bench", r.name, c.file, r.log, c.status, c.message, p);
+      std::vector<double> turns;  // seconds from the row's start: the order the turns went in
+      for (const auto& t : r.child->turns())
+        turns.push_back(std::round(std::chrono::duration<double>(t - row_start).count() * 1e4) /
+                        1e4);
+      add_process(record.set("turns", Json::numbers(turns)));
+    }
+    return cells;
   }
 
   void summarize() {
@@ -648,7 +849,14 @@ class Run {
                                  {"load_average_start", load_start_},
                                  {"load_average_end", load_average_1min()},
                                  {"other_benchmarks", std::move(others)}});
+    s.options = run_options_json();
+    for (const auto& [b, context] : contexts_) s.contexts.set(b, context);
     for (const Selected& sel : selected_) {
+      for (const auto& [b, name] : sel.names)
+        if (!cells_[sel.id].count(b)) {
+          cells_[sel.id][b].status = "interrupted";
+          cells_[sel.id][b].message = "not reached: the run was interrupted";
+        }
       SummaryRow row{sel.id, sel.workload, sel.size, cells_[sel.id]};
       for (auto& [b, l] : losses_[sel.id]) row.cells[b].check_losses = l;
       s.rows.push_back(std::move(row));
@@ -697,9 +905,146 @@ class Run {
   Json estimates_ = Json::array_of();  // sizes beyond the defaults: what each will need
   std::map<std::string, std::map<std::string, Verdict>> verdicts_;  // instance -> backend -> it
   std::map<std::string, std::map<std::string, Cell>> cells_;        // instance -> backend -> it
+  std::map<std::string, Json> finished_;  // --resume: benchmark name -> its last bench process
+  std::map<std::string, Json> contexts_;  // backend -> the context its result files carry
   std::map<std::string, std::map<std::string, std::vector<double>>> losses_;  // models' checks
   int failures_ = 0;
 };
+
+const char* kCompareUsage = R"(usage: bench_run compare A B [options]   (make compare A=... B=...)
+  A, B                 two finished runs (folders such as results/<run-id>, or results/latest)
+  --threshold PCT      a change smaller than this is the same, however certain (default 10)
+  --force              compare runs made on different machines, kernels, CPU settings, library
+                       versions or runner options (each difference is printed as a warning)
+  --out DIR            where <A>-vs-<B>.txt, .json and .png go (default results/compare)
+  --no-plots           do not draw the plot (plots/compare.py)
+Per benchmark: B/A of the median time with its interval, and a verdict (faster, slower, same;
+broken: ran in A, failed in B). Exit status: 0 nothing slower or broken; 1 something is; 2 bad
+input.
+)";
+
+int compare_command(const std::vector<std::string>& args) {
+  std::vector<fs::path> runs;
+  double threshold = 0.10;
+  bool force = false, plots = true;
+  fs::path out = "results/compare";
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& arg = args[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= args.size()) usage_error(fmt::format("compare: {} needs a value", arg));
+      return args[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", kCompareUsage);
+      std::exit(0);
+    } else if (arg == "--threshold") {
+      threshold = parse_number("compare: --threshold", next(), 0, 1000) / 100;
+    } else if (arg == "--force") {
+      force = true;
+    } else if (arg == "--no-plots") {
+      plots = false;
+    } else if (arg == "--out") {
+      out = next();
+    } else if (arg.rfind("--", 0) == 0) {
+      usage_error(fmt::format("compare: unknown option '{}'", arg));
+    } else {
+      runs.push_back(arg);
+    }
+  }
+  if (runs.size() != 2)
+    usage_error(
+        fmt::format("compare needs two runs, A and B (given {}): bench_run compare "
+                    "results/<run-A> results/<run-B>",
+                    runs.size()));
+  std::error_code ec;
+  if (fs::equivalent(runs[0], runs[1], ec))
+    usage_error(fmt::format("compare: A and B are the same run ({}); compare two runs",
+                            fs::canonical(runs[0], ec).string()));
+  std::vector<RunForCompare> loaded;
+  for (const fs::path& dir : runs) {
+    std::string error;
+    std::optional<RunForCompare> run = load_run_for_compare(dir, &error);
+    if (!run) usage_error("compare: " + error);
+    loaded.push_back(std::move(*run));
+  }
+  const std::vector<std::string> differences = run_differences(loaded[0], loaded[1]);
+  if (!differences.empty() && !force)
+    usage_error(
+        fmt::format("compare: the runs differ in what their numbers depend on ({}); "
+                    "their times are not comparable: add --force to compare anyway",
+                    fmt::join(differences, "; ")));
+  const std::vector<Change> changes = compare_runs(loaded[0], loaded[1], threshold);
+  const CompareReport report =
+      compare_report(loaded[0], loaded[1], changes, threshold, differences);
+  fs::create_directories(out, ec);
+  const std::string stem =
+      loaded[0].summary["run_id"].str_or("A") + "-vs-" + loaded[1].summary["run_id"].str_or("B");
+  try {
+    write_atomically(out / (stem + ".json"), report.json.dump(2, 3) + "\n");
+    write_atomically(out / (stem + ".txt"), report.text);
+  } catch (const WriteError& e) {
+    fmt::print(stderr, "error: compare: {}\n", e.what());
+    return 4;
+  }
+  fmt::print("{}", report.text);
+  if (plots) {
+    std::fflush(stdout);
+    const fs::path log = out / (stem + ".plot.log");
+    const ProcessResult p =
+        run_process({"/usr/bin/python3", BP_SOURCE_DIR "/plots/compare.py",
+                     (out / (stem + ".json")).string(), (out / (stem + ".png")).string()},
+                    log.string(), 600, {});
+    if (p.ok()) {
+      fs::remove(log, ec);
+      fmt::print("plot: {}\n", (out / (stem + ".png")).string());
+    } else {
+      fmt::print(stderr, "the plot failed ({}; see {}); the comparison above stands\n", p.failure(),
+                 log.string());
+    }
+  }
+  fmt::print("written: {}\n", (out / (stem + ".txt")).string());
+  return report.gate_fails ? 1 : 0;
+}
+
+// --resume RUN: the interrupted run's own arguments (its run.json), then what may be added.
+std::vector<std::string> resumed_args(const std::vector<std::string>& given) {
+  auto at = std::find(given.begin(), given.end(), "--resume");
+  if (at == given.end()) return given;
+  if (at + 1 == given.end()) usage_error("--resume needs a value (a run folder)");
+  const fs::path run = *(at + 1);
+  std::vector<std::string> extra;
+  for (auto i = given.begin(); i != given.end(); i++) {
+    if (i == at) {
+      i++;
+      continue;
+    }
+    if (*i != "--no-plots" && *i != "--force" && *i != "--bin-dir")
+      usage_error(
+          fmt::format("--resume takes the options of the run it resumes; '{}' cannot be "
+                      "added (only --no-plots, --bin-dir DIR and --force)",
+                      *i));
+    extra.push_back(*i);
+    if (*i == "--bin-dir" && i + 1 != given.end()) extra.push_back(*++i);
+  }
+  std::string error;
+  if (!RunFolder::reopen(run, &error)) usage_error(error);
+  std::vector<std::string> args;
+  try {
+    const Json saved = parse_json(read_file(run / "run.json"));
+    if (saved["format_version"].num_or(0) != kResultFormat)
+      usage_error(
+          fmt::format("--resume {}: written by another version of bench_run (result "
+                      "format {}, this one reads {})",
+                      run.string(), saved["format_version"].num_or(0), kResultFormat));
+    for (const Json& a : saved["args"].array) args.push_back(a.str_or(""));
+  } catch (const std::exception& e) {
+    usage_error(fmt::format("--resume {}: run.json unreadable: {}", run.string(), e.what()));
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("--resume");
+  args.push_back(run.string());
+  return args;
+}
 
 // Every selected model that reads the corpus needs a window and one more token; a bad corpus
 // is bad input, found before anything runs.
@@ -718,9 +1063,12 @@ void check_corpus(const Options& o, const std::vector<Selected>& selected) {
 }  // namespace bp
 
 int main(int argc, char** argv) {
-  signal(SIGINT, bp::kill_child_and_reraise);
-  signal(SIGTERM, bp::kill_child_and_reraise);
-  bp::Options options = bp::parse_options(argc, argv);
+  signal(SIGINT, bp::interrupt_children);
+  signal(SIGTERM, bp::interrupt_children);
+  signal(SIGPIPE, SIG_IGN);  // a backend that ended mid-turn: the write fails, the runner goes on
+  if (argc > 1 && std::string(argv[1]) == "compare")
+    return bp::compare_command({argv + 2, argv + argc});
+  bp::Options options = bp::parse_options(bp::resumed_args({argv + 1, argv + argc}));
   std::string error;
   std::optional<std::vector<bp::Selected>> selected = bp::select_instances(
       {.backends = options.backends,

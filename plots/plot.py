@@ -12,7 +12,8 @@ Figures, for what the run contains: runtime_<phase>.png (median time per step), 
 phase grad (scalar graphs) and step (training steps); scalar_chain.png (time per node against
 graph size); mini_gpt_batch.png (time per step against batch size); mlp_width.png (time against
 width, crossovers marked); loss_curves.png (mini_gpt's training loss on every backend, overlaid).
-Legends and notes sit outside the plotting area, so they never cover data.
+Legends and notes sit outside the plotting area, so they never cover data. Then plots/report.py
+writes <run>/report.html, the page that shows the figures with the tables.
 Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh run of every backend.
 """
 import json
@@ -23,6 +24,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+
+import report  # noqa: E402
 
 COLORS = {"engine": "#1b9e77", "libtorch": "#d95f02", "pytorch": "#7570b3", "torchscript": "#e7298a"}
 PHASES = {"grad": "scalar graphs: build, forward, backward, read gradients",
@@ -309,6 +312,7 @@ def main(argv):
         fig.savefig(os.path.join(out_dir, name), dpi=110)
         plt.close(fig)
     print(f"plots: {', '.join(drawn)} in {out_dir}")
+    print(f"report: {report.write_report(argv[1])}")  # the page that shows them with the tables
     return 0
 
 

@@ -1,7 +1,7 @@
 """harness/tests/test_make.py: the Makefile's verbs under hostile variables.
 
 Every user string (FILTER, WORKLOADS, SIZES, BACKENDS, DATA, REPETITIONS, THREADS, WARMUP,
-MEMORY, RUN) must reach bench_run or plot.py as exactly one argument, through no shell and no make
+MEMORY, RUN, RESUME, A, B, THRESHOLD) must reach bench_run or plot.py as exactly one argument, through no shell and no make
 expansion, including the make that `cmake --build` starts; and `make bench` must fail when the
 runner does.
     ctest -R harness_pytest --output-on-failure
@@ -39,6 +39,13 @@ def test_every_variable_is_one_argument_and_runs_nothing(tmp_path):
         "nodes=10,100", "batch=$(shell", "touch", f"{pwned})"]
     r = make("-n", "plots", f"RUN=x'; touch {pwned}; echo '")
     assert shlex.split(r.stdout.strip().splitlines()[-1])[-1] == f"x'; touch {pwned}; echo '"
+    for text in HOSTILE:
+        value = text.format(p=pwned)
+        argv = shlex.split(make("-n", "bench", f"RESUME={value}").stdout.strip().splitlines()[-1])
+        assert argv[argv.index("--resume") + 1] == value
+        r = make("-n", "compare", f"A={value}", f"B={value}x", f"THRESHOLD={value}")
+        argv = shlex.split(r.stdout.strip().splitlines()[-1])
+        assert argv[argv.index("compare") + 1:] == [value, value + "x", "--threshold", value]
     assert not pwned.exists()
 
 

@@ -105,9 +105,11 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
             command = shlex.split(f.readline()[2:])
         assert command[0].endswith(("bench_engine", "bench_libtorch", "pytorch_bench.py"))
         assert any(a.startswith("--instance=workload=") for a in command)
-    for (b, instance), cell in by_cell.items():
-        ref = by_cell[("engine", instance)]["median_seconds"]
-        assert cell["ratio_to_reference"] == pytest.approx(cell["median_seconds"] / ref, rel=1e-9)
+    for (b, instance), cell in by_cell.items():  # the repetitions took turns: ratios of pairs
+        ref = by_cell[("engine", instance)]["repetition_seconds"]
+        pairs = [x / y for x, y in zip(cell["repetition_seconds"], ref)]
+        assert cell["ratio_paired"] and len(pairs) == 2
+        assert cell["ratio_to_reference"] == pytest.approx(statistics.median(pairs), rel=1e-9)
     check = load(latest / "check.json")
     assert {c["status"] for c in check["results"]} == {"ok"}
     text = (latest / "summary.txt").read_text()
@@ -494,6 +496,117 @@ def test_a_stopped_runner_takes_its_backend_with_it(bin_dir, tmp_path):
         assert parent_of(backend) is None, f"backend {backend} outlived a runner stopped by {sig}"
         assert (run_dirs(out)[0] / "INCOMPLETE").exists()
         assert not (out / "latest").exists()
+
+
+# The backends of a row take turns, one repetition each (harness/protocol.h): the turns recorded in
+# processes.json go engine, libtorch, engine, libtorch...; each backend's time in a turn is its
+# own (a hanging one costs the other nothing), and every ratio comes from the pairs.
+def test_backends_of_a_row_take_turns_and_ratios_are_paired(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,mlp_width", "--sizes", "width=16",
+            "--repetitions", "4", "--min-time", "0.01", "--no-plots", *CPP)
+    assert r.returncode == 0, r.stdout + r.stderr
+    turns = {}
+    for (backend, workload), p in bench_rows(tmp_path).items():
+        assert len(p["turns"]) == 4, p  # one per repetition, the iteration search in the first
+        turns.setdefault(workload, []).extend((t, backend) for t in p["turns"])
+    for workload, events in turns.items():
+        assert [b for _, b in sorted(events)] == ["engine", "libtorch"] * 4, workload
+    for (backend, instance), c in cells(tmp_path).items():
+        assert len(c["repetition_seconds"]) == 4
+        if backend == "libtorch":
+            lo, hi = c["ratio_interval"]
+            assert c["ratio_paired"] and lo <= c["ratio_to_reference"] <= hi, c
+
+
+def start_and_interrupt(bin_dir, out, args, fault, when):
+    """bench_run with `args`, sent SIGINT once a bench process whose command line contains `when`
+    runs; returns (exit status, stderr)."""
+    runner = subprocess.Popen(
+        [os.path.join(bin_dir, "bench_run"), "--out", str(out), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, BACKPROP_BENCH_FAULT=fault))
+    for _ in range(600):
+        if any(parent_of(pid) == runner.pid and when.encode() in cmdline(pid)
+               and is_benchmarking(pid) for pid in map(int, filter(str.isdigit, os.listdir("/proc")))):
+            break
+        time.sleep(0.05)
+    else:
+        runner.kill()
+        pytest.fail(f"no benchmark of {when} ever started")
+    runner.send_signal(signal.SIGINT)
+    _, err = runner.communicate(timeout=60)
+    return runner.returncode, err
+
+
+# Ctrl-C mid-run: the benchmarks stop at once, what finished is written with a summary, the run is
+# marked INCOMPLETE and says how to resume; --resume then runs only what is missing, and the
+# summary is that of an uninterrupted run.
+def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path):
+    args = ["--workloads", "tiny_graph,small_graph,mlp_width", "--sizes", "width=16", *QUICK, *CPP]
+    code, err = start_and_interrupt(bin_dir, tmp_path, args, "hang:small_graph/libtorch",
+                                    when="small_graph")
+    assert code == 130, err
+    [folder] = run_dirs(tmp_path)
+    assert f"make bench RESUME={folder}" in err, err
+    assert "interrupted (Interrupt): 2 of 6 benchmarks finished" in err, err
+    assert "RESUME=" in (folder / "INCOMPLETE").read_text()
+    assert not (tmp_path / "latest").exists()
+    summary = load(folder / "summary.json")
+    status = {(b, row["instance"]): c["status"] for row in summary["rows"]
+              for b, c in row["backends"].items()}
+    assert status == {("engine", "grad/tiny_graph"): "ok", ("libtorch", "grad/tiny_graph"): "ok",
+                      ("engine", "grad/small_graph"): "interrupted",
+                      ("libtorch", "grad/small_graph"): "interrupted",
+                      ("engine", "step/mlp_width/width:16"): "interrupted",
+                      ("libtorch", "step/mlp_width/width:16"): "interrupted"}
+    for row in summary["rows"]:  # no result file was left half written
+        for c in row["backends"].values():
+            if c["file"] and (folder / c["file"]).exists():
+                load(folder / c["file"])
+    kept = folder / summary["rows"][0]["backends"]["engine"]["file"]
+    kept_time = kept.stat().st_mtime_ns
+
+    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--resume", str(folder), "--no-plots"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resumed" in r.stdout and "(before the interrupt)" in r.stdout, r.stdout
+    assert kept.stat().st_mtime_ns == kept_time, "a finished benchmark ran again"
+    assert not (folder / "INCOMPLETE").exists()
+    assert (tmp_path / "latest").resolve() == folder.resolve()
+    resumed = load(folder / "summary.json")
+    assert all(c["status"] == "ok" for row in resumed["rows"] for c in row["backends"].values())
+    # the same summary as an uninterrupted run of the same options
+    other = tmp_path / "uninterrupted"
+    assert run(bin_dir, other, *args).returncode == 0
+    fresh = load(other / "latest" / "summary.json")
+    shape = lambda s: [(row["instance"], sorted((b, sorted(c)) for b, c in row["backends"].items()))
+                       for row in s["rows"]]
+    assert shape(resumed) == shape(fresh)
+    assert sorted(resumed) == sorted(fresh)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "that run finished; there is nothing to resume"),
+    (["--filter", "tiny"], "'--filter' cannot be added"),
+])
+def test_resume_refuses_what_it_cannot_do(bin_dir, tmp_path, extra, message):
+    assert run(bin_dir, tmp_path, "--workloads", "tiny_graph", *QUICK, *CPP).returncode == 0
+    [folder] = run_dirs(tmp_path)
+    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--resume", str(folder), *extra],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 2  # the line, and where --help is
+    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--resume", str(tmp_path / "nope")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no such run folder" in r.stderr
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def is_benchmarking(pid):

@@ -11,11 +11,18 @@ import os
 import sys
 
 import matplotlib.container
+import matplotlib.pyplot as plt
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import plot  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
 
 
 def cell(seconds, ref_seconds, status="ok", losses=None):
@@ -190,3 +197,65 @@ def test_unverified_bars_are_hatched_and_said_so(tmp_path):
     assert len(hatched) == 1 and hatched[0].get_hatch() == "//"
     assert any("unverified" in t.get_text() for t in fig.texts)
     assert_nothing_covers_data(fig)
+
+
+# plots/compare.py: every compared benchmark drawn, the uncompared ones named beside the axes,
+# nothing over the data.
+def test_compare_figure_draws_every_benchmark_and_names_the_rest(tmp_path):
+    import compare
+    rows = [{"instance": f"grad/w{i}", "backend": "engine", "verdict": v, "note": "",
+             "a_seconds": 1.0, "b_seconds": r, "ratio": r, "ratio_interval": [r * 0.95, r * 1.05]}
+            for i, (v, r) in enumerate([("same", 1.01), ("slower", 1.5), ("faster", 0.6)])]
+    rows.append({"instance": "grad/w3", "backend": "libtorch", "verdict": "broken",
+                 "note": "failed in B: exit code 1", "a_seconds": 1.0, "b_seconds": None,
+                 "ratio": None, "ratio_interval": [None, None]})
+    report = {"a": "runA", "b": "runB", "threshold": 0.1, "rows": rows,
+              "counts": {"same": 1, "slower": 1, "faster": 1, "broken": 1},
+              "unreadable": ["runB/engine/x.json: JSON: unexpected end"],
+              "machine": {"cpu_model": "AMD EPYC", "cpus": 2,
+                          "environment": {"cpu_family": "26", "cpu_model_number": "2"}}}
+    fig = compare.figure(report)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [
+        "grad/w0 engine", "grad/w1 engine", "grad/w2 engine"]
+    notes = "\n".join(t.get_text() for t in fig.texts)
+    assert "grad/w3 libtorch: broken" in notes and "unreadable: runB/engine/x.json" in notes
+    assert_nothing_covers_data(fig)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    assert compare.main(["compare.py", str(path), str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert compare.main(["compare.py", str(tmp_path / "nope.json"), str(tmp_path / "d.png")]) == 2
+
+
+# plots/history.py: finished runs only, each once, in order; a processor change marked; what cannot
+# be read named and skipped.
+def test_history_of_runs_by_commit(tmp_path, capsys):
+    import history
+    results = tmp_path / "results"
+    for i, (run_id, family) in enumerate([("20261101T000000Z", "25"), ("20261102T000000Z", "26"),
+                                          ("20261103T000000Z", "26")]):
+        s = summary(TIMES, FOUR)
+        s["run_id"] = run_id
+        s["machine"]["git_sha"] = "0000000"  # not in the repository: ordered by run id
+        s["machine"]["environment"] = {"cpu_family": family, "cpu_model_number": "2"}
+        (results / run_id).mkdir(parents=True)
+        (results / run_id / "summary.json").write_text(json.dumps(s))
+    (results / "latest").symlink_to("20261103T000000Z")
+    (results / "partial").mkdir()
+    (results / "partial" / "summary.json").write_text("{}")
+    (results / "partial" / "INCOMPLETE").write_text("interrupted\n")
+    (results / "broken").mkdir()
+    (results / "broken" / "summary.json").write_text('{"rows": [')
+    assert history.main(["history.py", str(results)]) == 0
+    out = capsys.readouterr()
+    assert "history of 3 runs" in out.out
+    assert "partial: incomplete" in out.err and "broken/summary.json: unreadable" in out.err
+    runs, _ = history.load_runs(str(results))
+    figures = history.figures(runs)
+    assert "history_step_mlp_width.png" in figures and (results / "history").is_dir()
+    fig = figures["history_step_mlp_width.png"]
+    assert "family 25 model 2 -> family 26 model 2" in fig.texts[0].get_text()
+    for ax in fig.axes:
+        assert len(ax.get_xticklabels()) == 3
+    assert_nothing_covers_data(fig)
+    assert history.main(["history.py", str(tmp_path / "nope")]) == 2

@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""plots/report.py: one self-contained HTML page per run, <run>/report.html, to open and read.
+
+The summary table with every median's interval and every ratio's, the peak memory, the
+crossovers, every figure of <run>/plots (embedded, so the page is one file that can be mailed or
+archived), the check's verdicts, the failures, and the environment the numbers depend on. Like
+plot.py it computes nothing: it lays out summary.json, check.json and processes.json. plot.py
+writes it after the figures (so `make plots RUN=...` redraws both).
+
+    /usr/bin/python3 plots/report.py results/latest
+Tests: plots/tests/test_report.py (rendered in Debian's headless chromium: every image loads,
+nothing overlaps).
+"""
+import base64
+import html
+import json
+import os
+import sys
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em;
+       color: #222; }
+h1 { font-size: 1.4em; margin-bottom: 0.2em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 12px; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+td.bad { background: #fde0dc; } td.wide { background: #fff4d6; } td.text { text-align: left;
+white-space: normal; max-width: 60em; overflow-wrap: anywhere; }
+.interval { color: #777; font-size: 11px; }
+figure { margin: 1em 0; } figure img { display: block; max-width: 100%; height: auto; }
+figcaption { font-size: 12px; color: #555; }
+.banner { padding: 0.5em 0.8em; border-radius: 4px; background: #e3f4e1; }
+.banner.bad { background: #fde0dc; }
+"""
+
+
+def esc(x):
+    return html.escape(str(x))
+
+
+def load(path, default=None):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def human_time(s):
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
+
+
+def table(head, rows, classes=None):
+    out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
+    for i, row in enumerate(rows):
+        cls = classes[i] if classes else [""] * len(row)
+        out.append("<tr>" + "".join(f"<td class='{c}'>{v}</td>" for v, c in zip(row, cls)) + "</tr>")
+    return "\n".join(out) + "</table></div>"
+
+
+def summary_section(s):
+    backends, ref = s["backends"], s["reference"]
+    head = ["instance"] + backends + [f"{b}/{ref}" for b in backends if b != ref]
+    rows, classes = [], []
+    for row in s["rows"]:
+        cells, cls = [esc(row["instance"])], ["text"]
+        for b in backends:
+            c = row["backends"].get(b)
+            if c is None:
+                cells.append("-"), cls.append("")
+            elif c["status"] != "ok":
+                cells.append(esc(c["status"].replace("_", " "))), cls.append("bad")
+            else:
+                lo, hi = c.get("median_interval_seconds") or [None, None]
+                interval = (f"<br><span class='interval'>{esc(human_time(lo))} to "
+                            f"{esc(human_time(hi))}</span>" if lo is not None else "")
+                mark = "" if c.get("verified", True) else " ?"
+                cells.append(esc(human_time(c["median_seconds"]) + mark) + interval)
+                cls.append("wide" if c.get("wide") else "")
+        for b in backends:
+            if b == ref:
+                continue
+            c = row["backends"].get(b) or {}
+            r = c.get("ratio_to_reference")
+            lo, hi = c.get("ratio_interval") or [None, None]
+            cells.append("-" if r is None else f"{r:.3g}x" + (
+                f"<br><span class='interval'>{lo:.3g} to {hi:.3g}</span>" if lo is not None else ""))
+            cls.append("")
+        rows.append(cells), classes.append(cls)
+    memory = [[esc(row["instance"])] + [
+        esc(f"{c['max_rss_bytes'] / 1e6:.1f} MB") if c and c.get("max_rss_bytes") else "-"
+        for c in (row["backends"].get(b) for b in backends)] for row in s["rows"]]
+    crossovers = "".join(
+        f"<li>{esc(c['workload'])}: {esc(c['baseline'])} " + (
+            f"faster from {esc(c['size_key'])}={c['from']}" if c["from"] is not None
+            else f"not faster up to {esc(c['size_key'])}={c['largest']}") + "</li>"
+        for c in s.get("crossovers", []))
+    return (f"<h2>Median time per step, and ratio to {esc(ref)}</h2>"
+            "<p>Each median with its interval under it (order statistics of the repetitions); a "
+            "yellow cell's interval is wider than 10% of its median; each ratio with its interval "
+            "(from the repetitions' pairs: the backends of a row took turns); ? unverified.</p>"
+            + table(head, rows, classes)
+            + "<h2>Peak RSS of each benchmark's process</h2>"
+            + table(["instance"] + backends, memory)
+            + (f"<h2>Crossovers</h2><ul>{crossovers}</ul>" if crossovers else ""))
+
+
+def figures_section(run_dir):
+    folder = os.path.join(run_dir, "plots")
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".png")) if os.path.isdir(
+        folder) else []
+    parts = []
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as f:
+            data = base64.b64encode(f.read()).decode()
+        parts.append(f"<figure><img alt='{esc(name)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption>{esc(name)}</figcaption></figure>")
+    return "<h2>Figures</h2>" + ("".join(parts) or "<p>No figures were drawn.</p>")
+
+
+def check_section(run_dir):
+    check = load(os.path.join(run_dir, "check.json"), {}).get("results", [])
+    rows, classes = [], []
+    for c in check:
+        rel = c.get("max_rel_diff")
+        rows.append([esc(c["instance"]), esc(c["backend"]), esc(c["status"]),
+                     esc(c.get("reference", "")), "-" if rel is None else f"{rel:.2e}",
+                     f"{c.get('tolerance', 0):.0e}", esc(c.get("message", ""))])
+        classes.append(["text", "", "" if c["status"] in ("ok", "skipped") else "bad", "", "",
+                        "", "text"])
+    return ("<h2>Correctness check</h2>" + (table(["instance", "backend", "status", "reference",
+                                                    "max rel diff", "tolerance", "message"],
+                                                   rows, classes) if rows else "<p>none</p>"))
+
+
+def failures_section(run_dir):
+    processes = load(os.path.join(run_dir, "processes.json"), {}).get("processes", [])
+    bad = [p for p in processes if p.get("status") not in ("ok", "skipped")]
+    if not bad:
+        return "<h2>Failures</h2><p>None: every process ended well.</p>"
+    rows = [[esc(p.get("backend")), esc(p.get("phase")), esc(p.get("benchmark")),
+             esc(p.get("status")), esc(p.get("message")), esc(p.get("log"))] for p in bad]
+    return "<h2>Failures</h2>" + table(["backend", "phase", "benchmark", "status", "why", "log"],
+                                       rows, [["", "", "text", "bad", "text", "text"]] * len(rows))
+
+
+def environment_section(s):
+    env = s["machine"].get("environment", {})
+    rows = [[esc(k), esc(v)] for k, v in env.items()]
+    rows += [[esc(k), esc(v)] for k, v in s["machine"].items() if not isinstance(v, dict)]
+    rows += [[esc("option " + k), esc(v)] for k, v in s.get("options", {}).items()]
+    for backend, ctx in s.get("backend_contexts", {}).items():
+        rows += [[esc(f"{backend} {k}"), esc(ctx[k])] for k in
+                 ("backend_version", "compiler", "cxx_flags", "blas", "blas_threads", "matmul")
+                 if k in ctx]
+    return "<h2>Environment</h2>" + table(["what", "value"], rows, [["text", "text"]] * len(rows))
+
+
+def report(run_dir):
+    s = load(os.path.join(run_dir, "summary.json"))
+    if not s or "rows" not in s:
+        raise ValueError(f"{run_dir}/summary.json missing or unreadable")
+    statuses = [c["status"] for row in s["rows"] for c in row["backends"].values()]
+    failed = [x for x in statuses if x not in ("ok", "skipped")]
+    m = s["machine"]
+    env = m.get("environment", {})
+    banner = (f"<p class='banner{' bad' if failed else ''}'>{len(statuses)} benchmarks: "
+              f"{statuses.count('ok')} ran"
+              + (f", {len(failed)} did not ({esc(', '.join(sorted(set(failed))))})" if failed
+                 else "") + "</p>")
+    threads = ", ".join(f"{b} {n}" for b, n in s["threads"].items())
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>backprop-bench run {esc(s['run_id'])}</title><style>{STYLE}</style></head>
+<body>
+<h1>backprop-bench run {esc(s['run_id'])}</h1>
+<p>git {esc(m.get('git_sha', '?'))}; {esc(m.get('cpu_model', '?'))} (family
+{esc(env.get('cpu_family', '?'))} model {esc(env.get('cpu_model_number', '?'))} stepping
+{esc(env.get('cpu_stepping', '?'))}), {esc(m.get('cpus', '?'))} CPUs; threads: {esc(threads)}</p>
+{banner}
+{summary_section(s)}
+{figures_section(run_dir)}
+{check_section(run_dir)}
+{failures_section(run_dir)}
+{environment_section(s)}
+</body></html>
+"""
+
+
+def write_report(run_dir):
+    path = os.path.join(run_dir, "report.html")
+    text = report(run_dir)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: report.py RUN_DIR   (e.g. results/latest)", file=sys.stderr)
+        return 2
+    try:
+        print(f"report: {write_report(argv[1])}")
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,126 @@
+"""plots/tests/test_report.py: the run's HTML page (plots/report.py), opened in a real browser.
+
+The page of a run with every figure, a failure, a wrong check and an unverified time is loaded
+in Debian's headless chromium with a checker script appended (to a copy; the page itself has no
+script): every image must have loaded and be drawn, and no two elements of the page (headings,
+paragraphs, tables, figures) may overlap. The page must also hold everything in one file.
+    /usr/bin/python3 -m pytest plots/tests/test_report.py
+"""
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import plot  # noqa: E402
+import report  # noqa: E402
+from test_plots import FOUR, TIMES, summary  # noqa: E402
+
+CHROMIUM = shutil.which("chromium")
+
+CHECKER = """<script>
+window.addEventListener('load', () => {
+  const problems = [];
+  for (const img of document.images) {
+    const box = img.getBoundingClientRect();
+    if (!img.complete || img.naturalWidth === 0 || box.width < 50 || box.height < 50)
+      problems.push('image not shown: ' + img.alt);
+  }
+  const items = [...document.querySelectorAll('h1, h2, p, ul, div.scroll, figure')];
+  for (let i = 0; i < items.length; i++) {
+    const a = items[i].getBoundingClientRect();
+    if (a.width === 0 || a.height === 0) problems.push('not rendered: ' + items[i].tagName);
+    for (let j = i + 1; j < items.length; j++) {
+      if (items[i].contains(items[j]) || items[j].contains(items[i])) continue;
+      const b = items[j].getBoundingClientRect();
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1)
+        problems.push('overlap: ' + items[i].tagName + ' ' + items[i].textContent.slice(0, 30) +
+                      ' / ' + items[j].tagName + ' ' + items[j].textContent.slice(0, 30));
+    }
+  }
+  const out = document.createElement('pre');
+  out.id = 'checked';
+  out.textContent = JSON.stringify({images: document.images.length, items: items.length,
+                                    problems: problems});
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    s = summary(TIMES, FOUR)
+    s["rows"][1]["backends"]["pytorch"]["verified"] = False
+    s["rows"][1]["backends"]["engine"].update(median_interval_seconds=[3e-8, 6e-8], wide=True)
+    s["machine"]["environment"] = {"cpu_family": "26", "cpu_model_number": "2",
+                                   "cpu_flags": " ".join(f"flag{i}" for i in range(300))}
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    (tmp_path / "check.json").write_text(json.dumps({"results": [
+        {"instance": "grad/tiny_graph", "backend": "libtorch", "status": "wrong",
+         "reference": "engine", "max_rel_diff": 0.5, "tolerance": 1e-9,
+         "message": "value differs from engine by 5.0e-01"}]}))
+    (tmp_path / "processes.json").write_text(json.dumps({"processes": [
+        {"backend": "libtorch", "phase": "bench", "benchmark": "grad/scalar_chain/x",
+         "status": "failed", "message": "killed by signal 6", "log": "logs/x.log"}]}))
+    assert plot.main(["plot.py", str(tmp_path)]) == 0
+    return tmp_path
+
+
+def test_the_page_holds_everything_in_one_file(run_dir):
+    page = (run_dir / "report.html").read_text()
+    figures = sorted(os.listdir(run_dir / "plots"))
+    assert page.count("src='data:image/png;base64,") == len(figures) >= 6
+    assert not re.search(r"""(src|href)=['"](?!data:)""", page), "nothing may load from outside"
+    for text in ("grad/tiny_graph", "value differs from engine", "killed by signal 6",
+                 "flag299", "30 ns to 60 ns", "wrong"):
+        assert text in page, text
+    assert "<script" not in page
+
+
+def browser_check(page, tmp_path, width):
+    """What the checker found in the page laid out by headless chromium, `width` pixels wide."""
+    checked = tmp_path / "checked.html"
+    checked.write_text(page.replace("</body>", CHECKER + "</body>"))
+    r = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={width},3000",
+         "--virtual-time-budget=10000", "--dump-dom", checked.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    found = re.search(r"<pre id=\"checked\">(.*?)</pre>", r.stdout, re.S)
+    assert found, f"the page did not finish loading in chromium: {r.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+                                                              "(make test installs it)")
+
+
+@needs_chromium
+def test_the_page_renders_in_a_browser_images_load_nothing_overlaps(run_dir, tmp_path):
+    page = (run_dir / "report.html").read_text()
+    for width in (1400, 800):  # a wide window and a narrow one
+        result = browser_check(page, tmp_path, width)
+        assert result["images"] == len(os.listdir(run_dir / "plots")), result
+        assert result["items"] > 20 and result["problems"] == [], result
+
+
+# The checker itself: a page whose figures ride over the text, or whose images are not drawn,
+# is caught.
+@needs_chromium
+def test_the_browser_check_catches_overlaps_and_missing_images(run_dir, tmp_path):
+    page = (run_dir / "report.html").read_text()
+    broken = browser_check(page.replace("</style>", "figure { margin-top: -300px; }</style>"),
+                           tmp_path, 1400)
+    assert any(p.startswith("overlap: ") for p in broken["problems"]), broken
+    hidden = browser_check(page.replace("</style>", "figure img { display: none; }</style>"),
+                           tmp_path, 1400)
+    assert any(p.startswith("image not shown: ") for p in hidden["problems"]), hidden
