@@ -4,8 +4,11 @@
 // median time, with an interval from the two medians' intervals (B's lowest over A's highest,
 // and the reverse: the runs were not paired, so this is the conservative one; when the medians'
 // intervals hold at levels p and q, the change's holds at pq or more: 10 repetitions give 95.8%),
-// and a verdict: slower when the whole interval lies above 1 and the change exceeds the threshold,
-// faster in mirror, otherwise same. A benchmark that ran in A and failed in B is broken. The
+// and a verdict: slower when the whole interval lies beyond 1 + threshold (the slowdown exceeds
+// the threshold beyond doubt), faster in mirror (below 1 / (1 + threshold)), otherwise same. The
+// intervals come from the repetitions inside each run's process, so they miss what differs
+// between processes and hours (README: a default run against the next one); the threshold
+// covers that. A benchmark that ran in A and failed in B is broken. The
 // numbers are read from the runs' own Google Benchmark files (summary.json only says which
 // exist), so a result file that is corrupt or cut short is named and skipped, and the rest is
 // compared. Runs made on different processors, kernels, CPU settings, library versions or runner
@@ -19,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -28,6 +32,7 @@
 #include "harness/environment.h"
 #include "harness/files.h"
 #include "harness/json.h"
+#include "harness/process.h"
 #include "harness/results.h"
 
 namespace bp {
@@ -146,9 +151,7 @@ inline Change compare_entries(const std::string& instance, const std::string& ba
   c.hi = b->result.interval.hi / a->result.interval.lo;
   c.level = a->result.interval.level * b->result.interval.level;
   if (!std::isfinite(c.lo) || !std::isfinite(c.hi)) c.lo = c.hi = c.ratio;  // one repetition
-  c.verdict = c.lo > 1 && c.ratio > 1 + threshold         ? "slower"
-              : c.hi < 1 && c.ratio < 1 / (1 + threshold) ? "faster"
-                                                          : "same";
+  c.verdict = c.lo > 1 + threshold ? "slower" : c.hi < 1 / (1 + threshold) ? "faster" : "same";
   return c;
 }
 
@@ -234,8 +237,8 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
   for (const Change& c : changes)
     if (std::isfinite(c.level)) level = std::min(level, c.level);
   text += fmt::format(
-      "\n{}: {} benchmarks: {}{} (a verdict needs the change's interval, at {:.1f}% or more, "
-      "wholly past parity and the change beyond {:.0f}%)\n",
+      "\n{}: {} benchmarks: {}{} (slower or faster: the change's interval, at {:.1f}% or more, "
+      "lies wholly beyond the threshold of {:.0f}%)\n",
       r.gate_fails ? "SLOWER" : "OK", changes.size(), fmt::join(parts, ", "),
       unreadable ? fmt::format("; {} result file(s) unreadable, skipped", unreadable) : "",
       level * 100, threshold * 100);
@@ -261,6 +264,115 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
                             {"gate_fails", r.gate_fails},
                             {"rows", std::move(rows)}});
   return r;
+}
+
+inline const char* kCompareUsage =
+    R"(usage: bench_run compare A B [options]   (make compare A=... B=...)
+  A, B                 two finished runs (folders such as results/<run-id>, or results/latest)
+  --threshold PCT      slower (faster) only when the change's whole interval lies beyond this
+                       (default 10)
+  --force              compare runs made on different machines, kernels, CPU settings, library
+                       versions or runner options (each difference is printed as a warning)
+  --out DIR            where <A>-vs-<B>.txt, .json and .png go (default results/compare)
+  --no-plots           do not draw the plot (plots/compare.py)
+Per benchmark: B/A of the median time with its interval, and a verdict (faster, slower, same;
+broken: ran in A, failed in B). Exit status: 0 nothing slower or broken; 1 something is; 2 bad
+input.
+)";
+
+// One line on stderr, exit 2, as bench_run's own bad input.
+[[noreturn]] inline void compare_error(const std::string& what) {
+  std::fflush(stdout);
+  fmt::print(stderr, "error: compare: {}\n(bench_run compare --help lists the options)\n", what);
+  std::exit(2);
+}
+
+// bench_run compare's command line; `plotter` is plots/compare.py.
+inline int compare_main(const std::vector<std::string>& args, const std::string& plotter) {
+  std::vector<fs::path> runs;
+  double threshold = 0.10;
+  bool force = false, plots = true;
+  fs::path out = "results/compare";
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& arg = args[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= args.size()) compare_error(arg + " needs a value");
+      return args[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", kCompareUsage);
+      std::exit(0);
+    } else if (arg == "--threshold") {
+      const std::string text = next();
+      char* end = nullptr;
+      threshold = std::strtod(text.c_str(), &end) / 100;
+      if (text.empty() || *end != '\0' || !(threshold >= 0 && threshold <= 10))
+        compare_error("--threshold " + text + ": expected a percentage from 0 to 1000");
+    } else if (arg == "--force") {
+      force = true;
+    } else if (arg == "--no-plots") {
+      plots = false;
+    } else if (arg == "--out") {
+      out = next();
+    } else if (arg.rfind("--", 0) == 0) {
+      compare_error(fmt::format("unknown option '{}'", arg));
+    } else {
+      runs.push_back(arg);
+    }
+  }
+  if (runs.size() != 2)
+    compare_error(
+        fmt::format("needs two runs, A and B (given {}): bench_run compare "
+                    "results/<run-A> results/<run-B>",
+                    runs.size()));
+  std::error_code ec;
+  if (fs::equivalent(runs[0], runs[1], ec))
+    compare_error(fmt::format("A and B are the same run ({}); compare two runs",
+                              fs::canonical(runs[0], ec).string()));
+  std::vector<RunForCompare> loaded;
+  for (const fs::path& dir : runs) {
+    std::string error;
+    std::optional<RunForCompare> run = load_run_for_compare(dir, &error);
+    if (!run) compare_error(error);
+    loaded.push_back(std::move(*run));
+  }
+  const std::vector<std::string> differences = run_differences(loaded[0], loaded[1]);
+  if (!differences.empty() && !force)
+    compare_error(
+        fmt::format("the runs differ in what their numbers depend on ({}); "
+                    "their times are not comparable: add --force to compare anyway",
+                    fmt::join(differences, "; ")));
+  const std::vector<Change> changes = compare_runs(loaded[0], loaded[1], threshold);
+  const CompareReport report =
+      compare_report(loaded[0], loaded[1], changes, threshold, differences);
+  fs::create_directories(out, ec);
+  const std::string stem =
+      loaded[0].summary["run_id"].str_or("A") + "-vs-" + loaded[1].summary["run_id"].str_or("B");
+  try {
+    write_atomically(out / (stem + ".json"), report.json.dump(2, 3) + "\n");
+    write_atomically(out / (stem + ".txt"), report.text);
+  } catch (const WriteError& e) {
+    fmt::print(stderr, "error: compare: {}\n", e.what());
+    return 4;
+  }
+  fmt::print("{}", report.text);
+  if (plots) {
+    std::fflush(stdout);
+    const fs::path log = out / (stem + ".plot.log");
+    const ProcessResult p =
+        run_process({"/usr/bin/python3", plotter, (out / (stem + ".json")).string(),
+                     (out / (stem + ".png")).string()},
+                    log.string(), 600, {});
+    if (p.ok()) {
+      fs::remove(log, ec);
+      fmt::print("plot: {}\n", (out / (stem + ".png")).string());
+    } else {
+      fmt::print(stderr, "the plot failed ({}; see {}); the comparison above stands\n", p.failure(),
+                 log.string());
+    }
+  }
+  fmt::print("written: {}\n", (out / (stem + ".txt")).string());
+  return report.gate_fails ? 1 : 0;
 }
 
 }  // namespace bp

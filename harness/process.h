@@ -81,14 +81,23 @@ class Child {
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     int go[2] = {-1, -1}, ready[2] = {-1, -1};  // runner -> child, child -> runner
-    if (takes_turns && (pipe2(go, O_CLOEXEC) != 0 || pipe2(ready, O_CLOEXEC) != 0)) return;
-    slot_ = -1;
+    auto close_all = [&] {
+      for (int fd : {go[0], go[1], ready[0], ready[1]})
+        if (fd >= 0) close(fd);
+    };
     for (int i = 0; i < kMaxChildren && slot_ < 0; i++)
       if (g_child_groups[i] == 0) slot_ = i;
-    if (slot_ < 0) return;  // the runner never has this many alive
+    // Not started (finish() says so): the runner never has this many alive, or no pipe or fork.
+    if (slot_ < 0 || (takes_turns && (pipe2(go, O_CLOEXEC) != 0 || pipe2(ready, O_CLOEXEC) != 0))) {
+      close_all();
+      return;
+    }
     const pid_t parent = getpid();
     pid_ = fork();
-    if (pid_ < 0) return;
+    if (pid_ < 0) {
+      close_all();
+      return;
+    }
     if (pid_ == 0) {
       setpgid(0, 0);
       // A runner killed outright (SIGKILL: no handler runs) takes its backend with it.

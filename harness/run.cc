@@ -674,7 +674,10 @@ class Run {
       if (g_interrupted) break;
       const int first = done + 1;
       done += int(s.names.size());
-      fmt::print("[{:>3}-{}/{}] {}\n", first, done, total, s.id);
+      if (first == done)
+        fmt::print("[{:>3}/{}] {}\n", done, total, s.id);
+      else
+        fmt::print("[{:>3}-{}/{}] {}\n", first, done, total, s.id);
       std::fflush(stdout);
       bool reused = false;
       std::map<std::string, Cell> row = bench_row(s, &reused);
@@ -911,101 +914,6 @@ class Run {
   int failures_ = 0;
 };
 
-const char* kCompareUsage = R"(usage: bench_run compare A B [options]   (make compare A=... B=...)
-  A, B                 two finished runs (folders such as results/<run-id>, or results/latest)
-  --threshold PCT      a change smaller than this is the same, however certain (default 10)
-  --force              compare runs made on different machines, kernels, CPU settings, library
-                       versions or runner options (each difference is printed as a warning)
-  --out DIR            where <A>-vs-<B>.txt, .json and .png go (default results/compare)
-  --no-plots           do not draw the plot (plots/compare.py)
-Per benchmark: B/A of the median time with its interval, and a verdict (faster, slower, same;
-broken: ran in A, failed in B). Exit status: 0 nothing slower or broken; 1 something is; 2 bad
-input.
-)";
-
-int compare_command(const std::vector<std::string>& args) {
-  std::vector<fs::path> runs;
-  double threshold = 0.10;
-  bool force = false, plots = true;
-  fs::path out = "results/compare";
-  for (size_t i = 0; i < args.size(); i++) {
-    const std::string& arg = args[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= args.size()) usage_error(fmt::format("compare: {} needs a value", arg));
-      return args[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", kCompareUsage);
-      std::exit(0);
-    } else if (arg == "--threshold") {
-      threshold = parse_number("compare: --threshold", next(), 0, 1000) / 100;
-    } else if (arg == "--force") {
-      force = true;
-    } else if (arg == "--no-plots") {
-      plots = false;
-    } else if (arg == "--out") {
-      out = next();
-    } else if (arg.rfind("--", 0) == 0) {
-      usage_error(fmt::format("compare: unknown option '{}'", arg));
-    } else {
-      runs.push_back(arg);
-    }
-  }
-  if (runs.size() != 2)
-    usage_error(
-        fmt::format("compare needs two runs, A and B (given {}): bench_run compare "
-                    "results/<run-A> results/<run-B>",
-                    runs.size()));
-  std::error_code ec;
-  if (fs::equivalent(runs[0], runs[1], ec))
-    usage_error(fmt::format("compare: A and B are the same run ({}); compare two runs",
-                            fs::canonical(runs[0], ec).string()));
-  std::vector<RunForCompare> loaded;
-  for (const fs::path& dir : runs) {
-    std::string error;
-    std::optional<RunForCompare> run = load_run_for_compare(dir, &error);
-    if (!run) usage_error("compare: " + error);
-    loaded.push_back(std::move(*run));
-  }
-  const std::vector<std::string> differences = run_differences(loaded[0], loaded[1]);
-  if (!differences.empty() && !force)
-    usage_error(
-        fmt::format("compare: the runs differ in what their numbers depend on ({}); "
-                    "their times are not comparable: add --force to compare anyway",
-                    fmt::join(differences, "; ")));
-  const std::vector<Change> changes = compare_runs(loaded[0], loaded[1], threshold);
-  const CompareReport report =
-      compare_report(loaded[0], loaded[1], changes, threshold, differences);
-  fs::create_directories(out, ec);
-  const std::string stem =
-      loaded[0].summary["run_id"].str_or("A") + "-vs-" + loaded[1].summary["run_id"].str_or("B");
-  try {
-    write_atomically(out / (stem + ".json"), report.json.dump(2, 3) + "\n");
-    write_atomically(out / (stem + ".txt"), report.text);
-  } catch (const WriteError& e) {
-    fmt::print(stderr, "error: compare: {}\n", e.what());
-    return 4;
-  }
-  fmt::print("{}", report.text);
-  if (plots) {
-    std::fflush(stdout);
-    const fs::path log = out / (stem + ".plot.log");
-    const ProcessResult p =
-        run_process({"/usr/bin/python3", BP_SOURCE_DIR "/plots/compare.py",
-                     (out / (stem + ".json")).string(), (out / (stem + ".png")).string()},
-                    log.string(), 600, {});
-    if (p.ok()) {
-      fs::remove(log, ec);
-      fmt::print("plot: {}\n", (out / (stem + ".png")).string());
-    } else {
-      fmt::print(stderr, "the plot failed ({}; see {}); the comparison above stands\n", p.failure(),
-                 log.string());
-    }
-  }
-  fmt::print("written: {}\n", (out / (stem + ".txt")).string());
-  return report.gate_fails ? 1 : 0;
-}
-
 // --resume RUN: the interrupted run's own arguments (its run.json), then what may be added.
 std::vector<std::string> resumed_args(const std::vector<std::string>& given) {
   auto at = std::find(given.begin(), given.end(), "--resume");
@@ -1067,7 +975,7 @@ int main(int argc, char** argv) {
   signal(SIGTERM, bp::interrupt_children);
   signal(SIGPIPE, SIG_IGN);  // a backend that ended mid-turn: the write fails, the runner goes on
   if (argc > 1 && std::string(argv[1]) == "compare")
-    return bp::compare_command({argv + 2, argv + argc});
+    return bp::compare_main({argv + 2, argv + argc}, BP_SOURCE_DIR "/plots/compare.py");
   bp::Options options = bp::parse_options(bp::resumed_args({argv + 1, argv + argc}));
   std::string error;
   std::optional<std::vector<bp::Selected>> selected = bp::select_instances(

@@ -171,15 +171,19 @@ def speedup_figure(run, phase):
     ref = run["reference"]
     instances = [i for i in instances_of(run) if not i.endswith("/empty")]
     baselines = [b for b in backends_of(run) if b != ref]
-    ratios = {(c["instance"], c["backend"]): c["ratio_to_reference"] for c in run["cells"]
+    ratios = {(c["instance"], c["backend"]): c for c in run["cells"]
               if c["backend"] != ref and c["ratio_to_reference"] is not None}
     fig, ax = plt.subplots(figsize=(min(17, max(8, 0.8 * len(instances) + 2)), 4.8))
     width = 0.8 / max(1, len(baselines))
     for j, b in enumerate(baselines):
         pts = [(k, ratios[(inst, b)]) for k, inst in enumerate(instances) if (inst, b) in ratios]
         xs = [k + (j - (len(baselines) - 1) / 2) * width for k, _ in pts]
-        ys = [r for _, r in pts]
-        ax.bar(xs, ys, width, label=f"{b} / {ref}", color=COLORS.get(b))
+        ys = [c["ratio_to_reference"] for _, c in pts]
+        bounds = [c.get("ratio_interval") or [None, None] for _, c in pts]
+        lows = [y - lo if lo is not None else 0 for y, (lo, _) in zip(ys, bounds)]
+        highs = [hi - y if hi is not None else 0 for y, (_, hi) in zip(ys, bounds)]
+        ax.bar(xs, ys, width, label=f"{b} / {ref}", color=COLORS.get(b), yerr=[lows, highs],
+               capsize=2, error_kw=dict(elinewidth=0.8, ecolor="black"))
         for x, y in zip(xs, ys):
             ax.annotate(f"{y:.2g}x" if y < 10 else f"{y:.0f}x", (x, y), ha="center",
                         va="bottom" if y >= 1 else "top", fontsize=8 if len(baselines) == 1 else 6)
@@ -191,7 +195,10 @@ def speedup_figure(run, phase):
     if ax.patches:  # room for the value labels on the log axis
         lo, hi = ax.get_ylim()
         ax.set_ylim(min(lo, 0.5) / 2, hi * 3)
-    return finish(fig, run)
+    paired = any(c.get("ratio_paired") for c in ratios.values())
+    return finish(fig, run, note="error bars: the interval of each ratio" + (
+        " (order statistics of the ratios of repetitions that took turns)" if paired
+        else " (from the two medians' intervals)"))
 
 
 def line_figure(run, workloads, size_key, xlabel, title, per_item=False, note=None):

@@ -105,7 +105,7 @@ def test_a_corrupt_result_file_is_named_and_skipped(bin_dir, one_run, tmp_path):
     ("format1", "written in result format 1, and this bench_run reads format 2"),
     ("machine", "the runs differ in what their numbers depend on (cpu_family: {family} vs 1"),
     ("options", "option repetitions: 10 vs 12"),
-    ("one", "compare needs two runs, A and B (given 1)"),
+    ("one", "compare: needs two runs, A and B (given 1)"),
     ("bad-summary", "summary.json: unreadable"),
 ])
 def test_bad_input_is_one_clear_line(bin_dir, one_run, tmp_path, case, message):
