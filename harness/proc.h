@@ -16,6 +16,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -136,14 +137,32 @@ inline std::vector<std::pair<std::string, std::string>> proc_environment() {
   return env;
 }
 
-// "pid NAME" of every benchmark process on the machine that is neither `self` nor its child.
+// A process's parent, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold spaces);
+// 0 if it is gone.
+inline long proc_parent_of(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const std::string line((std::istreambuf_iterator<char>(stat)), {});
+  const size_t close = line.rfind(')');
+  long ppid = 0;
+  if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %*c %ld", &ppid);
+  return ppid;
+}
+
+// "pid NAME" of every benchmark process on the machine that is not `self`, its child, or one of
+// its ancestors (a wrapper such as `time` or `timeout build/bench_run ...` names it in its
+// arguments, and is no other benchmark).
 inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
+  std::vector<long> ancestors;
+  for (long p = proc_parent_of(self); p > 1 && ancestors.size() < 64; p = proc_parent_of(p))
+    ancestors.push_back(p);
   std::vector<std::string> out;
   DIR* proc = opendir("/proc");
   if (!proc) return out;
   while (const dirent* e = readdir(proc)) {
     const long pid = std::strtol(e->d_name, nullptr, 10);
-    if (pid <= 0 || pid == self) continue;
+    if (pid <= 0 || pid == self ||
+        std::find(ancestors.begin(), ancestors.end(), pid) != ancestors.end())
+      continue;
     const std::string dir = std::string("/proc/") + e->d_name;
     std::ifstream cmd(dir + "/cmdline");
     const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
@@ -156,13 +175,8 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
         break;
       }
     }
-    if (name.empty()) continue;
-    std::ifstream stat(dir + "/stat");  // "pid (comm) state ppid ...": comm may hold spaces
-    const std::string line((std::istreambuf_iterator<char>(stat)), {});
-    const size_t close = line.rfind(')');
-    long ppid = 0;
-    if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %*c %ld", &ppid);
-    if (ppid != self) out.push_back(std::to_string(pid) + " " + name);
+    if (!name.empty() && proc_parent_of(pid) != self)
+      out.push_back(std::to_string(pid) + " " + name);
   }
   closedir(proc);
   return out;

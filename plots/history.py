@@ -23,7 +23,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot import COLORS, label  # noqa: E402
+from plot import COLORS, label, save  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -151,11 +151,7 @@ def main(argv):
         print(f"error: {results} holds no finished run with a summary.json", file=sys.stderr)
         return 2
     out_dir = os.path.join(results, "history")
-    os.makedirs(out_dir, exist_ok=True)
-    drawn = figures(runs)
-    for name, fig in drawn.items():
-        fig.savefig(os.path.join(out_dir, name), dpi=100)
-        plt.close(fig)
+    drawn = save(figures(runs), out_dir, dpi=100)
     print(f"history of {len(runs)} runs: {len(drawn)} figures in {out_dir}")
     return 0
 

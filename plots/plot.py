@@ -303,6 +303,15 @@ def figures(run):
     return out
 
 
+def save(drawn, out_dir, dpi=110):
+    """Writes {file name: figure} into out_dir (made if missing), closing each; returns names."""
+    os.makedirs(out_dir, exist_ok=True)
+    for name, fig in drawn.items():
+        fig.savefig(os.path.join(out_dir, name), dpi=dpi)
+        plt.close(fig)
+    return list(drawn)
+
+
 def main(argv):
     if len(argv) != 2:
         print("usage: plot.py RUN_DIR   (e.g. results/latest)", file=sys.stderr)
@@ -313,11 +322,7 @@ def main(argv):
         print(f"error: {e}", file=sys.stderr)
         return 2
     out_dir = os.path.join(argv[1], "plots")
-    os.makedirs(out_dir, exist_ok=True)
-    drawn = figures(run)
-    for name, fig in drawn.items():
-        fig.savefig(os.path.join(out_dir, name), dpi=110)
-        plt.close(fig)
+    drawn = save(figures(run), out_dir)
     print(f"plots: {', '.join(drawn)} in {out_dir}")
     print(f"report: {report.write_report(argv[1])}")  # the page that shows them with the tables
     return 0

@@ -57,10 +57,12 @@ def human_time(s):
 
 
 def table(head, rows, classes=None):
-    out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>"]
+    out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+           + "</tr>"]
     for i, row in enumerate(rows):
         cls = classes[i] if classes else [""] * len(row)
-        out.append("<tr>" + "".join(f"<td class='{c}'>{v}</td>" for v, c in zip(row, cls)) + "</tr>")
+        out.append("<tr>" + "".join(f"<td class='{c}'>{v}</td>" for v, c in zip(row, cls))
+                   + "</tr>")
     return "\n".join(out) + "</table></div>"
 
 
@@ -89,8 +91,9 @@ def summary_section(s):
             c = row["backends"].get(b) or {}
             r = c.get("ratio_to_reference")
             lo, hi = c.get("ratio_interval") or [None, None]
-            cells.append("-" if r is None else f"{r:.3g}x" + (
-                f"<br><span class='interval'>{lo:.3g} to {hi:.3g}</span>" if lo is not None else ""))
+            interval = (f"<br><span class='interval'>{lo:.3g} to {hi:.3g}</span>"
+                        if lo is not None else "")
+            cells.append("-" if r is None else f"{r:.3g}x" + interval)
             cls.append("")
         rows.append(cells), classes.append(cls)
     memory = [[esc(row["instance"])] + [

@@ -1,9 +1,9 @@
 """harness/tests/test_make.py: the Makefile's verbs under hostile variables.
 
 Every user string (FILTER, WORKLOADS, SIZES, BACKENDS, DATA, REPETITIONS, THREADS, WARMUP,
-MEMORY, RUN, RESUME, A, B, THRESHOLD) must reach bench_run or plot.py as exactly one argument, through no shell and no make
-expansion, including the make that `cmake --build` starts; and `make bench` must fail when the
-runner does.
+MEMORY, RUN, RESUME, A, B, THRESHOLD) must reach bench_run or plot.py as exactly one argument,
+through no shell and no make expansion, including the make that `cmake --build` starts; and
+`make bench` must fail when the runner does.
     ctest -R harness_pytest --output-on-failure
 """
 import os

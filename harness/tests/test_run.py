@@ -470,6 +470,16 @@ def test_concurrent_runs_keep_apart_and_say_so(bin_dir, tmp_path):
     assert any("another benchmark is running on this machine" in err for _, err in outputs)
 
 
+# A wrapper that names bench_run in its arguments (`time`, `timeout`: make bench under them) is
+# the run itself, not another benchmark.
+def test_a_wrapper_is_not_another_benchmark(bin_dir, tmp_path):
+    r = subprocess.run(["/usr/bin/timeout", "300", os.path.join(bin_dir, "bench_run"), "--out",
+                        str(tmp_path), "--workloads", "empty", "--check-only", *CPP],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "another benchmark" not in r.stderr, r.stderr
+
+
 # A runner stopped mid-run (Ctrl-C, or SIGKILL where no handler runs) leaves no backend behind,
 # marks its folder incomplete and does not move `latest`.
 def test_a_stopped_runner_takes_its_backend_with_it(bin_dir, tmp_path):
@@ -526,8 +536,9 @@ def start_and_interrupt(bin_dir, out, args, fault, when):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, BACKPROP_BENCH_FAULT=fault))
     for _ in range(600):
+        pids = map(int, filter(str.isdigit, os.listdir("/proc")))
         if any(parent_of(pid) == runner.pid and when.encode() in cmdline(pid)
-               and is_benchmarking(pid) for pid in map(int, filter(str.isdigit, os.listdir("/proc")))):
+               and is_benchmarking(pid) for pid in pids):
             break
         time.sleep(0.05)
     else:
