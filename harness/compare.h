@@ -105,7 +105,8 @@ inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, st
 inline std::vector<std::string> run_differences(const RunForCompare& a, const RunForCompare& b) {
   std::vector<std::string> out = performance_differences(a.summary["machine"]["environment"],
                                                          b.summary["machine"]["environment"]);
-  for (const char* option : {"threads", "repetitions", "min_time", "warmup_steps", "data"})
+  for (const char* option :
+       {"threads", "repetitions", "rounds", "min_time", "warmup_steps", "data"})
     if (a.summary["options"][option].dump() != b.summary["options"][option].dump())
       out.push_back(fmt::format("option {}: {} vs {}", option, a.summary["options"][option].dump(),
                                 b.summary["options"][option].dump()));

@@ -98,13 +98,75 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
   return r;
 }
 
+// Rounds (bench_run --rounds): one benchmark's Google Benchmark files, one per round, made one:
+// the first's context (with "rounds"), every repetition in round order and renumbered, and each
+// aggregate (mean, median, stddev, cv) recomputed over all of them for the times and counters,
+// so that a reader of one file (read_benchmark_result, Google Benchmark's compare.py) sees every
+// repetition. The files are those of rounds that ended well (a round of one repetition has no
+// aggregates of its own: they are made here, as Google Benchmark makes them).
+inline Json merge_rounds(const std::vector<Json>& files) {
+  std::vector<Json> runs;
+  for (const Json& f : files)
+    for (const Json& run : f["benchmarks"].array)
+      if (run["run_type"].str_or("") == "iteration") runs.push_back(run);
+  for (size_t i = 0; i < runs.size(); i++)
+    runs[i].set("repetition_index", int64_t(i)).set("repetitions", int64_t(runs.size()));
+  auto values = [&](const char* field) {
+    std::vector<double> v;
+    for (const Json& r : runs)
+      if (r[field].kind == Json::Kind::number) v.push_back(r[field].number);
+    return v;
+  };
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / double(v.size());
+  };
+  auto stddev = [&](const std::vector<double>& v) {
+    const double m = mean(v);
+    double sq = 0;
+    for (double x : v) sq += (x - m) * (x - m);
+    return v.size() > 1 ? std::sqrt(sq / double(v.size() - 1)) : 0.0;
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t k = v.size();
+    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+  };
+  Json benchmarks = Json::array_of(runs);
+  if (runs.size() > 1)  // Google Benchmark writes aggregates only over repetitions
+    for (const char* kind : {"mean", "median", "stddev", "cv"}) {
+      Json a = runs[0];
+      const std::string name = runs[0]["run_name"].str_or(runs[0]["name"].str_or("?"));
+      a.set("name", name + "_" + kind)
+          .set("run_type", "aggregate")
+          .set("aggregate_name", kind)
+          .set("aggregate_unit", std::string(kind) == "cv" ? "percentage" : "time")
+          .set("iterations", int64_t(runs.size()));
+      for (const char* field :
+           {"real_time", "cpu_time", "peak_rss_bytes", "arena_bytes", "items_per_second"}) {
+        const std::vector<double> v = values(field);
+        if (v.size() != runs.size()) continue;
+        const std::string k = kind;
+        a.set(field, k == "mean"     ? mean(v)
+                     : k == "median" ? median(v)
+                     : k == "stddev" ? stddev(v)
+                                     : stddev(v) / mean(v));
+      }
+      benchmarks.push(std::move(a));
+    }
+  Json context = files[0]["context"];
+  context.set("rounds", std::to_string(files.size()));
+  return Json::object_of({{"context", std::move(context)}, {"benchmarks", std::move(benchmarks)}});
+}
+
 // One benchmark of a run: what the runner saw of its process, and what its result file says.
 struct Cell {
   std::string status = "not_run";  // ok | failed | timeout | out_of_memory | skipped | not_run
   std::string message;
   double median_seconds = NAN, max_rss_bytes = NAN, peak_rss_bytes = NAN, items_per_second = NAN;
   MedianInterval interval;                 // of median_seconds
-  std::vector<double> repetition_seconds;  // in the order they ran, taking turns with the row's
+  std::vector<double> repetition_seconds;  // in order; repetition i ran in the row's i-th round
   // Wide: the interval spans more than kWideSpread of the median, flagged in tables and plots.
   static constexpr double kWideSpread = 0.10;
   bool wide() const { return interval.hi - interval.lo > kWideSpread * median_seconds; }

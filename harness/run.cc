@@ -85,6 +85,10 @@ const char* kUsage = R"(usage: bench_run [options]
   --repetitions N      repetitions per benchmark; the median is reported with its interval,
                        from 6 on at 95% or more (default 10: 2nd to 9th smallest, 97.9%)
   --min-time S         minimum seconds per repetition (default 0.1)
+  --rounds K           run every row K times, round after round over the whole selection, each
+                       time in fresh processes with its share of the repetitions, so that the
+                       intervals hold what changes between processes and minutes (default 2;
+                       at most --repetitions)
   --warmup-steps N     untimed steps after each setup, on every backend (default 3)
   --timeout S          seconds before a backend process is killed (default 600)
   --memory-limit SIZE  address space of each backend process, e.g. 8G or 512M (default: 90% of
@@ -140,7 +144,9 @@ struct Options {
   std::vector<std::string> sizes;
   // 10 repetitions: the median's interval is then the 2nd to the 9th of them at 97.9%, and a
   // ratio's the 2nd to 9th of its 10 pairs; 0.1 s each keeps the timed second of 5 x 0.2 s.
-  int threads = 1, repetitions = 10, warmup_steps = 3;
+  // 2 rounds: each benchmark's repetitions come from two processes, minutes apart (bench());
+  // 0 until given: then 2, or 1 for a single repetition.
+  int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
   double min_time = 0.1, timeout = 600;
   int64_t memory_limit = default_memory_limit();
   bool check_only = false, plots = true, force = false;
@@ -200,6 +206,8 @@ Options parse_options(const std::vector<std::string>& args) {
       o.threads = parse_count(arg, next(), 1, 256);
     else if (arg == "--repetitions")
       o.repetitions = parse_count(arg, next(), 1, 1000);
+    else if (arg == "--rounds")
+      o.rounds = parse_count(arg, next(), 1, 100);
     else if (arg == "--warmup-steps")
       o.warmup_steps = parse_count(arg, next(), 0, 1000);
     else if (arg == "--min-time")
@@ -233,6 +241,10 @@ Options parse_options(const std::vector<std::string>& args) {
       usage_error(fmt::format("unknown option '{}'", args[i]));
     }
   }
+  if (o.rounds == 0) o.rounds = std::min(2, o.repetitions);
+  if (o.rounds > o.repetitions)
+    usage_error(fmt::format("--rounds {}: at most --repetitions ({}): each round runs at least one",
+                            o.rounds, o.repetitions));
   for (const BackendSpec& b : kBackends)  // the fixed order, whatever order they were given in
     if (std::find(backends.begin(), backends.end(), b.name) != backends.end())
       o.backends.push_back(b.name);
@@ -450,7 +462,8 @@ class Run {
       const Json old = parse_json(read_file(folder_.dir() / "processes.json"));
       for (const Json& p : old["processes"].array) {
         processes_.push(p);
-        if (p["phase"].str_or("") == "bench") finished_[p["benchmark"].str_or("")] = p;
+        if (p["phase"].str_or("") == "bench")
+          finished_[round_key(p["benchmark"].str_or(""), int(p["round"].num_or(1)) - 1)] = p;
       }
     } catch (const std::exception&) {  // interrupted before its first process: nothing finished
     }
@@ -480,6 +493,9 @@ class Run {
                "marked INCOMPLETE; resume it with: {}\n",
                strsignal(g_interrupted), finished, total, folder_.dir().string(), how);
     return 128 + g_interrupted;
+  }
+  static std::string round_key(const std::string& benchmark, int round) {
+    return benchmark + "#" + std::to_string(round);
   }
   std::string program_path(const std::string& name) const { return (opt_.bin_dir / name).string(); }
 
@@ -520,6 +536,7 @@ class Run {
                                     {"data", opt_.data},
                                     {"threads", opt_.threads},
                                     {"repetitions", opt_.repetitions},
+                                    {"rounds", opt_.rounds},
                                     {"min_time", opt_.min_time},
                                     {"warmup_steps", opt_.warmup_steps},
                                     {"memory_limit_bytes", opt_.memory_limit},
@@ -661,45 +678,97 @@ class Run {
     return all_agree;
   }
 
-  // Row by row: the benchmarks of a row run in processes alive together that take turns, one
-  // timed loop at a time (harness/protocol.h, --take_turns), each with its own wait4 peak RSS.
+  // Round by round, row by row: the benchmarks of a row run in processes alive together that
+  // take turns, one timed loop at a time (harness/protocol.h, --take_turns), each with its own
+  // wait4 peak RSS; then the next row. With K rounds the whole selection is run K times, each
+  // time with its share of the repetitions, and each benchmark's rounds are merged (merge_rounds
+  // in harness/results.h): its repetitions then come from K processes minutes apart, and so do
+  // its interval and its pairs.
   void bench() {
     int total = 0, done = 0;
     for (const Selected& s : selected_) total += int(s.names.size());
     fmt::print(
-        "\nbenchmarks: {} in {} processes, {} repetitions of >= {} s each; the backends of a row "
-        "take turns, repetition by repetition; medians\n",
-        total, total, opt_.repetitions, opt_.min_time);
-    for (const Selected& s : selected_) {
-      if (g_interrupted) break;
-      const int first = done + 1;
-      done += int(s.names.size());
-      if (first == done)
-        fmt::print("[{:>3}/{}] {}\n", done, total, s.id);
-      else
-        fmt::print("[{:>3}-{}/{}] {}\n", first, done, total, s.id);
-      std::fflush(stdout);
-      bool reused = false;
-      std::map<std::string, Cell> row = bench_row(s, &reused);
-      for (const std::string& b : opt_.backends) {
-        if (!row.count(b)) continue;
-        const Cell& c = row[b];
-        fmt::print("    {:<11} {}", b, reused ? "(before the interrupt) " : "");
-        if (c.status == "ok")
-          fmt::print("{:>10}  peak RSS {:>9}\n", human_time(c.median_seconds),
-                     human_mb(c.max_rss_bytes));
+        "\nbenchmarks: {} in {} rounds of {} processes, {} repetitions of >= {} s each in all; the "
+        "backends of a row take turns, repetition by repetition; medians\n",
+        total, opt_.rounds, total, opt_.repetitions, opt_.min_time);
+    total *= opt_.rounds;
+    std::map<std::string, std::map<std::string, std::vector<Cell>>> rounds;  // id -> backend ->
+    for (int round = 0; round < opt_.rounds && !g_interrupted; round++)
+      for (const Selected& s : selected_) {
+        if (g_interrupted) break;
+        const int first = done + 1;
+        done += int(s.names.size());
+        const std::string which =
+            opt_.rounds > 1 ? fmt::format(" (round {} of {})", round + 1, opt_.rounds) : "";
+        if (first == done)
+          fmt::print("[{:>3}/{}] {}{}\n", done, total, s.id, which);
         else
-          fmt::print("{}: {}\n", c.status, c.message);
-        if (c.status != "ok" && c.status != "skipped" && c.status != "interrupted") failures_++;
-        cells_[s.id][b] = c;
+          fmt::print("[{:>3}-{}/{}] {}{}\n", first, done, total, s.id, which);
+        std::fflush(stdout);
+        bool reused = false;
+        std::map<std::string, Cell> row = bench_row(s, round, &reused);
+        for (const std::string& b : opt_.backends) {
+          if (!row.count(b)) continue;
+          const Cell& c = row[b];
+          fmt::print("    {:<11} {}", b, reused ? "(before the interrupt) " : "");
+          if (c.status == "ok")
+            fmt::print("{:>10}  peak RSS {:>9}\n", human_time(c.median_seconds),
+                       human_mb(c.max_rss_bytes));
+          else
+            fmt::print("{}: {}\n", c.status, c.message);
+          rounds[s.id][b].push_back(c);
+        }
       }
+    for (const Selected& s : selected_)
+      for (auto& [b, cells] : rounds[s.id]) {
+        Cell c = merged(s, b, cells);
+        if (c.status != "ok" && c.status != "skipped" && c.status != "interrupted") failures_++;
+        cells_[s.id][b] = std::move(c);
+      }
+  }
+
+  // One benchmark's rounds as one cell: every round ok, their files merged into <stem>.json;
+  // otherwise the first round that was not ok says why (a round never reached: interrupted).
+  Cell merged(const Selected& s, const std::string& b, const std::vector<Cell>& cells) {
+    for (const Cell& c : cells)
+      if (c.status != "ok") return c;
+    if (int(cells.size()) < opt_.rounds) {
+      Cell c = cells.back();
+      c.status = "interrupted", c.message = "interrupted before its last round";
+      return c;
     }
+    if (opt_.rounds == 1) return cells[0];
+    Cell c = cells[0];
+    c.file = b + "/" + file_stem(s.names.at(b)) + ".json";
+    try {
+      std::vector<Json> files;
+      for (const Cell& round : cells)
+        files.push_back(parse_json(read_file(folder_.dir() / round.file)));
+      const Json merged_file = merge_rounds(files);
+      write_atomically(folder_.dir() / c.file, merged_file.dump(2, 3) + "\n");
+      const BenchmarkResult r = read_benchmark_result(merged_file);
+      c.status = r.status, c.message = r.message;
+      c.median_seconds = r.median_seconds, c.peak_rss_bytes = r.peak_rss_bytes;
+      c.interval = r.interval, c.repetition_seconds = r.repetition_seconds;
+      c.items_per_second = r.items_per_second;
+      for (const Cell& round : cells)
+        c.max_rss_bytes = std::max(c.max_rss_bytes, round.max_rss_bytes);
+    } catch (const WriteError&) {
+      throw;
+    } catch (const std::exception& e) {
+      c.status = "failed", c.message = fmt::format("merging its rounds: {}", e.what());
+    }
+    return c;
   }
 
   // One row's benchmarks: the runnable ones started together, each waiting after its setup and
   // warm-up until all are ready; then turns in the backends' order until every process ended.
   // Resuming, a row whose benchmarks all finished well before the interrupt is read, not run.
-  std::map<std::string, Cell> bench_row(const Selected& s, bool* reused) {
+  std::map<std::string, Cell> bench_row(const Selected& s, int round, bool* reused) {
+    // this round's share of the repetitions; its files and logs carry its number
+    const int repetitions =
+        opt_.repetitions / opt_.rounds + (round < opt_.repetitions % opt_.rounds ? 1 : 0);
+    const std::string suffix = opt_.rounds > 1 ? fmt::format(".round{}", round + 1) : "";
     struct Running {
       std::string backend, name, log;
       std::vector<std::string> argv;
@@ -724,26 +793,27 @@ class Run {
                                   s.id, human_bytes(double(opt_.memory_limit)), v.message);
         else
           c.message = "check " + v.status + ": " + v.message;
-        add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
+        if (round == 0)
+          add_process(process_json(b, "bench", name, "", "", c.status, c.message, ProcessResult{}));
         continue;
       }
-      c.file = b + "/" + stem + ".json";
-      const std::string log = "logs/" + b + "/" + stem + ".log";
+      c.file = b + "/" + stem + suffix + ".json";
+      const std::string log = "logs/" + b + "/" + stem + suffix + ".log";
       std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
-      argv.insert(argv.end(), {instance_arg(s, b),
-                               "--benchmark_out=" + (folder_.dir() / c.file).string() + ".partial",
-                               "--benchmark_out_format=json",
-                               fmt::format("--benchmark_repetitions={}", opt_.repetitions),
-                               fmt::format("--benchmark_min_time={}", opt_.min_time),
-                               fmt::format("--warmup_steps={}", opt_.warmup_steps),
-                               "--benchmark_display_aggregates_only=true", "--take_turns"});
+      argv.insert(
+          argv.end(),
+          {instance_arg(s, b), "--benchmark_out=" + (folder_.dir() / c.file).string() + ".partial",
+           "--benchmark_out_format=json", fmt::format("--benchmark_repetitions={}", repetitions),
+           fmt::format("--benchmark_min_time={}", opt_.min_time),
+           fmt::format("--warmup_steps={}", opt_.warmup_steps),
+           "--benchmark_display_aggregates_only=true", "--take_turns"});
       running.push_back({b, name, log, std::move(argv), nullptr});
     }
     if (!running.empty() && !opt_.resume.empty()) {
       std::map<std::string, Cell> kept = cells;
       size_t reused_cells = 0;
       for (const Running& r : running) {
-        auto p = finished_.find(r.name);
+        auto p = finished_.find(round_key(r.name, round));
         if (p == finished_.end() || p->second["status"].str_or("") != "ok") break;
         Cell& c = kept[r.backend];
         try {
@@ -830,7 +900,7 @@ class Run {
       for (const auto& t : r.child->turns())
         turns.push_back(std::round(std::chrono::duration<double>(t - row_start).count() * 1e4) /
                         1e4);
-      add_process(record.set("turns", Json::numbers(turns)));
+      add_process(record.set("round", round + 1).set("turns", Json::numbers(turns)));
     }
     return cells;
   }

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-QUICK = ["--repetitions", "2", "--min-time", "0.01", "--no-plots"]
+QUICK = ["--repetitions", "2", "--min-time", "0.01", "--no-plots", "--rounds", "1"]
 BACKENDS = ("engine", "libtorch", "pytorch", "torchscript")
 CPP = ["--backends", "engine,libtorch"]  # where the subject is the runner, not a backend
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -56,7 +56,7 @@ def cells(tmp_path):
 def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,scalar_chain,mini_gpt,mlp_width",
             "--sizes", "nodes=10,100", "--sizes", "batch=1", "--sizes", "width=16,32",
-            "--repetitions", "2", "--min-time", "0.01", "--warmup-steps", "2")
+            "--repetitions", "2", "--min-time", "0.01", "--warmup-steps", "2", "--rounds", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     latest = tmp_path / "latest"
     assert latest.is_symlink()
@@ -170,6 +170,7 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     (["--filter", r"tiny_graph/engine|small\.graph"], ""),  # escaped specials are POSIX
     (["--repetitions", "0"], "--repetitions 0: expected a whole number from 1 to 1000"),
     (["--repetitions", "1.9"], "--repetitions 1.9: expected a whole number from 1 to 1000"),
+    (["--repetitions", "2", "--rounds", "3"], "--rounds 3: at most --repetitions (2)"),
     (["--threads", "2x"], "--threads 2x: expected a whole number from 1 to 256"),
     (["--sizes", "=10"], "--sizes =10: expected KEY=N,N,..."),
     (["--data", "/"], "--data=/: not a regular file (a directory)"),
@@ -508,21 +509,42 @@ def test_a_stopped_runner_takes_its_backend_with_it(bin_dir, tmp_path):
         assert not (out / "latest").exists()
 
 
-# The backends of a row take turns, one repetition each (harness/protocol.h): the turns recorded in
-# processes.json go engine, libtorch, engine, libtorch...; each backend's time in a turn is its
-# own (a hanging one costs the other nothing), and every ratio comes from the pairs.
-def test_backends_of_a_row_take_turns_and_ratios_are_paired(bin_dir, tmp_path):
+# The backends of a row take turns, one repetition each (harness/protocol.h), in each of the two
+# default rounds: the turns recorded in processes.json go engine, libtorch, engine, libtorch...
+# within a round, and round 2 of a row comes after round 1 of every row. Each benchmark's rounds
+# are merged into one Google Benchmark file with every repetition, and every ratio comes from the
+# pairs.
+def test_backends_take_turns_in_rounds_and_ratios_are_paired(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,mlp_width", "--sizes", "width=16",
             "--repetitions", "4", "--min-time", "0.01", "--no-plots", *CPP)
     assert r.returncode == 0, r.stdout + r.stderr
-    turns = {}
-    for (backend, workload), p in bench_rows(tmp_path).items():
-        assert len(p["turns"]) == 4, p  # one per repetition, the iteration search in the first
-        turns.setdefault(workload, []).extend((t, backend) for t in p["turns"])
-    for workload, events in turns.items():
-        assert [b for _, b in sorted(events)] == ["engine", "libtorch"] * 4, workload
+    assert "(round 2 of 2)" in r.stdout
+    latest = tmp_path / "latest"
+    turns, starts = {}, {}
+    for p in load(latest / "processes.json")["processes"]:
+        if p["phase"] != "bench":
+            continue
+        assert len(p["turns"]) == 2, p  # 4 repetitions in 2 rounds; the search in the first turn
+        assert p["file"].endswith(f".round{p['round']}.json")
+        turns.setdefault((p["benchmark"].split("/")[1], p["round"]), []).extend(
+            (t, p["backend"]) for t in p["turns"])
+        starts.setdefault(p["round"], []).append(p["benchmark"])
+    assert sorted(turns) == [(w, k) for w in ("mlp_width", "tiny_graph") for k in (1, 2)]
+    for key, events in turns.items():
+        assert [b for _, b in sorted(events)] == ["engine", "libtorch"] * 2, key
+    assert sorted(starts[1]) == sorted(starts[2]) and len(starts[1]) == 4
     for (backend, instance), c in cells(tmp_path).items():
         assert len(c["repetition_seconds"]) == 4
+        merged = load(latest / c["file"])
+        assert merged["context"]["rounds"] == "2"
+        times = [b["real_time"] for b in merged["benchmarks"] if b["run_type"] == "iteration"]
+        assert [b["repetition_index"] for b in merged["benchmarks"]
+                if b["run_type"] == "iteration"] == [0, 1, 2, 3]
+        [median] = [b for b in merged["benchmarks"] if b.get("aggregate_name") == "median"]
+        assert median["real_time"] == pytest.approx(statistics.median(times), rel=1e-12)
+        rounds = [load(latest / c["file"].replace(".json", f".round{k}.json")) for k in (1, 2)]
+        assert times == [b["real_time"] for f in rounds for b in f["benchmarks"]
+                         if b["run_type"] == "iteration"]
         if backend == "libtorch":
             lo, hi = c["ratio_interval"]
             assert c["ratio_paired"] and lo <= c["ratio_to_reference"] <= hi, c
