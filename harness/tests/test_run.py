@@ -573,21 +573,26 @@ def start_and_interrupt(bin_dir, out, args, fault, when):
 
 # Ctrl-C mid-run: the benchmarks stop at once, what finished is written with a summary, the run is
 # marked INCOMPLETE and says how to resume; --resume then runs only what is missing, and the
-# summary is that of an uninterrupted run.
-def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path):
-    args = ["--workloads", "tiny_graph,small_graph,mlp_width", "--sizes", "width=16", *QUICK, *CPP]
+# summary is that of an uninterrupted run. With two rounds, interrupted in the first, a benchmark
+# whose first round finished is not finished, and its first round is not run again.
+@pytest.mark.parametrize("rounds", ["1", "2"])
+def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path, rounds):
+    args = ["--workloads", "tiny_graph,small_graph,mlp_width", "--sizes", "width=16", *QUICK, *CPP,
+            "--rounds", rounds]
     code, err = start_and_interrupt(bin_dir, tmp_path, args, "hang:small_graph/libtorch",
                                     when="small_graph")
     assert code == 130, err
     [folder] = run_dirs(tmp_path)
     assert f"make bench RESUME={folder}" in err, err
-    assert "interrupted (Interrupt): 2 of 6 benchmarks finished" in err, err
+    finished = 2 if rounds == "1" else 0
+    assert f"interrupted (Interrupt): {finished} of 6 benchmarks finished" in err, err
     assert "RESUME=" in (folder / "INCOMPLETE").read_text()
     assert not (tmp_path / "latest").exists()
     summary = load(folder / "summary.json")
     status = {(b, row["instance"]): c["status"] for row in summary["rows"]
               for b, c in row["backends"].items()}
-    assert status == {("engine", "grad/tiny_graph"): "ok", ("libtorch", "grad/tiny_graph"): "ok",
+    tiny = "ok" if rounds == "1" else "interrupted"
+    assert status == {("engine", "grad/tiny_graph"): tiny, ("libtorch", "grad/tiny_graph"): tiny,
                       ("engine", "grad/small_graph"): "interrupted",
                       ("libtorch", "grad/small_graph"): "interrupted",
                       ("engine", "step/mlp_width/width:16"): "interrupted",
@@ -596,7 +601,8 @@ def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path):
         for c in row["backends"].values():
             if c["file"] and (folder / c["file"]).exists():
                 load(folder / c["file"])
-    kept = folder / summary["rows"][0]["backends"]["engine"]["file"]
+    kept = folder / summary["rows"][0]["backends"]["engine"]["file"]  # its (first round's) file
+    assert kept.name.endswith(".json" if rounds == "1" else ".round1.json"), kept
     kept_time = kept.stat().st_mtime_ns
 
     r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--resume", str(folder), "--no-plots"],
