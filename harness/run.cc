@@ -692,7 +692,8 @@ class Run {
         "backends of a row take turns, repetition by repetition; medians\n",
         total, opt_.rounds, total, opt_.repetitions, opt_.min_time);
     total *= opt_.rounds;
-    std::map<std::string, std::map<std::string, std::vector<Cell>>> rounds;  // id -> backend ->
+    // instance -> backend -> its cell in each round so far
+    std::map<std::string, std::map<std::string, std::vector<Cell>>> rounds;
     for (int round = 0; round < opt_.rounds && !g_interrupted; round++)
       for (const Selected& s : selected_) {
         if (g_interrupted) break;
