@@ -135,8 +135,6 @@ class Child {
     close_pipes();
   }
 
-  bool started() const { return pid_ > 0; }
-
   // Taking turns: blocks until the child says it is ready for its next timed loop, or has ended
   // (its pipe closed: it finished, crashed or was killed), or its time is up (then it is killed).
   // Its time is its own: while it waits for its turn, its timeout does not run, so a backend that

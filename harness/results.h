@@ -26,6 +26,14 @@ namespace bp {
 // "format_version" key). Readers of older runs (bench_run compare) refuse them in one line.
 inline constexpr int kResultFormat = 2;
 
+// The median of x (NaN if empty): the middle value, or the mean of the two middle ones.
+inline double median_of(std::vector<double> x) {
+  if (x.empty()) return NAN;
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
 // A distribution-free interval for the median of n repetitions: between the k-th smallest and
 // the k-th largest, where the median lies with probability 1 - 2 P(Binomial(n, 1/2) < k),
 // whatever the distribution of the times. k is the largest that keeps 95%; below 6 repetitions
@@ -128,11 +136,6 @@ inline Json merge_rounds(const std::vector<Json>& files) {
     for (double x : v) sq += (x - m) * (x - m);
     return v.size() > 1 ? std::sqrt(sq / double(v.size() - 1)) : 0.0;
   };
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t k = v.size();
-    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-  };
   Json benchmarks = Json::array_of(runs);
   if (runs.size() > 1)  // Google Benchmark writes aggregates only over repetitions
     for (const char* kind : {"mean", "median", "stddev", "cv"}) {
@@ -149,7 +152,7 @@ inline Json merge_rounds(const std::vector<Json>& files) {
         if (v.size() != runs.size()) continue;
         const std::string k = kind;
         a.set(field, k == "mean"     ? mean(v)
-                     : k == "median" ? median(v)
+                     : k == "median" ? median_of(v)
                      : k == "stddev" ? stddev(v)
                                      : stddev(v) / mean(v));
       }
@@ -171,7 +174,14 @@ struct Cell {
   static constexpr double kWideSpread = 0.10;
   bool wide() const { return interval.hi - interval.lo > kWideSpread * median_seconds; }
   bool verified = true;  // false: the check had nothing to compare it with (harness/judge.h)
-  std::string file;      // its Google Benchmark JSON, relative to the run folder
+  // What its result file says (everything but the runner's own view: max_rss_bytes, file).
+  void take(const BenchmarkResult& r) {
+    status = r.status, message = r.message;
+    median_seconds = r.median_seconds, peak_rss_bytes = r.peak_rss_bytes;
+    interval = r.interval, repetition_seconds = r.repetition_seconds;
+    items_per_second = r.items_per_second;
+  }
+  std::string file;                  // its Google Benchmark JSON, relative to the run folder
   std::vector<double> check_losses;  // models: the training losses its check reported
 };
 
@@ -220,9 +230,7 @@ struct Summary {
       std::vector<double> pairs;
       for (size_t i = 0; i < x.size(); i++) pairs.push_back(x[i] / y[i]);
       const MedianInterval m = median_interval(pairs);
-      std::sort(pairs.begin(), pairs.end());
-      const size_t n = pairs.size();
-      return {n % 2 ? pairs[n / 2] : (pairs[n / 2 - 1] + pairs[n / 2]) / 2, m.lo, m.hi, true};
+      return {median_of(pairs), m.lo, m.hi, true};
     }
     const MedianInterval &bi = b->second.interval, &ri = r->second.interval;
     return {b->second.median_seconds / r->second.median_seconds, bi.lo / ri.hi, bi.hi / ri.lo};

@@ -298,6 +298,7 @@ class Run {
         usage_error(fmt::format("{} not found; build first (make)", program(b)));
     start_ = std::time(nullptr);
     load_start_ = load_average_1min();
+    for (const auto& [key, value] : proc_environment()) environment_.set(key, value);
     git_sha_ = capture_output({"git", "-C", BP_SOURCE_DIR, "rev-parse", "--short", "HEAD"});
     if (git_sha_.empty())
       git_sha_ = "nogit";
@@ -320,14 +321,13 @@ class Run {
           RunFolder::create(opt_.out, fmt::format("{}-{}-{}", stamp, host, git_sha_), &error);
       if (!folder) usage_error(error);
       folder_ = std::move(*folder);
-      Json args = Json::array_of(), environment = Json::object_of({});
+      Json args = Json::array_of();
       for (const std::string& a : opt_.args) args.push(a);
-      for (const auto& [key, value] : proc_environment()) environment.set(key, value);
       write_atomically(folder_.dir() / "run.json",
                        Json::object_of({{"format_version", kResultFormat},
                                         {"args", std::move(args)},
                                         {"git_sha", git_sha_},
-                                        {"environment", std::move(environment)}})
+                                        {"environment", environment_}})
                                .dump(2, 2) +
                            "\n");
       fmt::print("run {}\n  writing to {}\n", folder_.id(), folder_.dir().string());
@@ -375,9 +375,8 @@ class Run {
   // pytorch_bench.py its environment before importing torch.
   // The environment (harness/proc.h) goes to the Python backend, which has no reader of its own.
   std::vector<std::string> child_env() const {
-    Json env = Json::object_of({});
-    for (const auto& [key, value] : proc_environment()) env.set(key, value);
-    return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_, "BACKPROP_BENCH_ENVIRONMENT=" + env.dump()};
+    return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_,
+            "BACKPROP_BENCH_ENVIRONMENT=" + environment_.dump()};
   }
 
   // Sizes beyond the defaults (harness/memory.h): each backend measured at three smaller sizes
@@ -449,9 +448,7 @@ class Run {
     if (run["git_sha"].str_or("?") != git_sha_)
       differences.push_back(
           fmt::format("git_sha: {} then, {} now", run["git_sha"].str_or("?"), git_sha_));
-    Json now = Json::object_of({});
-    for (const auto& [key, value] : proc_environment()) now.set(key, value);
-    for (const std::string& d : performance_differences(run["environment"], now))
+    for (const std::string& d : performance_differences(run["environment"], environment_))
       differences.push_back(d);
     if (!differences.empty() && !opt_.force)
       usage_error(fmt::format(
@@ -747,11 +744,7 @@ class Run {
         files.push_back(parse_json(read_file(folder_.dir() / round.file)));
       const Json merged_file = merge_rounds(files);
       write_atomically(folder_.dir() / c.file, merged_file.dump(2, 3) + "\n");
-      const BenchmarkResult r = read_benchmark_result(merged_file);
-      c.status = r.status, c.message = r.message;
-      c.median_seconds = r.median_seconds, c.peak_rss_bytes = r.peak_rss_bytes;
-      c.interval = r.interval, c.repetition_seconds = r.repetition_seconds;
-      c.items_per_second = r.items_per_second;
+      c.take(read_benchmark_result(merged_file));
       for (const Cell& round : cells)
         c.max_rss_bytes = std::max(c.max_rss_bytes, round.max_rss_bytes);
     } catch (const WriteError&) {
@@ -819,12 +812,9 @@ class Run {
         Cell& c = kept[r.backend];
         try {
           const Json file = parse_json(read_file(folder_.dir() / c.file));
-          const BenchmarkResult b = read_benchmark_result(file);
-          if (b.status != "ok") break;
+          c.take(read_benchmark_result(file));
+          if (c.status != "ok") break;
           if (!contexts_.count(r.backend)) contexts_[r.backend] = file["context"];
-          c.status = "ok", c.median_seconds = b.median_seconds;
-          c.peak_rss_bytes = b.peak_rss_bytes, c.interval = b.interval;
-          c.repetition_seconds = b.repetition_seconds, c.items_per_second = b.items_per_second;
           c.max_rss_bytes = p->second["max_rss_bytes"].num_or(NAN);
           reused_cells++;
         } catch (const std::exception&) {
@@ -886,12 +876,8 @@ class Run {
       } else {
         try {
           const Json file = parse_json(read_file(folder_.dir() / c.file));
-          const BenchmarkResult b = read_benchmark_result(file);
+          c.take(read_benchmark_result(file));
           if (!contexts_.count(r.backend)) contexts_[r.backend] = file["context"];
-          c.status = b.status, c.message = b.message;
-          c.median_seconds = b.median_seconds, c.peak_rss_bytes = b.peak_rss_bytes;
-          c.interval = b.interval, c.repetition_seconds = b.repetition_seconds;
-          c.items_per_second = b.items_per_second;
         } catch (const std::exception& e) {
           c.status = "failed", c.message = fmt::format("{}: {}", c.file, e.what());
         }
@@ -914,11 +900,9 @@ class Run {
     for (const std::string& b : opt_.backends) s.threads[b] = threads_of(opt_, b);
     Json others = Json::array_of();
     for (const std::string& o : others_) others.push(o);
-    Json environment = Json::object_of({});
-    for (const auto& [key, value] : proc_environment()) environment.set(key, value);
     s.machine = Json::object_of({{"cpu_model", proc_cpu_model()},
                                  {"cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
-                                 {"environment", std::move(environment)},
+                                 {"environment", environment_},
                                  {"git_sha", git_sha_},
                                  {"load_average_start", load_start_},
                                  {"load_average_end", load_average_1min()},
@@ -974,6 +958,7 @@ class Run {
   double load_start_ = -1;
   std::vector<std::string> others_;  // other benchmark processes seen during the run
   std::string git_sha_;
+  Json environment_ = Json::object_of({});  // harness/proc.h's, read once at the start
   RunFolder folder_;
   Json processes_ = Json::array_of();
   Json estimates_ = Json::array_of();  // sizes beyond the defaults: what each will need

@@ -13,7 +13,6 @@ is named on one line each and skipped.
     /usr/bin/python3 plots/history.py results      # or: make history
 Tests: plots/tests/test_plots.py.
 """
-import json
 import os
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot import COLORS, label, save  # noqa: E402
+from plot import COLORS, RunError, label, load_run, save  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,10 +39,12 @@ def load_runs(results):
             skipped.append(f"{folder}: incomplete (interrupted or still running)")
             continue
         try:
-            with open(path) as f:
-                summary = json.load(f)
-            summary["rows"], summary["run_id"], summary["machine"]["git_sha"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            summary = load_run(folder)
+            summary["run_id"], summary["machine"]["git_sha"]
+        except RunError as e:
+            skipped.append(f"{path}: unreadable ({e})")
+            continue
+        except (KeyError, TypeError) as e:
             skipped.append(f"{path}: unreadable ({type(e).__name__}: {e})")
             continue
         if summary["run_id"] not in seen:

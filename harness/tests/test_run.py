@@ -650,11 +650,7 @@ def cmdline(pid):
 
 def is_benchmarking(pid):
     """A backend process of the bench phase (not git, not the check)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"--benchmark_out=" in f.read()
-    except OSError:
-        return False
+    return b"--benchmark_out=" in cmdline(pid)
 
 
 def parent_of(pid):
