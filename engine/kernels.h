@@ -16,8 +16,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "engine/arena.h"
-
 namespace bp {
 
 // ---- exp and tanh that GCC vectorises (libm's are scalar calls) ----
@@ -145,13 +143,28 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
     }
 }
 
+// Scratch is carved in pieces of whole cache lines, so each piece starts aligned as an arena's
+// would.
+inline constexpr size_t kScratchAlign = 16;
+inline size_t scratch_round(size_t n) {
+  return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+}
+
+// The scratch matmul_accumulate needs for these sizes (elements): one transposed copy, or two.
+inline size_t matmul_scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a, bool trans_b) {
+  if (!trans_b) return 0;
+  if (size_t(N) * K <= size_t(M) * (K + N)) return scratch_round(size_t(K) * N);
+  return (trans_a ? 0 : scratch_round(size_t(K) * M)) + scratch_round(size_t(N) * M);
+}
+
 // c (M, N) += op(a) op(b), op(a) (M, K), op(b) (K, N); trans_a means a is stored (K, M), trans_b
-// that b is stored (N, K). Transposed copies, when needed, come from `scratch`. Everything goes
-// to gemm above. (OpenBLAS's sgemm was tried for large products and lost on every workload here:
-// README, "Kernels".)
+// that b is stored (N, K). Transposed copies, when needed, go to `scratch`, which holds
+// matmul_scratch_elems(M, N, K, trans_a, trans_b) elements. Everything goes to gemm above.
+// (OpenBLAS's sgemm was tried for large products and lost on every workload here: README,
+// "Kernels".)
 template <class T>
 inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M,
-                              int32_t N, int32_t K, Arena<T>& scratch) {
+                              int32_t N, int32_t K, T* scratch) {
   // op(a)(i, k) is a[i * rs + k * cs]: a transposed a is only other strides, never a copy.
   const int32_t rs = trans_a ? 1 : K, cs = trans_a ? M : 1;
   // With trans_b: copy b transposed, or work on c^T (N, M) += b (N, K) @ op(a)^T (K, M),
@@ -159,17 +172,18 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
   if (!trans_b) {
     gemm(c, a, rs, cs, b, M, K, N);
   } else if (size_t(N) * K <= size_t(M) * (K + N)) {
-    T* bt = scratch.alloc_uninitialized(size_t(K) * N);  // (K, N)
+    T* bt = scratch;  // (K, N)
     transpose(bt, b, N, K);
     gemm(c, a, rs, cs, bt, M, K, N);
   } else {
     const T* a_t = a;  // op(a)^T, row-major (K, M)
+    T* c_t = scratch;  // (N, M)
     if (!trans_a) {
-      T* at = scratch.alloc_uninitialized(size_t(K) * M);  // (K, M)
+      T* at = scratch;  // (K, M), then c^T after it
       transpose(at, a, M, K);
       a_t = at;
+      c_t = scratch + scratch_round(size_t(K) * M);
     }
-    T* c_t = scratch.alloc_uninitialized(size_t(N) * M);  // (N, M)
     transpose(c_t, c, M, N);
     gemm(c_t, b, K, 1, a_t, N, K, M);
     transpose(c, c_t, N, M);
@@ -372,6 +386,38 @@ inline void attention_backward_any(T* dqkv, T* dp, const T* dout, const T* probs
     case 32: return attention_backward<T, 32>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
     case 64: return attention_backward<T, 64>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
     default: return attention_backward<T, 0>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
+  }
+}
+
+// ---- optimizers, in place over one parameter of n elements ----
+
+template <class T>
+inline void sgd_update(T* p, const T* g, T lr, size_t n) {
+  for (size_t j = 0; j < n; j++) p[j] -= lr * g[j];
+}
+
+// Loshchilov & Hutter 2019 (decoupled weight decay), with torch.optim.AdamW's bias correction and
+// eps placement, so that every backend takes the same step from the same gradients. The scalars
+// depend on the step count only: adamw_coefficients computes them once per step.
+template <class T>
+struct AdamWStep {
+  T beta1, beta2, eps, decay, step, rc2;
+};
+template <class T>
+inline AdamWStep<T> adamw_coefficients(double lr, double beta1, double beta2, double eps,
+                                       double weight_decay, int64_t t) {
+  const double c1 = 1 - std::pow(beta1, t), c2 = 1 - std::pow(beta2, t);
+  return {T(beta1), T(beta2), T(eps), T(1 - lr * weight_decay), T(lr / c1), T(1 / std::sqrt(c2))};
+}
+template <class T>
+inline void adamw_update(T* p, const T* g, T* m, T* v, const AdamWStep<T>& k, size_t n) {
+  const T b1 = k.beta1, b2 = k.beta2, eps = k.eps, decay = k.decay, step = k.step, rc2 = k.rc2;
+#pragma omp simd
+  for (size_t j = 0; j < n; j++) {
+    const T gj = g[j];
+    m[j] = b1 * m[j] + (1 - b1) * gj;
+    v[j] = b2 * v[j] + (1 - b2) * gj * gj;
+    p[j] = p[j] * decay - step * m[j] / (std::sqrt(v[j]) * rc2 + eps);
   }
 }
 

@@ -31,9 +31,8 @@
 
 namespace bp {
 
-// The closed set of primitive ops. Each has its forward in ScalarTape::binary, unary or power and
-// its backward in ScalarTape::backward, one case each; everything else (+=, constants on either
-// side) is sugar.
+// The closed set of primitive ops. Each has its forward in scalar_forward and its chain rule in
+// scalar_backward below, one case each; everything else (+=, constants on either side) is sugar.
 enum class ScalarOp : uint8_t { leaf, add, sub, mul, div, neg, pow, exp, log, tanh, relu, count };
 inline constexpr const char* scalar_op_names[] = {"leaf", "add", "sub", "mul",  "div", "neg",
                                                   "pow",  "exp", "log", "tanh", "relu"};
@@ -60,6 +59,44 @@ inline T scalar_pow(T x, T k) {
   T result = T(1), base = n < 0 ? T(1) / x : x;
   for (int i = n < 0 ? -n : n; i > 0; i--) result *= base;
   return result;
+}
+
+// Every op's forward and chain rule, one template each, so that the eager tape (its switches below)
+// and the compiled program (engine/compiled_scalar.h) run the same arithmetic. x and y are the
+// operands' values (y: pow's exponent), out the op's value, g its gradient; backward adds into the
+// operands' gradients dx and dy.
+template <ScalarOp op, class T>
+[[gnu::always_inline]] inline T scalar_forward(T x, T y) {
+  if constexpr (op == ScalarOp::add) return x + y;
+  if constexpr (op == ScalarOp::sub) return x - y;
+  if constexpr (op == ScalarOp::mul) return x * y;
+  if constexpr (op == ScalarOp::div) return x / y;
+  if constexpr (op == ScalarOp::neg) return -x;
+  if constexpr (op == ScalarOp::pow) return scalar_pow(x, y);
+  if constexpr (op == ScalarOp::exp) return std::exp(x);
+  if constexpr (op == ScalarOp::log) return std::log(x);
+  if constexpr (op == ScalarOp::tanh) return std::tanh(x);
+  if constexpr (op == ScalarOp::relu) return x > T(0) ? x : T(0);
+}
+template <ScalarOp op, class T>
+[[gnu::always_inline]] inline void scalar_backward(T g, T out, T x, T y, T& dx, T& dy) {
+  if constexpr (op == ScalarOp::add) dx += g, dy += g;
+  if constexpr (op == ScalarOp::sub) dx += g, dy -= g;
+  if constexpr (op == ScalarOp::mul) dx += g * y, dy += g * x;
+  if constexpr (op == ScalarOp::div) {  // out = x / y: d/dx = 1/y, d/dy = -x/y^2 = -out/y
+    const T inv_y = T(1) / y;
+    dx += g * inv_y;
+    dy -= g * out * inv_y;
+  }
+  if constexpr (op == ScalarOp::neg) dx -= g;
+  // d(x^k)/dx = k x^(k-1); k is a constant: no gradient for it. k = 0: x^0 is constant, so 0 even
+  // at x = 0, where k x^(k-1) would be 0 * inf (PyTorch gives 0 too).
+  if constexpr (op == ScalarOp::pow)
+    if (y != T(0)) dx += g * y * scalar_pow(x, y - T(1));
+  if constexpr (op == ScalarOp::exp) dx += g * out;
+  if constexpr (op == ScalarOp::log) dx += g / x;
+  if constexpr (op == ScalarOp::tanh) dx += g * (T(1) - out * out);
+  if constexpr (op == ScalarOp::relu) dx += out > T(0) ? g : T(0);
 }
 
 template <class T>
@@ -166,10 +203,10 @@ class ScalarTape {
     const T x = nodes_[a.id].value, y = nodes_[b.id].value;
     T out;
     switch (op) {
-      case ScalarOp::add: out = x + y; break;
-      case ScalarOp::sub: out = x - y; break;
-      case ScalarOp::mul: out = x * y; break;
-      case ScalarOp::div: out = x / y; break;
+      case ScalarOp::add: out = scalar_forward<ScalarOp::add>(x, y); break;
+      case ScalarOp::sub: out = scalar_forward<ScalarOp::sub>(x, y); break;
+      case ScalarOp::mul: out = scalar_forward<ScalarOp::mul>(x, y); break;
+      case ScalarOp::div: out = scalar_forward<ScalarOp::div>(x, y); break;
       default: bad_op(op, "binary");
     }
     return push(op, out, a.id, b.id);
@@ -179,11 +216,11 @@ class ScalarTape {
     const T x = nodes_[a.id].value;
     T out;
     switch (op) {
-      case ScalarOp::neg: out = -x; break;
-      case ScalarOp::exp: out = std::exp(x); break;
-      case ScalarOp::log: out = std::log(x); break;
-      case ScalarOp::tanh: out = std::tanh(x); break;
-      case ScalarOp::relu: out = x > T(0) ? x : T(0); break;
+      case ScalarOp::neg: out = scalar_forward<ScalarOp::neg>(x, x); break;
+      case ScalarOp::exp: out = scalar_forward<ScalarOp::exp>(x, x); break;
+      case ScalarOp::log: out = scalar_forward<ScalarOp::log>(x, x); break;
+      case ScalarOp::tanh: out = scalar_forward<ScalarOp::tanh>(x, x); break;
+      case ScalarOp::relu: out = scalar_forward<ScalarOp::relu>(x, x); break;
       default: bad_op(op, "unary");
     }
     return push(op, out, a.id, 0);
@@ -191,12 +228,12 @@ class ScalarTape {
   [[gnu::always_inline]] Value power(Value a, T exponent) {
     check_operand(a, ScalarOp::pow);
     const Value k = constant(exponent);
-    return push(ScalarOp::pow, scalar_pow(nodes_[a.id].value, exponent), a.id, k.id);
+    return push(ScalarOp::pow, scalar_forward<ScalarOp::pow>(nodes_[a.id].value, exponent), a.id,
+                k.id);
   }
 
   // d(root)/d(node) into every node's grad, accumulating (+=) like PyTorch. One reverse pass over
-  // the tape prefix that can reach `root`. Each case is the chain rule for the op whose forward is
-  // above; `out` is the node's own value, reused where the derivative is cheaper from it.
+  // the tape prefix that can reach `root`; each case is its op's scalar_backward.
   // Once per graph, as in PyTorch: a second call would add every gradient again.
   void backward(Value root) {
     check_operand(root, ScalarOp::count, "backward");
@@ -210,38 +247,24 @@ class ScalarTape {
     for (uint32_t i = root.id + 1; i-- > num_params_;) {
       const Node& x = n[i];
       const T g = x.grad, out = x.value;
+      T& dx = n[x.lhs].grad;
+      T& dy = n[x.rhs].grad;  // unary ops: node 0's, which their rules never touch
+      const T xv = n[x.lhs].value, yv = n[x.rhs].value;
       switch (x.op) {
         case ScalarOp::leaf: break;
-        case ScalarOp::add:
-          n[x.lhs].grad += g;
-          n[x.rhs].grad += g;
-          break;
-        case ScalarOp::sub:
-          n[x.lhs].grad += g;
-          n[x.rhs].grad -= g;
-          break;
-        case ScalarOp::mul:
-          n[x.lhs].grad += g * n[x.rhs].value;
-          n[x.rhs].grad += g * n[x.lhs].value;
-          break;
-        case ScalarOp::div: {  // out = a / b: d/da = 1/b, d/db = -a/b^2 = -out/b
-          const T inv_b = T(1) / n[x.rhs].value;
-          n[x.lhs].grad += g * inv_b;
-          n[x.rhs].grad -= g * out * inv_b;
-          break;
-        }
-        case ScalarOp::neg: n[x.lhs].grad -= g; break;
-        case ScalarOp::pow: {  // d(a^k)/da = k a^(k-1); k is a constant: no gradient for it.
-          // k = 0: a^0 is constant, so 0 even at a = 0, where k a^(k-1) would be 0 * inf (PyTorch
-          // gives 0 too).
-          const T k = n[x.rhs].value;
-          if (k != T(0)) n[x.lhs].grad += g * k * scalar_pow(n[x.lhs].value, k - T(1));
-          break;
-        }
-        case ScalarOp::exp: n[x.lhs].grad += g * out; break;
-        case ScalarOp::log: n[x.lhs].grad += g / n[x.lhs].value; break;
-        case ScalarOp::tanh: n[x.lhs].grad += g * (T(1) - out * out); break;
-        case ScalarOp::relu: n[x.lhs].grad += out > T(0) ? g : T(0); break;
+#define BP_SCALAR_BACKWARD(name) \
+  case ScalarOp::name: scalar_backward<ScalarOp::name>(g, out, xv, yv, dx, dy); break;
+          BP_SCALAR_BACKWARD(add)
+          BP_SCALAR_BACKWARD(sub)
+          BP_SCALAR_BACKWARD(mul)
+          BP_SCALAR_BACKWARD(div)
+          BP_SCALAR_BACKWARD(neg)
+          BP_SCALAR_BACKWARD(pow)
+          BP_SCALAR_BACKWARD(exp)
+          BP_SCALAR_BACKWARD(log)
+          BP_SCALAR_BACKWARD(tanh)
+          BP_SCALAR_BACKWARD(relu)
+#undef BP_SCALAR_BACKWARD
         case ScalarOp::count: bad_op(x.op, "backward");
       }
     }

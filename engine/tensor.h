@@ -5,9 +5,14 @@
 // `backward` walks the tape once in reverse creation order. Memory comes from two arenas
 // (engine/arena.h): one for parameters (kept), one for the step's activations and their gradients
 // (reset after each step, consolidated to one block, so steady-state steps allocate nothing). Each
-// op's method below checks its operands and computes its forward; all derivative rules are one
-// table, the cases of backward_node, in the same order as TensorOp; the arithmetic of both is in
-// engine/kernels.h. Backward accumulates (+=) into gradients; only zero_grad zeroes.
+// op's method below checks its operands and makes its node; forward_last and backward_node run
+// the op's rule from engine/ops.h, the one table of forward and derivative code that the compiled
+// mode (engine/program.h) runs too. Backward accumulates (+=) into gradients; only zero_grad
+// zeroes.
+//
+// Record-only (`TensorGraph(reserve, /*record_only=*/true)`): parameters are real, but a step's
+// ops only record their nodes, shapes checked, with no memory and no arithmetic. The compiled
+// mode captures a step this way, so capturing never costs what an eager step holds.
 //
 // The contract at the edges: every operand of every op is checked (its handle belongs to this
 // graph and to this step, its shape fits the op); a violation stops the program with one line
@@ -15,7 +20,7 @@
 // as PyTorch refuses it.
 //
 // Not here: threads (single-threaded by design), broadcasting beyond "one row against every row",
-// more than two dimensions, a static-graph mode.
+// more than two dimensions, a static-graph mode (engine/compiled.h).
 // T is float for benchmarks and double for the finite-difference tests.
 //
 //   bp::TensorGraph<float> g;
@@ -40,36 +45,9 @@
 #include <vector>
 
 #include "engine/arena.h"
-#include "engine/kernels.h"
+#include "engine/ops.h"
 
 namespace bp {
-
-enum class TensorOp : uint8_t {
-  leaf,
-  view,
-  matmul,
-  linear,
-  add,
-  mul,
-  tanh,
-  relu,
-  gelu,
-  exp,
-  log,
-  embedding,
-  sum,
-  mean,
-  layernorm,
-  softmax,
-  attention,
-  cross_entropy,
-  count
-};
-inline constexpr const char* tensor_op_names[] = {
-    "leaf", "view", "matmul",    "linear",  "add",       "mul",
-    "tanh", "relu", "gelu",      "exp",     "log",       "embedding",
-    "sum",  "mean", "layernorm", "softmax", "attention", "cross_entropy"};
-static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
 
 // A handle to one tensor: which graph made it (0: an empty, default-constructed handle), which
 // node, and in which step (parameters and constants outlive steps; anything else is valid until
@@ -78,12 +56,6 @@ struct Tensor {
   uint32_t id = 0;
   uint32_t graph = 0;
   uint32_t step = 0;
-};
-
-// Indices (token ids, targets) live outside the graph: the caller owns them for the step.
-struct IndexSpan {
-  const int32_t* data = nullptr;
-  int32_t size = 0;
 };
 
 struct AdamWConfig {  // torch.optim.AdamW's defaults, so both backends run the same update
@@ -102,9 +74,11 @@ class TensorGraph {
     int32_t arg[3];  // op-specific: matmul transpose flag; linear's relu flag; attention B, T, H
     IndexSpan index;
     TensorOp op;
+    bool needs_grad;  // some operand is trained (grad is null in record-only mode all the same)
   };
 
-  explicit TensorGraph(size_t reserve_nodes = 256) : serial_(next_serial()) {
+  explicit TensorGraph(size_t reserve_nodes = 256, bool record_only = false)
+      : serial_(next_serial()), record_only_(record_only) {
     nodes_.reserve(reserve_nodes);
   }
   TensorGraph(const TensorGraph&) = delete;
@@ -124,6 +98,10 @@ class TensorGraph {
   // A constant (rows, cols) input of this step only; no gradient.
   Tensor input(int32_t rows, int32_t cols, std::span<const T> values) {
     check_leaf_shape("input", rows, cols, values.size());
+    if (record_only_)
+      fail("input",
+           "(%d, %d) in a record-only graph: a captured step reads constants, made at setup", rows,
+           cols);
     Node& n = push(TensorOp::leaf, rows, cols, step_, false);
     std::copy(values.begin(), values.end(), n.data);
     return last();
@@ -153,15 +131,11 @@ class TensorGraph {
            transpose_b ? " (transposed)" : "");
     Node& n = make(TensorOp::matmul, M, N, {a.id, b.id});
     n.arg[0] = transpose_b;
-    matmul_accumulate(n.data, x.data, false, y.data, transpose_b, M, N, K, step_);
-    return last();
+    return forward_last();
   }
 
-  // x (N, C) @ w^T + b, w (OC, C), b (1, OC): torch.nn.Linear, fused. matmul then add would
-  // store the product, its gradient and a second pass over both; here the output starts as the
-  // bias rows and the gemm accumulates onto them (measured on mini_gpt: README, "Kernels").
-  // With relu, the ReLU is applied in place: relu(linear(...)) without storing the pre-activation
-  // and its gradient (on mini_gpt batch:64, 2.4 MB of 18.5 MB of process peak).
+  // x (N, C) @ w^T + b, w (OC, C), b (1, OC): torch.nn.Linear, fused (engine/ops.h says why),
+  // and relu(linear(...)) when relu.
   Tensor linear(Tensor x, Tensor w, Tensor b, bool relu = false) {
     const char* op = relu ? "linear_relu" : "linear";
     const Node xi = operand(x, op), wi = operand(w, op), bi = operand(b, op);
@@ -171,14 +145,7 @@ class TensorGraph {
            shape(wi).text, shape(bi).text);
     Node& n = make(TensorOp::linear, N, OC, {x.id, w.id, b.id});
     n.arg[0] = relu;
-    for (int32_t r = 0; r < N; r++) std::memcpy(n.data + size_t(r) * OC, bi.data, OC * sizeof(T));
-    matmul_accumulate(n.data, xi.data, false, wi.data, true, N, OC, C, step_);
-    if (relu) {
-      T* out = n.data;
-#pragma omp simd
-      for (size_t i = 0; i < numel(n); i++) out[i] = out[i] > 0 ? out[i] : T(0);
-    }
-    return last();
+    return forward_last();
   }
 
   // x + y, where y has x's shape or is one row (cols) added to every row of x (a bias).
@@ -195,18 +162,10 @@ class TensorGraph {
   // Rows of table (V, C) picked by idx (N): (N, C).
   Tensor embedding(Tensor table, IndexSpan idx) {
     const Node t = operand(table, "embedding");
-    if (idx.size < 1 || !idx.data)
-      fail("embedding", "table %s, %d indices: need at least one index", shape(t).text, idx.size);
-    for (int32_t i = 0; i < idx.size; i++)
-      if (idx.data[i] < 0 || idx.data[i] >= t.rows)
-        fail("embedding", "table %s, index %d at position %d: valid indices are 0 to %d",
-             shape(t).text, idx.data[i], i, t.rows - 1);
+    check_embedding_indices(t, idx);
     Node& n = make(TensorOp::embedding, idx.size, t.cols, {table.id});
     n.index = idx;
-    for (int32_t i = 0; i < idx.size; i++)
-      std::memcpy(n.data + size_t(i) * t.cols, t.data + size_t(idx.data[i]) * t.cols,
-                  t.cols * sizeof(T));
-    return last();
+    return forward_last();
   }
 
   Tensor sum(Tensor x) { return reduce(TensorOp::sum, x); }
@@ -222,19 +181,15 @@ class TensorGraph {
            "x %s, gamma %s, beta %s: gamma and beta must be (1, %d), one value per "
            "column of x",
            shape(a).text, shape(g).text, shape(b).text, a.cols);
-    Node& n = make(TensorOp::layernorm, a.rows, a.cols, {x.id, gamma.id, beta.id});
-    n.aux = step_.alloc(2 * size_t(a.rows));  // (N) means, then (N) reciprocal std devs
-    layernorm_forward(n.data, n.aux, a.data, g.data, b.data, a.rows, a.cols);
-    return last();
+    make(TensorOp::layernorm, a.rows, a.cols, {x.id, gamma.id, beta.id});
+    return forward_last();
   }
 
   // Softmax of every row.
   Tensor softmax(Tensor x) {
     const Node a = operand(x, "softmax");
-    Node& n = make(TensorOp::softmax, a.rows, a.cols, {x.id});
-    for (int32_t r = 0; r < n.rows; r++)
-      softmax_row(n.data + size_t(r) * n.cols, a.data + size_t(r) * n.cols, n.cols);
-    return last();
+    make(TensorOp::softmax, a.rows, a.cols, {x.id});
+    return forward_last();
   }
 
   // Causal multi-head self-attention of qkv (B*T, 3C) into (B*T, C), H heads of C/H
@@ -255,26 +210,16 @@ class TensorGraph {
            C / H, kMaxHeadSize);
     Node& n = make(TensorOp::attention, B * T_, C, {qkv.id});
     n.arg[0] = B, n.arg[1] = T_, n.arg[2] = H;
-    n.aux = step_.alloc(size_t(B) * H * T_ * T_);  // (B, H, T, T) probabilities
-    attention_forward_any(n.data, n.aux, a.data, B, T_, H, C / H);
-    return last();
+    return forward_last();
   }
 
   // Mean over rows of -log softmax(logits)[target]: logits (N, V), targets (N). Output (1, 1).
   Tensor cross_entropy(Tensor logits, IndexSpan targets) {
     const Node a = operand(logits, "cross_entropy");
-    if (targets.size != a.rows || !targets.data)
-      fail("cross_entropy", "logits %s, %d targets: need one target per row", shape(a).text,
-           targets.size);
-    for (int32_t r = 0; r < a.rows; r++)
-      if (targets.data[r] < 0 || targets.data[r] >= a.cols)
-        fail("cross_entropy", "logits %s, target %d at row %d: valid targets are 0 to %d",
-             shape(a).text, targets.data[r], r, a.cols - 1);
+    check_targets(a, targets);
     Node& n = make(TensorOp::cross_entropy, 1, 1, {logits.id});
     n.index = targets;
-    n.aux = step_.alloc(size_t(a.rows) * a.cols);  // (N, V) probabilities
-    n.data[0] = cross_entropy_forward(n.aux, a.data, targets.data, a.rows, a.cols);
-    return last();
+    return forward_last();
   }
 
   // ---- backward, optimizers, step boundaries ----
@@ -283,14 +228,15 @@ class TensorGraph {
   // call would add every gradient again (PyTorch refuses it too).
   void backward(Tensor root) {
     const Node r = operand(root, "backward");
-    if (r.rows != 1 || r.cols != 1 || !r.grad)
+    if (r.rows != 1 || r.cols != 1 || !r.needs_grad)
       fail("backward", "root %s%s: need a (1, 1) result that depends on a parameter", shape(r).text,
-           r.grad ? "" : " with no gradient");
+           r.needs_grad ? "" : " with no gradient");
     if (backward_done_)
       fail("backward",
            "called twice in one step (every gradient would be added twice); call "
            "end_step() between steps");
     backward_done_ = true;
+    if (record_only_) return;
     r.grad[0] += T(1);
     for (uint32_t i = root.id + 1; i-- > num_params_;) backward_node(nodes_[i]);
   }
@@ -301,15 +247,19 @@ class TensorGraph {
       if (nodes_[i].grad) std::memset(nodes_[i].grad, 0, numel(nodes_[i]) * sizeof(T));
   }
   void sgd_step(double lr) {
-    for (uint32_t i = 0; i < num_params_; i++) {
-      Node& p = nodes_[i];
-      if (!p.grad) continue;
-      for (size_t j = 0, n = numel(p); j < n; j++) p.data[j] -= T(lr) * p.grad[j];
-    }
+    for (uint32_t i = 0; i < num_params_; i++)
+      if (nodes_[i].grad) sgd_update(nodes_[i].data, nodes_[i].grad, T(lr), numel(nodes_[i]));
   }
-  // Loshchilov & Hutter 2019 (decoupled weight decay), with torch.optim.AdamW's bias correction
-  // and eps placement, so that both backends take the same step from the same gradients.
+  // engine/kernels.h's adamw_update on every parameter: torch.optim.AdamW's step.
   void adamw_step(const AdamWConfig& cfg) {
+    const AdamWStep<T> k = adamw_next_step(cfg);
+    for (uint32_t i = 0; i < num_params_; i++)
+      if (nodes_[i].grad)
+        adamw_update(nodes_[i].data, nodes_[i].grad, adam_m_[i], adam_v_[i], k, numel(nodes_[i]));
+  }
+  // Counts one more AdamW step and returns its coefficients; the moments are allocated (zeroed)
+  // on the first call. The compiled mode calls it too, so that both modes count steps alike.
+  AdamWStep<T> adamw_next_step(const AdamWConfig& cfg) {
     if (adam_m_.empty())
       for (uint32_t i = 0; i < num_params_; i++) {
         const bool trained = nodes_[i].grad != nullptr;
@@ -317,23 +267,11 @@ class TensorGraph {
         adam_v_.push_back(trained ? params_.alloc(numel(nodes_[i])) : nullptr);
       }
     adam_t_++;
-    const double c1 = 1 - std::pow(cfg.beta1, adam_t_), c2 = 1 - std::pow(cfg.beta2, adam_t_);
-    const T b1 = T(cfg.beta1), b2 = T(cfg.beta2), eps = T(cfg.eps);
-    const T decay = T(1 - cfg.lr * cfg.weight_decay), step = T(cfg.lr / c1);
-    const T rc2 = T(1 / std::sqrt(c2));
-    for (uint32_t i = 0; i < num_params_; i++) {
-      Node& p = nodes_[i];
-      if (!p.grad) continue;
-      T *m = adam_m_[i], *v = adam_v_[i];
-#pragma omp simd
-      for (size_t j = 0; j < numel(p); j++) {
-        const T g = p.grad[j];
-        m[j] = b1 * m[j] + (1 - b1) * g;
-        v[j] = b2 * v[j] + (1 - b2) * g * g;
-        p.data[j] = p.data[j] * decay - step * m[j] / (std::sqrt(v[j]) * rc2 + eps);
-      }
-    }
+    return adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, adam_t_);
   }
+  T* adam_m(size_t param) const { return adam_m_.empty() ? nullptr : adam_m_[param]; }
+  T* adam_v(size_t param) const { return adam_v_.empty() ? nullptr : adam_v_[param]; }
+
   // Drop this step's graph and activations; parameters, their gradients and optimizer state stay.
   // Every handle of this step becomes invalid.
   void end_step() {
@@ -354,6 +292,52 @@ class TensorGraph {
   int32_t rows(Tensor t) const { return nodes_[checked(t, "rows")].rows; }
   int32_t cols(Tensor t) const { return nodes_[checked(t, "cols")].cols; }
   size_t num_params() const { return num_params_; }
+  bool record_only() const { return record_only_; }
+  uint32_t serial() const { return serial_; }     // the graph field of this graph's handles
+  uint32_t step_count() const { return steps_; }  // the step field of this step's handles
+  // Every index in range, checked on every step (the compiled mode's replay calls these too).
+  static void check_embedding_indices(const Node& t, IndexSpan idx) {
+    if (idx.size < 1 || !idx.data)
+      fail("embedding", "table %s, %d indices: need at least one index", shape(t).text, idx.size);
+    for (int32_t i = 0; i < idx.size; i++)
+      if (idx.data[i] < 0 || idx.data[i] >= t.rows)
+        fail("embedding", "table %s, index %d at position %d: valid indices are 0 to %d",
+             shape(t).text, idx.data[i], i, t.rows - 1);
+  }
+  static void check_targets(const Node& a, IndexSpan targets) {
+    if (targets.size != a.rows || !targets.data)
+      fail("cross_entropy", "logits %s, %d targets: need one target per row", shape(a).text,
+           targets.size);
+    for (int32_t r = 0; r < a.rows; r++)
+      if (targets.data[r] < 0 || targets.data[r] >= a.cols)
+        fail("cross_entropy", "logits %s, target %d at row %d: valid targets are 0 to %d",
+             shape(a).text, targets.data[r], r, a.cols - 1);
+  }
+
+  // Node n's application of its op, every pointer and shape filled from the tape, no scratch.
+  OpArgs<T> args_of(const Node& n) const {
+    OpArgs<T> a;
+    a.out = n.data, a.dout = n.grad, a.aux = n.aux, a.rows = n.rows, a.cols = n.cols;
+    a.index = n.index;
+    for (int k = 0; k < 3; k++) {
+      a.arg[k] = n.arg[k];
+      if (k >= operand_count(n.op)) continue;
+      const Node& x = nodes_[n.in[k]];
+      a.in[k] = x.data, a.din[k] = x.grad, a.in_rows[k] = x.rows, a.in_cols[k] = x.cols;
+    }
+    return a;
+  }
+  static int operand_count(TensorOp op) {
+    switch (op) {
+      case TensorOp::leaf: return 0;
+      case TensorOp::matmul:
+      case TensorOp::add:
+      case TensorOp::mul: return 2;
+      case TensorOp::linear:
+      case TensorOp::layernorm: return 3;
+      default: return 1;
+    }
+  }
   size_t num_nodes() const { return nodes_.size(); }
   size_t arena_bytes() const { return params_.peak_bytes() + step_.peak_bytes(); }
   size_t step_arena_blocks() const { return step_.num_blocks(); }
@@ -421,9 +405,11 @@ class TensorGraph {
 
   Node& push(TensorOp op, int32_t rows, int32_t cols, Arena<T>& arena, bool with_grad) {
     Node n{};
-    n.op = op, n.rows = rows, n.cols = cols;
-    n.data = arena.alloc(size_t(rows) * cols);
-    n.grad = with_grad ? arena.alloc(size_t(rows) * cols) : nullptr;
+    n.op = op, n.rows = rows, n.cols = cols, n.needs_grad = with_grad;
+    if (!record_only_ || &arena == &params_) {
+      n.data = arena.alloc(size_t(rows) * cols);
+      n.grad = with_grad ? arena.alloc(size_t(rows) * cols) : nullptr;
+    }
     nodes_.push_back(n);
     return nodes_.back();
   }
@@ -431,7 +417,7 @@ class TensorGraph {
   // allocated if an operand needs one, so nothing flows back into inputs.
   Node& make(TensorOp op, int32_t rows, int32_t cols, std::initializer_list<uint32_t> in) {
     bool needs_grad = false;
-    for (uint32_t id : in) needs_grad |= nodes_[id].grad != nullptr;
+    for (uint32_t id : in) needs_grad |= nodes_[id].needs_grad;
     Node& n = push(op, rows, cols, step_, needs_grad);
     int k = 0;
     for (uint32_t id : in) n.in[k++] = id;
@@ -446,172 +432,43 @@ class TensorGraph {
     if (a.cols != b.cols || (!row && a.rows != b.rows))
       fail(name, "x %s, y %s: y must have x's shape or be one row (1, %d)", shape(a).text,
            shape(b).text, a.cols);
-    Node& n = make(op, a.rows, a.cols, {x.id, y.id});
-    const int32_t C = n.cols;
-    for (int32_t r = 0; r < n.rows; r++) {
-      const T* br = b.data + (row ? 0 : size_t(r) * C);
-      const T* ar = a.data + size_t(r) * C;
-      T* out = n.data + size_t(r) * C;
-      if (op == TensorOp::add)
-        for (int32_t c = 0; c < C; c++) out[c] = ar[c] + br[c];
-      else
-        for (int32_t c = 0; c < C; c++) out[c] = ar[c] * br[c];
-    }
-    return last();
+    make(op, a.rows, a.cols, {x.id, y.id});
+    return forward_last();
   }
 
   Tensor unary(TensorOp op, Tensor x) {
     const Node in = operand(x, tensor_op_names[int(op)]);
-    Node& n = make(op, in.rows, in.cols, {x.id});
-    const T* a = in.data;
-    T* out = n.data;
-    const size_t count = numel(n);
-    switch (op) {  // outside the loops, so that each loop vectorises
-      case TensorOp::tanh:
-#pragma omp simd
-        for (size_t i = 0; i < count; i++) out[i] = tanh_t(a[i]);
-        break;
-      case TensorOp::relu:
-#pragma omp simd
-        for (size_t i = 0; i < count; i++) out[i] = a[i] > 0 ? a[i] : T(0);
-        break;
-      case TensorOp::gelu:
-        for (size_t i = 0; i < count; i++)
-          out[i] = T(0.5) * a[i] * (1 + std::erf(a[i] * T(M_SQRT1_2)));
-        break;
-      case TensorOp::exp:
-#pragma omp simd
-        for (size_t i = 0; i < count; i++) out[i] = exp_t(a[i]);
-        break;
-      case TensorOp::log:
-        for (size_t i = 0; i < count; i++) out[i] = std::log(a[i]);
-        break;
-      default: fail("unary", "%s is not a unary op", tensor_op_names[int(op)]);
-    }
-    return last();
+    make(op, in.rows, in.cols, {x.id});
+    return forward_last();
   }
 
   Tensor reduce(TensorOp op, Tensor x) {
-    const Node a = operand(x, tensor_op_names[int(op)]);
-    Node& n = make(op, 1, 1, {x.id});
-    T s = 0;
-    const size_t count = numel(a);
-    for (size_t i = 0; i < count; i++) s += a.data[i];
-    n.data[0] = op == TensorOp::mean ? s / T(count) : s;
+    operand(x, tensor_op_names[int(op)]);
+    make(op, 1, 1, {x.id});
+    return forward_last();
+  }
+
+  // The last node's forward, by its rule (engine/ops.h): its aux and scratch from the step arena.
+  Tensor forward_last() {
+    Node& n = nodes_.back();
+    if (record_only_) return last();
+    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    OpArgs<T> a = args_of(n);
+    if (const size_t aux = rule.aux_elems(a)) n.aux = a.aux = step_.alloc(aux);
+    if (const size_t scratch = rule.forward_scratch(a))
+      a.scratch = step_.alloc_uninitialized(scratch);
+    rule.forward(a);
     return last();
   }
 
   // The chain rule for one node: reads its gradient, adds into its operands' gradients.
-  void backward_node(Node& n) {
-    if (!n.grad) return;
-    const T* g = n.grad;
-    Node& x = nodes_[n.in[0]];
-    const size_t count = numel(n);
-    switch (n.op) {
-      case TensorOp::leaf:
-      case TensorOp::view:  // shares its operand's gradient buffer
-        break;
-      case TensorOp::matmul: {
-        Node& y = nodes_[n.in[1]];
-        const int32_t M = n.rows, N = n.cols, K = x.cols;
-        const bool tb = n.arg[0];
-        if (x.grad)
-          matmul_accumulate(x.grad, g, false, y.data, !tb, M, K, N, step_);  // da += g op(b)^T
-        if (y.grad) {
-          if (tb)
-            matmul_accumulate(y.grad, g, true, x.data, false, N, K, M, step_);  // db += g^T a
-          else
-            matmul_accumulate(y.grad, x.data, true, g, false, K, N, M, step_);  // db += a^T g
-        }
-        break;
-      }
-      case TensorOp::linear: {  // dx += g w; dw += g^T x; db += the column sums of g
-        Node &w = nodes_[n.in[1]], &b = nodes_[n.in[2]];
-        const int32_t N = n.rows, OC = n.cols, C = x.cols;
-        if (n.arg[0])  // relu: pass the gradient where the output is positive (in place: this
-          for (size_t i = 0; i < count; i++)  // node's gradient has no other reader)
-            n.grad[i] = n.data[i] > 0 ? n.grad[i] : T(0);
-        if (x.grad) matmul_accumulate(x.grad, g, false, w.data, false, N, C, OC, step_);
-        if (w.grad) matmul_accumulate(w.grad, g, true, x.data, false, OC, C, N, step_);
-        if (b.grad)
-          for (int32_t r = 0; r < N; r++) axpy(b.grad, T(1), g + size_t(r) * OC, OC);
-        break;
-      }
-      case TensorOp::add:
-      case TensorOp::mul: {
-        Node& y = nodes_[n.in[1]];
-        const bool row = y.rows == 1 && n.rows != 1;
-        const int32_t C = n.cols;
-        for (int32_t r = 0; r < n.rows; r++) {
-          const T* gr = g + size_t(r) * C;
-          const size_t yo = row ? 0 : size_t(r) * C, xo = size_t(r) * C;
-          if (n.op == TensorOp::add) {
-            if (x.grad) axpy(x.grad + xo, T(1), gr, C);
-            if (y.grad) axpy(y.grad + yo, T(1), gr, C);
-          } else {
-            if (x.grad)
-              for (int32_t c = 0; c < C; c++) x.grad[xo + c] += gr[c] * y.data[yo + c];
-            if (y.grad)
-              for (int32_t c = 0; c < C; c++) y.grad[yo + c] += gr[c] * x.data[xo + c];
-          }
-        }
-        break;
-      }
-      case TensorOp::tanh:
-        for (size_t i = 0; i < count; i++) x.grad[i] += g[i] * (1 - n.data[i] * n.data[i]);
-        break;
-      case TensorOp::relu:
-        for (size_t i = 0; i < count; i++) x.grad[i] += n.data[i] > 0 ? g[i] : T(0);
-        break;
-      case TensorOp::gelu:  // d/dx x Phi(x) = Phi(x) + x phi(x)
-        for (size_t i = 0; i < count; i++) {
-          const T v = x.data[i];
-          const T cdf = T(0.5) * (1 + std::erf(v * T(M_SQRT1_2)));
-          const T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);  // 1/sqrt(2 pi)
-          x.grad[i] += g[i] * (cdf + v * pdf);
-        }
-        break;
-      case TensorOp::exp:
-        for (size_t i = 0; i < count; i++) x.grad[i] += g[i] * n.data[i];
-        break;
-      case TensorOp::log:
-        for (size_t i = 0; i < count; i++) x.grad[i] += g[i] / x.data[i];
-        break;
-      case TensorOp::embedding:
-        for (int32_t i = 0; i < n.index.size; i++)
-          axpy(x.grad + size_t(n.index.data[i]) * n.cols, T(1), g + size_t(i) * n.cols, n.cols);
-        break;
-      case TensorOp::sum:
-      case TensorOp::mean: {
-        const size_t xn = numel(x);
-        const T d = n.op == TensorOp::mean ? g[0] / T(xn) : g[0];
-        for (size_t i = 0; i < xn; i++) x.grad[i] += d;
-        break;
-      }
-      case TensorOp::layernorm: {
-        Node &gamma = nodes_[n.in[1]], &beta = nodes_[n.in[2]];
-        layernorm_backward(x.grad, gamma.grad, beta.grad, g, n.aux, x.data, gamma.data, n.rows,
-                           n.cols);
-        break;
-      }
-      case TensorOp::softmax:
-        for (int32_t r = 0; r < n.rows; r++) {
-          const size_t o = size_t(r) * n.cols;
-          softmax_row_backward(x.grad + o, g + o, n.data + o, n.cols);
-        }
-        break;
-      case TensorOp::attention:
-        if (x.grad) {
-          const int32_t B = n.arg[0], T_ = n.arg[1], H = n.arg[2];
-          scratch_.resize(T_);  // sized by the first step; no allocation after it
-          attention_backward_any(x.grad, scratch_.data(), g, n.aux, x.data, B, T_, H, n.cols / H);
-        }
-        break;
-      case TensorOp::cross_entropy:
-        cross_entropy_backward(x.grad, g[0], n.aux, n.index.data, x.rows, x.cols);
-        break;
-      case TensorOp::count: fail("backward", "node with op `count`");
-    }
+  void backward_node(const Node& n) {
+    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    if (!n.grad || !rule.backward) return;
+    OpArgs<T> a = args_of(n);
+    if (const size_t scratch = rule.backward_scratch(a))
+      a.scratch = step_.alloc_uninitialized(scratch);
+    rule.backward(a);
   }
 
   std::vector<Node> nodes_;  // parameters first ([0, num_params_)), then the current step's ops
@@ -619,9 +476,9 @@ class TensorGraph {
   uint32_t serial_;     // this graph's identity in its handles
   uint32_t steps_ = 0;  // end_step() count: this step's identity in its handles
   bool backward_done_ = false;
+  bool record_only_;
   Arena<T> params_, step_;
   std::vector<T*> adam_m_, adam_v_;
-  std::vector<T> scratch_;  // attention backward's (T) row
   int64_t adam_t_ = 0;
 };
 

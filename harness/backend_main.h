@@ -122,6 +122,8 @@ void report_counters(benchmark::State& state, const B& backend) {
   state.counters["peak_rss_bytes"] = double(proc_peak_rss_bytes());
   if constexpr (requires { backend.arena_bytes(); })
     state.counters["arena_bytes"] = double(backend.arena_bytes());
+  if constexpr (requires { backend.extra_counters(); })  // the compiled mode's plan and timings
+    for (const auto& [name, value] : backend.extra_counters()) state.counters[name] = value;
 }
 
 // An allocation refused: std::bad_alloc (new, our arenas), or libtorch's CPU allocator, which

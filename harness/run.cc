@@ -59,6 +59,7 @@ struct BackendSpec {
 };
 const BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, false},
+    {"compiled", "bench_compiled", nullptr, false},
     {"libtorch", "bench_libtorch", nullptr, true},
     {"pytorch", "baselines/pytorch_bench.py", "--mode=pytorch", true},
     {"torchscript", "baselines/pytorch_bench.py", "--mode=torchscript", true},
@@ -73,8 +74,8 @@ const BackendSpec& spec_of(const std::string& name) {
 const char* kUsage = R"(usage: bench_run [options]
   --out DIR            results folder (default: results); the run goes to DIR/<run-id>/ and
                        DIR/latest points at it
-  --backends A,B       backends to run, in any order (default: all: engine,libtorch,pytorch,
-                       torchscript); tables and the reference follow that fixed order
+  --backends A,B       backends to run, in any order (default: all: engine,compiled,libtorch,
+                       pytorch,torchscript); tables and the reference follow that fixed order
   --workloads A,B      run only these workloads (default: all)
   --sizes KEY=N,...    replace the default sizes of the workloads sized by KEY (e.g. nodes=10,5000);
                        repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)

@@ -27,7 +27,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import report  # noqa: E402
 
-COLORS = {"engine": "#1b9e77", "libtorch": "#d95f02", "pytorch": "#7570b3", "torchscript": "#e7298a"}
+COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "libtorch": "#d95f02", "pytorch": "#7570b3",
+          "torchscript": "#e7298a"}
 PHASES = {"grad": "scalar graphs: build, forward, backward, read gradients",
           "step": "training steps: zero grads, forward, loss, backward, update"}
 

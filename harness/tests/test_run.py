@@ -20,7 +20,7 @@ import time
 import pytest
 
 QUICK = ["--repetitions", "2", "--min-time", "0.01", "--no-plots", "--rounds", "1"]
-BACKENDS = ("engine", "libtorch", "pytorch", "torchscript")
+BACKENDS = ("engine", "compiled", "libtorch", "pytorch", "torchscript")
 CPP = ["--backends", "engine,libtorch"]  # where the subject is the runner, not a backend
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "plots"))
@@ -62,7 +62,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
     assert latest.is_symlink()
     processes = load(latest / "processes.json")["processes"]
     bench = [p for p in processes if p["phase"] == "bench"]
-    # 6 instances on 4 backends, each in its own process
+    # 6 instances on 5 backends, each in its own process
     assert sorted(p["benchmark"] for p in bench) == sorted(
         f"{w}/{b}/{k}threads:1" for b in BACKENDS
         for w, k in [("grad/tiny_graph", ""), ("grad/scalar_chain", "nodes:10/"),
@@ -85,7 +85,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
             assert ctx.get(key), (key, ctx)
         assert ctx["warmup_steps"] == "2", "every backend times its steady state alike"
         assert ctx["backend"] == p["backend"] and ctx["threads"] == "1"
-        if p["backend"] != "engine":
+        if p["backend"] not in ("engine", "compiled"):
             assert "openblas" in ctx["blas"], "torch must run on OpenBLAS, not the reference BLAS"
             assert ctx["blas_threads"] == "1" and ctx["intra_op_threads"] == "1"
             assert ctx["omp_wait_policy"] == "PASSIVE", "OpenMP must not spin on BLAS's cores"
@@ -103,7 +103,8 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
         # every process's log starts with its command line, so it can be run again by hand
         with open(latest / p["log"]) as f:
             command = shlex.split(f.readline()[2:])
-        assert command[0].endswith(("bench_engine", "bench_libtorch", "pytorch_bench.py"))
+        assert command[0].endswith(("bench_engine", "bench_compiled", "bench_libtorch",
+                                    "pytorch_bench.py"))
         assert any(a.startswith("--instance=workload=") for a in command)
     for (b, instance), cell in by_cell.items():  # the repetitions took turns: ratios of pairs
         ref = by_cell[("engine", instance)]["repetition_seconds"]
@@ -156,7 +157,7 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--backends", "engine,tensorflow"], "unknown backend 'tensorflow'; valid: engine, libtorch"),
+    (["--backends", "engine,tensorflow"], "unknown backend 'tensorflow'; valid: engine, compiled, libtorch"),
     (["--workloads", "resnet"], "unknown workload 'resnet'; valid: empty, tiny_graph"),
     (["--sizes", "nodes=abc"], "--sizes nodes=abc: 'abc' is not a whole number"),
     (["--sizes", "nodes=0"], "nodes=0 is out of range for scalar_chain (1 to 10000000)"),

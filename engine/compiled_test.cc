@@ -1,0 +1,261 @@
+// engine/compiled_test.cc: the compiled mode against the eager engine, bitwise, on every workload;
+// the memory plan's invariants; the replay guard.
+//
+// Bitwise, not within a tolerance: the compiled program runs the eager engine's own rules
+// (engine/ops.h, engine/scalar.h) in the same order, only at other addresses, so any difference
+// is a bug (a missed zeroing, a buffer shared while still live, a slot not rebound).
+//   ctest -R engine_compiled_test --output-on-failure
+#include "engine/compiled.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "engine/backend.h"
+#include "workloads/data.h"
+#include "workloads/registry.h"
+
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The smallest sizes of each sized workload and one more: what every test here runs.
+std::vector<int64_t> test_sizes(const bp::Sizes& sizes) {
+  std::vector<int64_t> out;
+  for (int64_t s : sizes.defaults())
+    if (out.size() < 2) out.push_back(s);
+  return out;
+}
+
+TEST(CompiledScalarGraphs, BitwiseEqualToTheEagerTapeOnEveryWorkload) {
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ScalarWorkload<W>) {
+      for (int64_t size : test_sizes(W::sizes)) {
+        bp::EngineBackend eager;
+        bp::CompiledBackend compiled;
+        typename W::template Run<bp::EngineBackend> eager_run(eager, size);
+        typename W::template Run<bp::CompiledBackend> compiled_run(compiled, size);
+        for (int step = 0; step < 3; step++) {  // the capture, then replays
+          std::array<double, W::num_grads> ge{}, gc{};
+          const double ve = eager_run.step(eager, std::span<double, W::num_grads>(ge));
+          const double vc = compiled_run.step(compiled, std::span<double, W::num_grads>(gc));
+          double worst = std::fabs(ve - vc);
+          EXPECT_TRUE(same_bits(ve, vc)) << W::name << " size " << size << " step " << step;
+          for (int i = 0; i < W::num_grads; i++) {
+            worst = std::max(worst, std::fabs(ge[i] - gc[i]));
+            EXPECT_TRUE(same_bits(ge[i], gc[i])) << W::name << " grad " << i << " step " << step;
+          }
+          if (step == 2)
+            std::printf("  %-13s size %-6lld max |compiled - eager| %.1e (must be bitwise 0)\n",
+                        std::string(W::name).c_str(), (long long)size, worst);
+        }
+        checked++;
+      }
+    }
+  });
+  EXPECT_GE(checked, 4);
+}
+
+// Step 0's loss and every gradient (before any update), `steps` training steps' losses, and the
+// gradients of one more step at the parameters those updates reached (read_grad is the reader
+// both backends share): everything a compiled step could get wrong.
+template <class W, class B>
+struct Trace {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> step0_grads, grads_after_updates;
+};
+template <class W, class B>
+Trace<W, B> trace(int64_t size, const bp::Corpus& corpus, int steps) {
+  Trace<W, B> t;
+  B be;
+  typename W::template Run<B> run(be, size, corpus);
+  for (int s = 0; s < steps; s++) {
+    be.zero_grad();
+    auto loss = run.loss(be, size_t(s) % bp::kBatches);
+    be.backward(loss);
+    if (s == 0)
+      for (size_t i = 0; i < run.params.size(); i++) {
+        std::vector<float> g(run.param_sizes[i]);
+        be.read_grad(run.params[i], g);
+        t.step0_grads.push_back(g);
+      }
+    be.optimizer_step();
+    t.losses.push_back(be.loss_value(loss));
+    be.end_step();
+  }
+  be.zero_grad();
+  auto loss = run.loss(be, 0);
+  be.backward(loss);
+  for (size_t i = 0; i < run.params.size(); i++) {
+    std::vector<float> g(run.param_sizes[i]);
+    be.read_grad(run.params[i], g);
+    t.grads_after_updates.push_back(g);
+  }
+  be.end_step();
+  return t;
+}
+
+TEST(CompiledModels, BitwiseEqualToTheEagerEngineOnEveryWorkload) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      for (int64_t size : test_sizes(W::sizes)) {
+        const auto e = trace<W, bp::EngineBackend>(size, corpus, 6);
+        const auto c = trace<W, bp::CompiledBackend>(size, corpus, 6);
+        double worst = 0;
+        for (size_t i = 0; i < e.losses.size(); i++) {
+          worst = std::max(worst, std::fabs(e.losses[i] - c.losses[i]));
+          EXPECT_TRUE(same_bits(e.losses[i], c.losses[i])) << W::name << " loss of step " << i;
+        }
+        ASSERT_EQ(e.step0_grads.size(), c.step0_grads.size());
+        for (size_t i = 0; i < e.step0_grads.size(); i++) {
+          for (size_t j = 0; j < e.step0_grads[i].size(); j++)
+            worst = std::max(worst, double(std::fabs(e.step0_grads[i][j] - c.step0_grads[i][j])));
+          EXPECT_TRUE(same_bits(e.step0_grads[i], c.step0_grads[i])) << W::name << " param " << i;
+          EXPECT_TRUE(same_bits(e.grads_after_updates[i], c.grads_after_updates[i]))
+              << W::name << " param " << i << ": gradients after 6 updates";
+        }
+        std::printf(
+            "  %-13s size %-5lld 6 steps, max |compiled - eager| %.1e (must be bitwise 0)\n",
+            std::string(W::name).c_str(), (long long)size, worst);
+        checked++;
+      }
+    }
+  });
+  EXPECT_GE(checked, 6);
+}
+
+// The plan of every model workload: no two buffers live at the same instruction share a byte;
+// the arena is at least the lower bound and (the bound) at most 1.10 times it.
+TEST(CompiledModels, PlansShareNoLiveBytesAndStayNearTheLowerBound) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      for (int64_t size : W::sizes.defaults()) {
+        bp::CompiledBackend be;
+        typename W::template Run<bp::CompiledBackend> run(be, size, corpus);
+        run.step(be);
+        const bp::MemoryPlan& m = be.program.memory();
+        const auto& b = be.program.buffers();
+        for (size_t i = 0; i < b.size(); i++)
+          for (size_t j = i + 1; j < b.size(); j++) {
+            const bool same_time = b[i].first <= b[j].last && b[j].first <= b[i].last;
+            const bool same_bytes =
+                b[i].offset < b[j].offset + b[j].bytes && b[j].offset < b[i].offset + b[i].bytes;
+            ASSERT_FALSE(same_time && same_bytes) << W::name << " buffers " << i << ", " << j;
+          }
+        const double ratio = double(m.arena_bytes) / double(m.lower_bound_bytes);
+        std::printf(
+            "  %-13s %s:%-5lld arena %8.2f MB, lower bound %8.2f MB (%.3fx), unplanned "
+            "%8.2f MB\n",
+            std::string(W::name).c_str(), std::string(W::sizes.key).c_str(), (long long)size,
+            m.arena_bytes / 1e6, m.lower_bound_bytes / 1e6, ratio, m.unplanned_bytes / 1e6);
+        EXPECT_GE(m.arena_bytes, m.lower_bound_bytes);
+        EXPECT_LE(ratio, 1.10) << W::name << " at " << size;
+      }
+    }
+  });
+}
+
+// ---- the replay guard: a step that is not the captured one stops with one line ----
+
+struct TwoLayer {  // a small model to break in the ways a workload could
+  bp::CompiledBackend be;
+  bp::Tensor w1, b1, w2, b2, x, x_other, x_wide;
+  bp::IndexSpan targets;
+  std::vector<int32_t> t{0, 1, 2, 1};
+  TwoLayer() {
+    w1 = be.param(8, 6, std::vector<float>(48, 0.1f)), b1 = be.param(1, 8, std::vector<float>(8));
+    std::vector<float> w2_init(24);
+    for (size_t i = 0; i < w2_init.size(); i++) w2_init[i] = 0.05f * float(i % 7) - 0.1f;
+    w2 = be.param(3, 8, w2_init), b2 = be.param(1, 3, std::vector<float>(3));
+    x = be.constant(4, 6, std::vector<float>(24, 1.0f));
+    x_other = be.constant(4, 6, std::vector<float>(24, 2.0f));
+    x_wide = be.constant(4, 8, std::vector<float>(32, 1.0f));
+    targets = be.indices(t);
+  }
+  double step(bp::Tensor input, bool relu = true) {
+    be.zero_grad();
+    bp::Tensor h = relu ? be.linear_relu(input, w1, b1) : be.linear(input, w1, b1);
+    bp::Tensor loss = be.cross_entropy(be.linear(h, w2, b2), targets);
+    be.backward(loss);
+    const double v = be.loss_value(loss);
+    be.end_step();
+    return v;
+  }
+};
+
+TEST(CompiledGuard, AnotherConstantOfTheSameShapeIsBoundAndTheOriginalRebound) {
+  TwoLayer m;
+  const double first = m.step(m.x), other = m.step(m.x_other), again = m.step(m.x);
+  EXPECT_NE(first, other);
+  EXPECT_TRUE(same_bits(first, again));
+}
+
+void replay_with_a_target_out_of_range() {
+  TwoLayer m;
+  m.step(m.x);
+  const std::vector<int32_t> bad{0, 1, 7, 1};
+  m.be.cross_entropy(m.be.linear(m.be.linear_relu(m.x, m.w1, m.b1), m.w2, m.b2), m.be.indices(bad));
+}
+void scalar_step_with_another_constant() {
+  bp::CompiledBackend be;
+  auto a = be.param(-4.0), b = be.param(2.0);
+  be.backward(a * b + 1.0);
+  be.reset();
+  be.backward(a * b + 2.0);
+}
+void scalar_step_with_another_op() {
+  bp::CompiledBackend be;
+  auto a = be.param(-4.0), b = be.param(2.0);
+  be.backward(a * b);
+  be.reset();
+  be.backward(a + b);
+}
+
+TEST(CompiledGuardDeathTest, AStepThatDiffersFromTheCapturedOneIsRefused) {
+  EXPECT_DEATH(
+      {
+        TwoLayer m;
+        m.step(m.x);
+        m.step(m.x, false);
+      },
+      "bp::CompiledBackend::linear: op 1, argument 0 is 0; the captured step had 1");
+  EXPECT_DEATH(
+      {
+        TwoLayer m;
+        m.step(m.x);
+        m.step(m.x_wide);
+      },
+      "bp::CompiledBackend::linear: op 1, operand 0 is node 6 \\(4, 8\\), but the captured step "
+      "used node 4 \\(4, 6\\); only a constant of the same shape may change between steps");
+  EXPECT_DEATH(
+      {
+        TwoLayer m;
+        m.step(m.x);
+        m.be.tanh(m.x);
+      },
+      "bp::CompiledBackend::tanh: op 1 of the step is tanh, but the captured step has linear "
+      "there");
+  EXPECT_DEATH(
+      replay_with_a_target_out_of_range(),
+      "bp::TensorGraph::cross_entropy: logits \\(4, 3\\), target 7 at row 2: valid targets are 0 "
+      "to 2");
+  EXPECT_DEATH(scalar_step_with_another_constant(),
+               "bp::CompiledScalar::constant: node 3 is the constant 2; the captured step had 1 "
+               "there");
+  EXPECT_DEATH(scalar_step_with_another_op(),
+               "bp::CompiledScalar::add: node 2 is add\\(0, 1\\); the captured step has "
+               "mul\\(0, 1\\) there");
+}
+
+}  // namespace
