@@ -10,7 +10,8 @@
 // backward() runs the program, optimizer_step() its update. A step that differs from the captured
 // one (another op, shape, operand or argument) is refused with one line saying where and how.
 //
-// Scalar graphs: engine/compiled_scalar.h, the same idea for one number per value.
+// Scalar graphs: engine/compiled_scalar.h, the same idea for one number per value; a scalar
+// graph has no inputs, so after its captured step the program alone is the step.
 //
 // Not here: kernel dialects and rematerialisation (issue 10, still to come); a step whose graph
 // changes from step to step is refused, never recaptured.
@@ -51,9 +52,12 @@ struct CompiledBackend {
   Scalar exp(Scalar x) { return scalars.unary(ScalarOp::exp, x); }
   Scalar log(Scalar x) { return scalars.unary(ScalarOp::log, x); }
   void backward(Scalar root) { scalars.backward(root); }
-  double value(Scalar x) const { return scalars.value(x); }
-  double grad(Scalar x) const { return scalars.grad(x); }
+  double value(Scalar x) { return scalars.value(x); }
+  double grad(Scalar x) { return scalars.grad(x); }
   void reset() { scalars.reset(); }
+  // After the captured step, the whole step without the workload's code (compiled_scalar.h).
+  bool can_replay_scalar_step() const { return scalars.can_replay(); }
+  double replay_scalar_step(std::span<double> grads) { return scalars.replay(grads); }
 
   // ---- tensors, float32 ----
   using Tensor = bp::Tensor;

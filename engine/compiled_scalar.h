@@ -1,16 +1,25 @@
 // engine/compiled_scalar.h: the compiled mode for scalar graphs (one number per value).
 //
 // The first step's graph is recorded (ops and operands, no arithmetic); at its backward() it
-// becomes two flat instruction lists over a values array and a gradients array, indexed by node:
-// the forward in creation order, the chain rule in reverse creation order, each instruction a
-// call of its op's scalar_forward or scalar_backward (engine/scalar.h, the eager tape's own rules)
-// with its operands' slots resolved. Every later step replays it: each op of the workload's code
-// only checks that it is the captured op on the captured operands (constants: the same value) and
-// moves on; backward() runs the program. Gradients are bitwise the eager tape's (tested): same
-// arithmetic, same order, gradients zeroed as the tape zeroes them.
+// becomes one threaded program over a values array and a gradients array, indexed by node: the
+// forward in creation order, the gradients zeroed and seeded, the chain rule in reverse creation
+// order. Each instruction holds the address of its handler, which runs its op's scalar_forward or
+// scalar_backward (engine/scalar.h, the eager tape's own rules) on its operands' slots and jumps
+// straight to the next instruction's handler: no call, no switch, no node to build. Gradients
+// are bitwise the eager tape's (tested): same arithmetic, same order, zeroed as the tape zeroes.
+//
+// Two ways to run a later step:
+//  - replay(): the step alone. A scalar graph has no input that changes between steps (its
+//    parameters and literals are fixed at setup), so after the captured step the program is the
+//    whole step: run it, then hand out the gradients and the value the captured step read after
+//    its backward (finish_step's reads, workloads/backend.h), in the same order. This is what the
+//    benchmark times and what the harness's check runs.
+//  - the workload's code again: each op only checks that it is the captured op on the captured
+//    operands (literals: the same value), and backward() runs the program. A step that differs
+//    is refused with one line.
 //
 // Not here: memory planning (a value and a gradient per node, 16 bytes, as the eager tape holds;
-// scalar graphs are small), a graph that changes between steps (refused).
+// scalar graphs are small).
 // Tests: engine/compiled_test.cc.
 #pragma once
 
@@ -19,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -98,22 +108,30 @@ class CompiledScalar {
       std::abort();
     }
     backward_done_ = true;
-    double *v = values_.data(), *g = grads_.data();
-    for (const Instr& i : forward_) i.run(v, g, i.out, i.a, i.b);
-    std::memset(g, 0, grads_.size() * sizeof(double));
-    g[root_] += 1.0;
-    for (const Instr& i : backward_) i.run(v, g, i.out, i.a, i.b);
+    execute(code_.data(), values_.data(), grads_.data());
   }
-  double value(Value x) const {
+  // The step without the workload's code (see the top of this file); grads as finish_step's.
+  bool can_replay() const { return replay_ready_; }
+  double replay(std::span<double> grads) {
+    if (grads.size() != grad_reads_.size())
+      misuse("replay", "the captured step read a different number of gradients");
+    execute(code_.data(), values_.data(), grads_.data());
+    for (size_t i = 0; i < grads.size(); i++) grads[i] = grads_[grad_reads_[i]];
+    return values_[value_read_];
+  }
+  double value(Value x) {
     check(x, ScalarOp::count, "value");
+    if (capturing_reads()) value_read_ = x.id;
     return values_.empty() ? nodes_[x.id].constant : values_[x.id];
   }
-  double grad(Value x) const {
+  double grad(Value x) {
     check(x, ScalarOp::count, "grad");
+    if (capturing_reads()) grad_reads_.push_back(x.id);
     return grads_.empty() ? 0.0 : grads_[x.id];
   }
   void reset() {
     if (!compiled()) nodes_.resize(num_params_);  // a step with no backward: nothing to keep
+    if (capturing_reads()) replay_ready_ = value_read_ != kNone;
     cursor_ = uint32_t(num_params_);
     steps_++;
     backward_done_ = false;
@@ -122,11 +140,10 @@ class CompiledScalar {
   bool compiled() const { return !values_.empty(); }
   size_t arena_bytes() const {
     return nodes_.capacity() * sizeof(Node) + (values_.capacity() + grads_.capacity()) * 8 +
-           (forward_.capacity() + backward_.capacity()) * sizeof(Instr);
+           code_.capacity() * sizeof(Instr);
   }
   std::vector<std::pair<const char*, double>> counters() const {
-    return {{"instructions", double(forward_.size() + backward_.size())},
-            {"compile_seconds", compile_seconds_}};
+    return {{"instructions", double(code_.size())}, {"compile_seconds", compile_seconds_}};
   }
 
  private:
@@ -136,22 +153,62 @@ class CompiledScalar {
     double constant;  // a leaf's value (parameters, literals)
   };
   struct Instr {
-    void (*run)(double* v, double* g, uint32_t out, uint32_t a, uint32_t b);
+    const void* handler;  // a label inside execute()
     uint32_t out, a, b;
   };
-  template <ScalarOp op>
-  static void forward_instr(double* v, double*, uint32_t out, uint32_t a, uint32_t b) {
-    v[out] = scalar_forward<op>(v[a], v[b]);
+  // The handlers, in one function so that each ends in its own indirect jump to the next
+  // instruction's (threaded code: each jump site learns its own successors, where a switch or a
+  // loop of calls shares one). Called with null code, returns its table: forward handlers in
+  // ScalarOp order, then backward ones, then `start_backward` and `stop`.
+  enum : int {
+    kBackwardHandlers = int(ScalarOp::count),
+    kStartBackward = 2 * int(ScalarOp::count),
+    kStop,
+    kHandlers
+  };
+  static const void* const* execute(const Instr* ip, double* v, double* g) {
+#define BP_FORWARD(op) &&forward_##op
+#define BP_BACKWARD(op) &&backward_##op
+    static const void* const table[kHandlers] = {
+        nullptr,           BP_FORWARD(add),   BP_FORWARD(sub),  BP_FORWARD(mul),
+        BP_FORWARD(div),   BP_FORWARD(neg),   BP_FORWARD(pow),  BP_FORWARD(exp),
+        BP_FORWARD(log),   BP_FORWARD(tanh),  BP_FORWARD(relu), nullptr,
+        BP_BACKWARD(add),  BP_BACKWARD(sub),  BP_BACKWARD(mul), BP_BACKWARD(div),
+        BP_BACKWARD(neg),  BP_BACKWARD(pow),  BP_BACKWARD(exp), BP_BACKWARD(log),
+        BP_BACKWARD(tanh), BP_BACKWARD(relu), &&start_backward, &&stop};
+#undef BP_FORWARD
+#undef BP_BACKWARD
+    if (!ip) return table;
+    goto * ip->handler;
+#define BP_HANDLERS(op)                                                                     \
+  forward_##op : v[ip->out] = scalar_forward<ScalarOp::op>(v[ip->a], v[ip->b]);             \
+  ip++;                                                                                     \
+  goto * ip->handler;                                                                       \
+  backward_##op : scalar_backward<ScalarOp::op>(g[ip->out], v[ip->out], v[ip->a], v[ip->b], \
+                                                g[ip->a], g[ip->b]);                        \
+  ip++;                                                                                     \
+  goto * ip->handler;
+    BP_HANDLERS(add)
+    BP_HANDLERS(sub)
+    BP_HANDLERS(mul)
+    BP_HANDLERS(div)
+    BP_HANDLERS(neg)
+    BP_HANDLERS(pow)
+    BP_HANDLERS(exp)
+    BP_HANDLERS(log)
+    BP_HANDLERS(tanh)
+    BP_HANDLERS(relu)
+#undef BP_HANDLERS
+  start_backward:  // every gradient zeroed, as the tape zeroes its nodes; then d(root)/d(root)
+    std::memset(g, 0, size_t(ip->a) * sizeof(double));
+    g[ip->out] += 1.0;
+    ip++;
+    goto * ip->handler;
+  stop:
+    return nullptr;
   }
-  template <ScalarOp op>
-  static void backward_instr(double* v, double* g, uint32_t out, uint32_t a, uint32_t b) {
-    scalar_backward<op>(g[out], v[out], v[a], v[b], g[a], g[b]);
-  }
-  template <ScalarOp... ops>
-  static Instr instr_of(ScalarOp op, bool backward, uint32_t out, uint32_t a, uint32_t b) {
-    Instr i{nullptr, out, a, b};
-    ((op == ops ? (i.run = backward ? backward_instr<ops> : forward_instr<ops>, 0) : 0), ...);
-    return i;
+  static Instr instr(int handler, uint32_t out, uint32_t a, uint32_t b) {
+    return {execute(nullptr, nullptr, nullptr)[handler], out, a, b};
   }
 
   [[noreturn]] static void misuse(const char* op, const char* what) {
@@ -204,38 +261,39 @@ class CompiledScalar {
 
   void compile(uint32_t root) {
     root_ = root;
-    nodes_.resize(root + 1);                 // nodes after the root change no gradient
-    values_.assign(nodes_.size() + 1, 0.0);  // +1: unary ops' unused operand slot 0 exists
-    grads_.assign(nodes_.size() + 1, 0.0);
+    nodes_.resize(root + 1);  // nodes after the root change no gradient
+    values_.assign(nodes_.size(), 0.0);
+    grads_.assign(nodes_.size(), 0.0);
     for (uint32_t i = 0; i <= root; i++) {
       const Node& n = nodes_[i];
-      if (n.op == ScalarOp::leaf) {
+      if (n.op == ScalarOp::leaf)
         values_[i] = n.constant;
-        continue;
-      }
-      forward_.push_back(
-          instr_of<ScalarOp::add, ScalarOp::sub, ScalarOp::mul, ScalarOp::div, ScalarOp::neg,
-                   ScalarOp::pow, ScalarOp::exp, ScalarOp::log, ScalarOp::tanh, ScalarOp::relu>(
-              n.op, false, i, n.lhs, n.rhs));
+      else
+        code_.push_back(instr(int(n.op), i, n.lhs, n.rhs));
     }
-    for (uint32_t i = root + 1; i-- > num_params_;) {
-      const Node& n = nodes_[i];
-      if (n.op == ScalarOp::leaf) continue;
-      backward_.push_back(
-          instr_of<ScalarOp::add, ScalarOp::sub, ScalarOp::mul, ScalarOp::div, ScalarOp::neg,
-                   ScalarOp::pow, ScalarOp::exp, ScalarOp::log, ScalarOp::tanh, ScalarOp::relu>(
-              n.op, true, i, n.lhs, n.rhs));
-    }
+    code_.push_back(instr(kStartBackward, root, uint32_t(grads_.size()), 0));
+    for (uint32_t i = root + 1; i-- > num_params_;)
+      if (nodes_[i].op != ScalarOp::leaf)
+        code_.push_back(
+            instr(kBackwardHandlers + int(nodes_[i].op), i, nodes_[i].lhs, nodes_[i].rhs));
+    code_.push_back(instr(kStop, 0, 0, 0));
     cursor_ = root + 1;
+    captured_step_ = steps_;
     compile_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_started_).count();
   }
+  // The captured step's reads after its backward, which replay() repeats.
+  bool capturing_reads() const { return compiled() && steps_ == captured_step_; }
 
+  static constexpr uint32_t kNone = ~0u;
   std::vector<Node> nodes_;  // parameters first, then the captured step
   std::vector<double> values_, grads_;
-  std::vector<Instr> forward_, backward_;
+  std::vector<Instr> code_;           // forward, start_backward, backward, stop
+  std::vector<uint32_t> grad_reads_;  // the captured step's reads after its backward
+  uint32_t value_read_ = kNone;
+  bool replay_ready_ = false;
   size_t num_params_ = 0;
-  uint32_t root_ = 0, cursor_ = 0, steps_ = 0;
+  uint32_t root_ = 0, cursor_ = 0, steps_ = 0, captured_step_ = 0;
   bool backward_done_ = false;
   std::chrono::steady_clock::time_point capture_started_;
   double compile_seconds_ = 0;

@@ -155,6 +155,17 @@ void reporting_exceptions(benchmark::State& state, Fn&& fn) {
   }
 }
 
+// One step of scalar graph W. A backend that has compiled the step replays it without the
+// workload's code (the compiled mode: engine/compiled_scalar.h); the check and the timed loop
+// both come here, so what is timed is what is checked.
+template <class W, class B>
+double scalar_step(B& backend, typename W::template Run<B>& run,
+                   std::span<double, W::num_grads> grads) {
+  if constexpr (requires { backend.replay_scalar_step(std::span<double>(grads)); })
+    if (backend.can_replay_scalar_step()) return backend.replay_scalar_step(grads);
+  return run.step(backend, grads);
+}
+
 template <class W, class B>
 void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_t size,
                         int warmup_steps) {
@@ -164,7 +175,7 @@ void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_
   typename W::template Run<B> run(backend, size);
   std::array<double, W::num_grads> grads{};
   auto step = [&] {
-    const double out = run.step(backend, std::span<double, W::num_grads>(grads));
+    const double out = scalar_step<W>(backend, run, std::span<double, W::num_grads>(grads));
     benchmark::DoNotOptimize(out);
     if constexpr (W::num_grads > 0) benchmark::DoNotOptimize(grads);
   };
@@ -209,7 +220,8 @@ Json check_scalar_graph(const std::string& name, int64_t size) {
   typename W::template Run<B> run(backend, size);
   auto one_step = [&](double offset) {
     std::array<double, W::num_grads> grads{};
-    const double value = run.step(backend, std::span<double, W::num_grads>(grads)) + offset;
+    const double value =
+        scalar_step<W>(backend, run, std::span<double, W::num_grads>(grads)) + offset;
     return Json::object_of({{"value", value}, {"grads", Json::numbers(grads)}});
   };
   Json first = one_step(wrong);
