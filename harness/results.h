@@ -55,6 +55,12 @@ inline MedianInterval median_interval(std::vector<double> x) {
   return {x[k - 1], x[n - k], level_of(k)};
 }
 
+// Counters a backend may report beyond time and memory, carried into summary.json as they are:
+// the compiled mode's plan and its time to first step (engine/compiled.h).
+inline constexpr const char* kExtraCounters[] = {
+    "arena_bytes",  "planned_arena_bytes", "lower_bound_bytes", "unplanned_bytes",
+    "instructions", "compile_seconds",     "first_step_seconds"};
+
 struct BenchmarkResult {
   std::string status = "failed";  // ok | failed | skipped
   std::string message;
@@ -63,6 +69,7 @@ struct BenchmarkResult {
   double peak_rss_bytes = NAN;    // the benchmark's own counter (high-water mark during it)
   double items_per_second = NAN;  // scalar_chain: nodes per second
   std::vector<double> repetition_seconds;  // each repetition's time per step, in their order
+  std::map<std::string, double> counters;  // those of kExtraCounters it reported (median)
 };
 
 inline double seconds_per_unit(const std::string& unit) {
@@ -97,6 +104,8 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
       (*chosen)["real_time"].num_or(NAN) * seconds_per_unit((*chosen)["time_unit"].str_or("?"));
   r.peak_rss_bytes = (*chosen)["peak_rss_bytes"].num_or(NAN);
   r.items_per_second = (*chosen)["items_per_second"].num_or(NAN);
+  for (const char* name : kExtraCounters)
+    if ((*chosen)[name].kind == Json::Kind::number) r.counters[name] = (*chosen)[name].number;
   if (!(r.median_seconds >= 0)) {
     r.message = "no time in the result file";
     return r;
@@ -146,8 +155,10 @@ inline Json merge_rounds(const std::vector<Json>& files) {
           .set("aggregate_name", kind)
           .set("aggregate_unit", std::string(kind) == "cv" ? "percentage" : "time")
           .set("iterations", int64_t(runs.size()));
-      for (const char* field :
-           {"real_time", "cpu_time", "peak_rss_bytes", "arena_bytes", "items_per_second"}) {
+      std::vector<const char*> fields = {"real_time", "cpu_time", "peak_rss_bytes",
+                                         "items_per_second"};
+      fields.insert(fields.end(), std::begin(kExtraCounters), std::end(kExtraCounters));
+      for (const char* field : fields) {
         const std::vector<double> v = values(field);
         if (v.size() != runs.size()) continue;
         const std::string k = kind;
@@ -180,9 +191,11 @@ struct Cell {
     median_seconds = r.median_seconds, peak_rss_bytes = r.peak_rss_bytes;
     interval = r.interval, repetition_seconds = r.repetition_seconds;
     items_per_second = r.items_per_second;
+    counters = r.counters;
   }
-  std::string file;                  // its Google Benchmark JSON, relative to the run folder
-  std::vector<double> check_losses;  // models: the training losses its check reported
+  std::string file;                        // its Google Benchmark JSON, relative to the run folder
+  std::vector<double> check_losses;        // models: the training losses its check reported
+  std::map<std::string, double> counters;  // kExtraCounters its result file has
 };
 
 struct SummaryRow {
@@ -310,6 +323,9 @@ inline Json summary_json(const Summary& s) {
           .set("items_per_second", number_or_null(c.items_per_second))
           .set("file", c.file);
       if (!c.check_losses.empty()) cell.set("check_losses", Json::numbers(c.check_losses));
+      Json counters = Json::object_of({});
+      for (const auto& [name, value] : c.counters) counters.set(name, value);
+      cell.set("counters", std::move(counters));
       cells.set(backend, std::move(cell));
     }
     const WorkloadInfo& w = *row.workload;

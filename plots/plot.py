@@ -11,7 +11,9 @@ Figures, for what the run contains: runtime_<phase>.png (median time per step), 
 (peak RSS per process), speedup_<phase>.png (each baseline's time over the reference's), for
 phase grad (scalar graphs) and step (training steps); scalar_chain.png (time per node against
 graph size); mini_gpt_batch.png (time per step against batch size); mlp_width.png (time against
-width, crossovers marked); loss_curves.png (mini_gpt's training loss on every backend, overlaid).
+width, crossovers marked); loss_curves.png (mini_gpt's training loss on every backend, overlaid);
+memory_plan.png (the compiled mode's planned arena against its lower bound and the eager engine's
+arena, per model).
 Legends and notes sit outside the plotting area, so they never cover data. Then plots/report.py
 writes <run>/report.html, the page that shows the figures with the tables.
 Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh run of every backend.
@@ -286,6 +288,41 @@ def loss_figure(run, instance="step/mini_gpt/batch:8"):
     return finish(fig, run)
 
 
+def memory_plan_figure(run):
+    """Per model instance the compiled mode ran: the eager engine's arena, the compiled mode's (its
+    planned step arena plus what both keep: parameters, gradients, optimizer state), and the same
+    with the step arena at its lower bound. All three are counters of the result files."""
+    by_key = {(c["instance"], c["backend"]): c for c in run["cells"] if c["status"] == "ok"}
+    instances = [i for i in instances_of(run) if i.startswith("step/")
+                 and "planned_arena_bytes" in by_key.get((i, "compiled"), {}).get("counters", {})]
+    if not instances:
+        return None
+    series = [("eager engine's arena", COLORS["engine"],
+               lambda i: by_key.get((i, "engine"), {}).get("counters", {}).get("arena_bytes")),
+              ("compiled: planned arena", COLORS["compiled"],
+               lambda i: by_key[(i, "compiled")]["counters"].get("arena_bytes")),
+              ("compiled at the lower bound", "#a6761d",
+               lambda i: (lambda k: k["arena_bytes"] - k["planned_arena_bytes"]
+                          + k["lower_bound_bytes"])(by_key[(i, "compiled")]["counters"]))]
+    fig, ax = plt.subplots(figsize=(min(17, max(8, 0.8 * len(instances) + 2)), 4.8))
+    width = 0.8 / len(series)
+    for j, (name, color, value_of) in enumerate(series):
+        xs, ys = [], []
+        for i, inst in enumerate(instances):
+            v = value_of(inst)
+            if v:
+                xs.append(i + (j - (len(series) - 1) / 2) * width)
+                ys.append(v / 1e6)
+        ax.bar(xs, ys, width, label=name, color=color)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
+    ax.set_ylabel("arena bytes (MB, log)")
+    ax.set_title("Memory of a training step: eager arena, compiled plan, lower bound")
+    ax.grid(axis="y", which="major", alpha=0.3)
+    return finish(fig, run, note="each arena holds parameters, gradients and optimizer state too; "
+                                 "lower bound: the most bytes live at any instruction of the program")
+
+
 def figures(run):
     """{file name: figure} for everything this run has data for."""
     out = {}
@@ -297,7 +334,8 @@ def figures(run):
             if len(backends_of(sub)) > 1:
                 out[f"speedup_{phase}.png"] = speedup_figure(sub, phase)
     for name, make in [("scalar_chain.png", chain_figure), ("mini_gpt_batch.png", batch_figure),
-                       ("mlp_width.png", width_figure), ("loss_curves.png", loss_figure)]:
+                       ("mlp_width.png", width_figure), ("loss_curves.png", loss_figure),
+                       ("memory_plan.png", memory_plan_figure)]:
         fig = make(run)
         if fig is not None:
             out[name] = fig

@@ -123,7 +123,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
     assert drawn == sorted(["runtime_grad.png", "memory_grad.png", "speedup_grad.png",
                             "runtime_step.png", "memory_step.png", "speedup_step.png",
                             "scalar_chain.png", "mini_gpt_batch.png", "mlp_width.png",
-                            "loss_curves.png"]), drawn
+                            "loss_curves.png", "memory_plan.png"]), drawn
     for name in drawn:
         with open(latest / "plots" / name, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -259,3 +259,21 @@ def test_history_of_runs_by_commit(tmp_path, capsys):
         assert len(ax.get_xticklabels()) == 3
     assert_nothing_covers_data(fig)
     assert history.main(["history.py", str(tmp_path / "nope")]) == 2
+
+
+def test_memory_plan_bars_are_the_compiled_modes_counters(tmp_path):
+    times = {"step/mlp_width/width:16": {"engine": 5e-6, "compiled": 4e-6},
+             "step/mlp_width/width:32": {"engine": 6e-6, "compiled": "failed"}}
+    s = summary(times, ["engine", "compiled"])
+    cells = s["rows"][0]["backends"]
+    cells["engine"]["counters"] = {"arena_bytes": 9e6}
+    cells["compiled"]["counters"] = {"arena_bytes": 7e6, "planned_arena_bytes": 3e6,
+                                     "lower_bound_bytes": 2e6}
+    run = write(tmp_path, s)
+    fig = plot.figures(run)["memory_plan.png"]
+    bars = [b for c in fig.axes[0].containers for b in c]
+    assert [round(b.get_height(), 6) for b in bars] == [9.0, 7.0, 6.0]  # MB: eager, plan, bound
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["mlp_width/width:16"]
+    assert_nothing_covers_data(fig)
+    del cells["compiled"]["counters"]  # a run without the compiled mode has no such figure
+    assert "memory_plan.png" not in plot.figures(write(tmp_path, s))
