@@ -13,8 +13,12 @@
 // Scalar graphs: engine/compiled_scalar.h, the same idea for one number per value; a scalar
 // graph has no inputs, so after its captured step the program alone is the step.
 //
-// Not here: kernel dialects and rematerialisation (issue 10, still to come); a step whose graph
-// changes from step to step is refused, never recaptured.
+// Memory: the program's arena is planned by liveness; with a budget (budget_bytes, or
+// budget_fraction of the plan's own peak) activations are dropped after the forward and
+// recomputed before the backward that needs them until the plan fits (engine/program.h).
+//
+// Not here: kernel dialects (issue 10, still to come); a step whose graph changes from step to
+// step is refused, never recaptured.
 // Tests: engine/compiled_test.cc (gradients bitwise equal to the eager engine on every model
 // workload; the guard; the plan's invariants).
 #pragma once
@@ -73,6 +77,10 @@ struct CompiledBackend {
   bool adamw = false;
   AdamWConfig adamw_config;
   double sgd_lr = 0;
+  // Rematerialisation (engine/program.h): the planned arena's budget, in bytes, or as a fraction
+  // of the plan's peak without one (0: no budget).
+  size_t budget_bytes = 0;
+  double budget_fraction = 0;
   // Time to first step: from the first op of the captured step to its program being ready
   // (capture, planning), and to the end of its first backward (running it once too).
   std::chrono::steady_clock::time_point capture_started;
@@ -150,7 +158,7 @@ struct CompiledBackend {
       root = loss.id;
       for (uint32_t i = uint32_t(graph.num_params()); i <= root; i++)
         captured.push_back(graph.node_at(i));
-      program = Program<float>(graph, root);
+      program = compile_program();
       compile_seconds = seconds_since(capture_started);
       cursor = root + 1 - uint32_t(graph.num_params());
     } else {
@@ -220,11 +228,34 @@ struct CompiledBackend {
             {"lower_bound_bytes", double(m.lower_bound_bytes)},
             {"unplanned_bytes", double(m.unplanned_bytes)},
             {"instructions", double(program.num_instructions())},
+            {"memory_budget_bytes", double(budget)},
+            {"recomputed_nodes", double(m.recomputed_nodes)},
             {"compile_seconds", compile_seconds},
             {"first_step_seconds", first_step_seconds}};
   }
 
  private:
+  size_t budget = 0;  // what the program was planned under (0: none)
+
+  // The program, under the budget if there is one. A budget no plan meets ends the process with
+  // one line naming the smallest this planner reached: exit 2, as for any bad flag, before any
+  // arithmetic of the step has run.
+  Program<float> compile_program() {
+    budget = budget_bytes;
+    if (budget_fraction > 0)
+      budget =
+          size_t(budget_fraction * double(Program<float>(graph, root).memory().lower_bound_bytes));
+    try {
+      return Program<float>(graph, root, budget);
+    } catch (const BudgetError& e) {
+      std::fprintf(stderr,
+                   "error: memory budget %zu bytes cannot be met: recomputing activations, the "
+                   "smallest plan of this step needs %zu bytes (%.3f of its %zu without a "
+                   "budget); give at least that\n",
+                   e.budget, e.smallest, double(e.smallest) / double(e.unbudgeted), e.unbudgeted);
+      std::exit(2);
+    }
+  }
   static double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "engine/backend.h"
@@ -80,9 +81,10 @@ struct Trace {
   std::vector<std::vector<float>> step0_grads, grads_after_updates;
 };
 template <class W, class B>
-Trace<W, B> trace(int64_t size, const bp::Corpus& corpus, int steps) {
+Trace<W, B> trace(int64_t size, const bp::Corpus& corpus, int steps, double budget_fraction = 0) {
   Trace<W, B> t;
   B be;
+  if constexpr (std::is_same_v<B, bp::CompiledBackend>) be.budget_fraction = budget_fraction;
   typename W::template Run<B> run(be, size, corpus);
   for (int s = 0; s < steps; s++) {
     be.zero_grad();
@@ -171,6 +173,54 @@ TEST(CompiledModels, PlansShareNoLiveBytesAndStayNearTheLowerBound) {
       }
     }
   });
+}
+
+// Rematerialisation: at half the unbudgeted plan's peak, the plan fits its budget, recomputes
+// something, and every loss and gradient is still bitwise the eager engine's (a recomputation
+// runs the same kernel on the same inputs).
+TEST(CompiledBudget, HalfThePeakFitsAndChangesNoBit) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  auto check = [&]<class W>(int64_t size) {
+    const auto e = trace<W, bp::EngineBackend>(size, corpus, 4);
+    const auto c = trace<W, bp::CompiledBackend>(size, corpus, 4, 0.5);
+    for (size_t i = 0; i < e.losses.size(); i++)
+      EXPECT_TRUE(same_bits(e.losses[i], c.losses[i])) << W::name << " loss of step " << i;
+    for (size_t i = 0; i < e.step0_grads.size(); i++) {
+      EXPECT_TRUE(same_bits(e.step0_grads[i], c.step0_grads[i])) << W::name << " param " << i;
+      EXPECT_TRUE(same_bits(e.grads_after_updates[i], c.grads_after_updates[i])) << W::name;
+    }
+    bp::CompiledBackend free_plan, half;
+    half.budget_fraction = 0.5;
+    typename W::template Run<bp::CompiledBackend> r1(free_plan, size, corpus),
+        r2(half, size, corpus);
+    r1.step(free_plan), r2.step(half);
+    const bp::MemoryPlan &m1 = free_plan.program.memory(), &m2 = half.program.memory();
+    std::printf(
+        "  %-13s size %-3lld arena %7.2f MB -> %7.2f MB under a budget of %7.2f MB, "
+        "%zu activations recomputed, bitwise equal\n",
+        std::string(W::name).c_str(), (long long)size, m1.arena_bytes / 1e6, m2.arena_bytes / 1e6,
+        m1.lower_bound_bytes * 0.5 / 1e6, m2.recomputed_nodes);
+    EXPECT_LE(m2.arena_bytes, m1.lower_bound_bytes / 2) << W::name;
+    EXPECT_GT(m2.recomputed_nodes, 0u) << W::name;
+  };
+  check.template operator()<bp::MiniGpt>(8);
+  check.template operator()<bp::MiniGptWide>(1);
+}
+
+void compile_under_an_impossible_budget() {
+  bp::CompiledBackend be;
+  be.budget_bytes = 64;
+  auto w = be.param(3, 4, std::vector<float>(12, 0.5f)), b = be.param(1, 3, std::vector<float>(3));
+  auto x = be.constant(2, 4, std::vector<float>(8, 1.0f));
+  std::vector<int32_t> t{0, 2};
+  be.backward(be.cross_entropy(be.linear(x, w, b), be.indices(t)));
+}
+
+TEST(CompiledBudgetDeathTest, ABudgetNoPlanMeetsIsOneLineAndExit2) {
+  EXPECT_EXIT(compile_under_an_impossible_budget(), testing::ExitedWithCode(2),
+              "^error: memory budget 64 bytes cannot be met: recomputing activations, the smallest "
+              "plan of this step needs [0-9]+ bytes \\([0-9.]+ of its [0-9]+ without a budget\\); "
+              "give at least that\n$");
 }
 
 // ---- the replay guard: a step that is not the captured one stops with one line ----

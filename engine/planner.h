@@ -34,24 +34,42 @@ struct MemoryPlan {
   size_t arena_bytes = 0;        // what the placement needs
   size_t lower_bound_bytes = 0;  // the most bytes live at any instruction
   size_t unplanned_bytes = 0;    // every buffer at its own address (what an eager tape holds)
+  size_t recomputed_nodes = 0;   // activations dropped after the forward and recomputed
 };
 
 inline constexpr size_t kPlanAlign = 64;  // every buffer on its own cache lines
 
-inline MemoryPlan plan_memory(std::vector<PlannedBuffer>& buffers, int32_t num_instructions) {
-  MemoryPlan plan;
-  for (PlannedBuffer& b : buffers) b.bytes = (b.bytes + kPlanAlign - 1) / kPlanAlign * kPlanAlign;
+inline size_t plan_aligned(size_t bytes) {
+  return (bytes + kPlanAlign - 1) / kPlanAlign * kPlanAlign;
+}
 
-  // The bound: a sweep over instructions with +bytes at first use and -bytes after the last.
+// The bound alone: a sweep over instructions with +bytes at first use and -bytes after the last.
+// `mean_live`, if given, gets the bytes live at an instruction on average.
+inline size_t plan_memory_bound(const std::vector<PlannedBuffer>& buffers, int32_t num_instructions,
+                                double* mean_live = nullptr) {
   std::vector<int64_t> delta(size_t(num_instructions) + 1, 0);
   for (const PlannedBuffer& b : buffers) {
-    delta[b.first] += int64_t(b.bytes);
-    delta[b.last + 1] -= int64_t(b.bytes);
-    plan.unplanned_bytes += b.bytes;
+    delta[b.first] += int64_t(plan_aligned(b.bytes));
+    delta[b.last + 1] -= int64_t(plan_aligned(b.bytes));
   }
   int64_t live = 0;
-  for (int32_t t = 0; t < num_instructions; t++)
-    plan.lower_bound_bytes = std::max(plan.lower_bound_bytes, size_t(live += delta[t]));
+  size_t bound = 0;
+  double total = 0;
+  for (int32_t t = 0; t < num_instructions; t++) {
+    bound = std::max(bound, size_t(live += delta[t]));
+    total += double(live);
+  }
+  if (mean_live) *mean_live = num_instructions ? total / num_instructions : 0;
+  return bound;
+}
+
+inline MemoryPlan plan_memory(std::vector<PlannedBuffer>& buffers, int32_t num_instructions) {
+  MemoryPlan plan;
+  for (PlannedBuffer& b : buffers) {
+    b.bytes = plan_aligned(b.bytes);
+    plan.unplanned_bytes += b.bytes;
+  }
+  plan.lower_bound_bytes = plan_memory_bound(buffers, num_instructions);
 
   std::vector<uint32_t> order(buffers.size());
   for (uint32_t i = 0; i < order.size(); i++) order[i] = i;

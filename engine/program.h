@@ -70,6 +70,12 @@ void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager
 }
 }  // namespace program_kernels
 
+// A budget no plan of this program meets: the smallest arena this planner placed by recomputation
+// (a budget it meets), and the plan's peak without any.
+struct BudgetError {
+  size_t budget, smallest, unbudgeted;
+};
+
 template <class T>
 class Program {
  public:
@@ -79,8 +85,12 @@ class Program {
   Program(Program&&) = default;
   Program& operator=(Program&&) = default;
 
-  // Compiles nodes [num_params, root] of the record-only graph `g`; root is the loss (1, 1).
-  Program(const TensorGraph<T>& g, uint32_t root) { compile(g, root); }
+  // Compiles nodes [num_params, root] of the record-only graph `g`; root is the loss (1, 1). With
+  // a budget (bytes of planned arena), activations are recomputed until the plan fits, or
+  // BudgetError says the smallest it reached.
+  Program(const TensorGraph<T>& g, uint32_t root, size_t budget_bytes = 0) {
+    compile(g, root, budget_bytes);
+  }
 
   void forward() const {
     for (size_t i = 0; i < forward_end_; i++) code_[i].run(code_[i].args);
@@ -143,6 +153,7 @@ class Program {
     TensorOp op;
     bool backward;
     uint32_t node;
+    bool recompute = false;  // a forward again, right before the backward that needs its output
   };
   template <class F>
   static void for_each_ref(Pending& p, F&& f) {
@@ -150,8 +161,8 @@ class Program {
     for (int k = 0; k < 3; k++) f(p.in[k]), f(p.din[k]);
   }
 
-  int32_t find(int32_t b) const {
-    while (buffers_[b].parent >= 0) b = buffers_[b].parent;
+  static int32_t find(const std::vector<Buffer>& buffers, int32_t b) {
+    while (buffers[b].parent >= 0) b = buffers[b].parent;
     return b;
   }
   int32_t new_buffer(size_t elems, bool zeroed) {
@@ -159,28 +170,35 @@ class Program {
     return int32_t(buffers_.size() - 1);
   }
 
-  void compile(const TensorGraph<T>& g, uint32_t root) {
+  // The step as emitted: forward, seed, backward; each node's buffers; what may be recomputed.
+  struct Emitted {
+    std::vector<Pending> code;
+    size_t forward_count = 0;
+    int32_t loss_buffer = -1;
+    std::vector<uint32_t> candidates;  // nodes whose output may be dropped and recomputed
+    std::vector<int32_t> forward_of;   // node - P -> its forward in code
+    std::vector<double> cost;          // node - P -> FLOPs of its forward (a model, for choosing)
+  };
+
+  Emitted emit(const TensorGraph<T>& g, uint32_t root) {
     const uint32_t P = uint32_t(g.num_params());
-    first_node_ = P;
     const uint32_t N = root + 1;
+    Emitted e;
+    e.forward_of.assign(N - P, -1), e.cost.assign(N - P, 0);
     // Where each node's value and gradient are: parameters and constants outside, the step's
     // nodes in buffers, a view wherever its operand is.
     std::vector<Ref> data(N), grad(N);
     std::vector<int32_t> aux(N, -1);
     for (uint32_t j = 0; j < P; j++)
       data[j] = {-1, g.node_at(j).data}, grad[j] = {-1, g.node_at(j).grad};
-    auto data_ref = [&](uint32_t j) { return data[j]; };
-    auto grad_ref = [&](uint32_t j) { return grad[j]; };
-    std::vector<Pending> code;
-    std::vector<int32_t> forward_of(N, -1), backward_of(N, -1);
+    std::vector<Pending>& code = e.code;
 
     // Forward, in creation order: every node gets its buffers here (a view its operand's).
     for (uint32_t i = P; i < N; i++) {
       const auto& n = g.node_at(i);
       const OpRule<T>& rule = op_rules<T>[int(n.op)];
-      const uint32_t x = n.in[0];
       if (n.op == TensorOp::view) {
-        data[i] = data[x], grad[i] = grad[x];
+        data[i] = data[n.in[0]], grad[i] = grad[n.in[0]];
         continue;
       }
       if (n.op == TensorOp::leaf) fail("node %u is an input leaf inside the step", i);
@@ -188,23 +206,32 @@ class Program {
       if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), nullptr};
       Pending p{rule.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
       if (const size_t a = rule.aux_elems(p.args)) aux[i] = new_buffer(a, false);
-      p.out = data_ref(i), p.aux = Ref{aux[i], nullptr};
-      for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) p.in[k] = data_ref(n.in[k]);
+      p.out = data[i], p.aux = Ref{aux[i], nullptr};
+      bool recomputable =
+          n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;
+      for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
+        p.in[k] = data[n.in[k]];
+        const auto& x = g.node_at(n.in[k]);
+        if (n.in[k] < P && !x.needs_grad) recomputable = false;  // a slot: bound per step
+      }
       if (const size_t s = rule.forward_scratch(p.args))
         p.scratch = {new_buffer(s, false), nullptr};
-      forward_of[i] = int32_t(code.size());
+      e.forward_of[i - P] = int32_t(code.size());
+      e.cost[i - P] = flops(p.args, n.op);
+      if (recomputable) e.candidates.push_back(i);
       code.push_back(p);
     }
-    const size_t forward_count = code.size();
+    e.forward_count = code.size();
 
     // Backward, in reverse creation order, as the eager tape walks it.
     if (grad[root].buffer < 0)
       fail(
-          "the loss (node %u) is no op of the step with a gradient (a parameter, or a view of one)",
+          "the loss (node %u) is no op of the step with a gradient (a parameter, or a view of "
+          "one)",
           root);
     code.push_back({program_kernels::seed_loss<T>,
                     {},
-                    grad_ref(root),
+                    grad[root],
                     {},
                     {},
                     {},
@@ -219,49 +246,142 @@ class Program {
       const OpRule<T>& rule = op_rules<T>[int(n.op)];
       if (!n.needs_grad || !rule.backward) continue;
       Pending p{rule.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
-      p.dout = grad_ref(i);
+      p.dout = grad[i];
       // Only what the rule reads: a pointer left null faults at once if the table is wrong.
-      if (rule.backward_reads & kReadsOut) p.out = data_ref(i);
+      if (rule.backward_reads & kReadsOut) p.out = data[i];
       if (rule.backward_reads & kReadsAux) p.aux = Ref{aux[i], nullptr};
       for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
-        if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data_ref(n.in[k]);
-        p.din[k] = grad_ref(n.in[k]);
+        if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data[n.in[k]];
+        p.din[k] = grad[n.in[k]];
       }
       if (const size_t s = rule.backward_scratch(p.args))
         p.scratch = {new_buffer(s, false), nullptr};
-      backward_of[i] = int32_t(code.size());
       code.push_back(p);
     }
+    e.loss_buffer = data[root].buffer;
+    // Only what a backward reads is worth recomputing (the rest dies in the forward anyway).
+    std::vector<bool> read_later(buffers_.size(), false);
+    for (size_t t = e.forward_count; t < code.size(); t++)
+      for (const Ref* r :
+           {&code[t].out, &code[t].aux, &code[t].in[0], &code[t].in[1], &code[t].in[2]})
+        if (r->buffer >= 0) read_later[r->buffer] = true;
+    std::erase_if(e.candidates,
+                  [&](uint32_t c) { return !read_later[code[e.forward_of[c - P]].out.buffer]; });
+    return e;
+  }
 
-    // In place: an elementwise op writes over an operand of its size that nothing reads later.
+  // A rough cost of an op's forward, to choose what to recompute: the products' multiply-adds,
+  // attention's two passes over (T, T) per head, a few operations per element otherwise.
+  static double flops(const OpArgs<T>& a, TensorOp op) {
+    const double out = double(a.rows) * a.cols;
+    switch (op) {
+      case TensorOp::matmul:
+      case TensorOp::linear: return 2 * out * a.in_cols[0];
+      case TensorOp::attention:
+        return 2.0 * a.arg[0] * a.arg[2] * a.arg[1] * a.arg[1] * (a.cols / a.arg[2]);
+      case TensorOp::layernorm: return 8 * out;
+      case TensorOp::softmax:
+      case TensorOp::gelu:
+      case TensorOp::tanh: return 20 * out;
+      default: return out;
+    }
+  }
+
+  // The program in its final order, with `recomputed` nodes' outputs dropped after their last
+  // forward use and recomputed before their first backward use; ops in place where they may be;
+  // each zeroed buffer's fill right before its first use. Buffers come back merged (`buffers`).
+  struct Lowered {
+    std::vector<Pending> code;
+    std::vector<Buffer> buffers;
     std::vector<int32_t> first, last;
-    touches(code, first, last);
-    const int32_t loss_buffer = data[root].buffer;
-    for (size_t t = 0; t < forward_count; t++) {
+    size_t forward_end = 0;
+  };
+  Lowered lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const {
+    Lowered l;
+    l.buffers = buffers_;
+    std::vector<Pending> code(e.code.begin(), e.code.begin() + e.forward_count);
+    // Each recomputed node's forward again, writing a fresh output (and aux) buffer; every later
+    // reader of the old ones reads the copies, so the old ones die with the forward.
+    struct Move {
+      int32_t from, to;  // an output or aux buffer and its copy
+      size_t recompute;  // which of `recomputes` makes it
+    };
+    std::vector<Move> moves;
+    std::vector<Pending> recomputes;
+    auto copy_of = [&](int32_t b) {
+      l.buffers.push_back({l.buffers[b].elems, l.buffers[b].zeroed, -1});
+      return int32_t(l.buffers.size() - 1);
+    };
+    for (uint32_t node : recomputed) {
+      Pending r = e.code[e.forward_of[node - first_node_]];
+      r.recompute = r.backward = true;
+      moves.push_back({r.out.buffer, copy_of(r.out.buffer), recomputes.size()});
+      r.out.buffer = moves.back().to;
+      if (r.aux.buffer >= 0) {
+        moves.push_back({r.aux.buffer, copy_of(r.aux.buffer), recomputes.size()});
+        r.aux.buffer = moves.back().to;
+      }
+      if (r.scratch.buffer >= 0) r.scratch.buffer = copy_of(r.scratch.buffer);
+      recomputes.push_back(r);
+    }
+    // Each copy is made right before its first reader; a recomputation that reads another's
+    // output has that one made first.
+    std::vector<bool> placed(recomputes.size(), false);
+    auto redirect = [&](Pending& p, auto&& place) {
+      for (Ref* r : {&p.out, &p.aux, &p.in[0], &p.in[1], &p.in[2]})
+        for (const Move& m : moves)
+          if (r->buffer == m.from) {
+            place(m.recompute, place);
+            r->buffer = m.to;
+          }
+    };
+    auto place = [&](size_t i, auto&& self) -> void {
+      if (placed[i]) return;
+      placed[i] = true;
+      Pending r = recomputes[i];
+      for (Ref* in : {&r.in[0], &r.in[1], &r.in[2]})
+        for (const Move& m : moves)
+          if (in->buffer == m.from) {
+            self(m.recompute, self);
+            in->buffer = m.to;
+          }
+      code.push_back(r);
+    };
+    for (size_t t = e.forward_count; t < e.code.size(); t++) {
+      Pending p = e.code[t];
+      redirect(p, place);
+      code.push_back(p);
+    }
+    for (size_t i = 0; i < recomputes.size(); i++)
+      if (!placed[i])
+        fail("node %u was chosen for recomputation but no backward reads it", recomputed[i]);
+
+    // In place: an elementwise forward writes over an operand of its size that nothing reads
+    // later (not the loss, which is read after the step).
+    touches(code, l.buffers, l.first, l.last);
+    for (size_t t = 0; t < e.forward_count; t++) {
       Pending& p = code[t];
       if (!op_rules<T>[int(p.op)].elementwise) continue;
-      const int32_t out = find(p.out.buffer);
+      const int32_t out = find(l.buffers, p.out.buffer);
       for (int k = 0; k < 3; k++) {
         if (p.in[k].buffer < 0) continue;
-        const int32_t in = find(p.in[k].buffer);
-        if (in != out && buffers_[in].elems == buffers_[out].elems && last[in] == int32_t(t) &&
-            first[out] == int32_t(t) && out != loss_buffer) {
-          buffers_[out].parent = in;
-          touches(code, first, last);
+        const int32_t in = find(l.buffers, p.in[k].buffer);
+        if (in != out && l.buffers[in].elems == l.buffers[out].elems && l.last[in] == int32_t(t) &&
+            l.first[out] == int32_t(t) && out != e.loss_buffer) {
+          l.buffers[out].parent = in;
+          touches(code, l.buffers, l.first, l.last);
           break;
         }
       }
     }
 
-    // The final order: each zeroed buffer's fill right before its first use.
+    // Each zeroed buffer's fill right before its first use.
     std::vector<std::vector<int32_t>> fills(code.size());
-    for (int32_t b = 0; b < int32_t(buffers_.size()); b++)
-      if (buffers_[b].parent < 0 && buffers_[b].zeroed && first[b] >= 0)
-        fills[first[b]].push_back(b);
-    std::vector<Pending> ordered;
-    forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
+    for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
+      if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0)
+        fills[l.first[b]].push_back(b);
     for (size_t t = 0; t < code.size(); t++) {
-      if (t == forward_count) forward_end_ = ordered.size();
+      if (t == e.forward_count) l.forward_end = l.code.size();
       for (int32_t b : fills[t]) {
         Pending z{program_kernels::zero_fill<T>,
                   {},
@@ -274,54 +394,134 @@ class Program {
                   TensorOp::count,
                   code[t].backward,
                   code[t].node};
-        z.args.rows = 1, z.args.cols = int32_t(buffers_[b].elems);
-        ordered.push_back(z);
+        z.args.rows = 1, z.args.cols = int32_t(l.buffers[b].elems);
+        l.code.push_back(z);
       }
-      if (code[t].op != TensorOp::count)  // not the loss seed
-        (code[t].backward ? backward_at_ : forward_at_)[code[t].node - P] = int32_t(ordered.size());
-      ordered.push_back(code[t]);
+      l.code.push_back(code[t]);
     }
-    if (forward_count == code.size()) forward_end_ = ordered.size();
+    if (e.forward_count == code.size()) l.forward_end = l.code.size();
+    touches(l.code, l.buffers, l.first, l.last);
+    const int32_t loss = find(l.buffers, e.loss_buffer);
+    l.last[loss] = int32_t(l.code.size()) - 1;  // read after the step
+    return l;
+  }
 
-    // Plan: lifetimes over the final order; the loss lives to the end (read after the update).
-    touches(ordered, first, last);
-    std::vector<PlannedBuffer>& planned = planned_;
-    planned.clear();
-    std::vector<int32_t> slot(buffers_.size(), -1);
-    for (int32_t b = 0; b < int32_t(buffers_.size()); b++) {
-      if (buffers_[b].parent >= 0 || first[b] < 0) continue;
-      if (b == find(loss_buffer)) last[b] = int32_t(ordered.size()) - 1;
-      slot[b] = int32_t(planned.size());
-      planned.push_back({buffers_[b].elems * sizeof(T), first[b], last[b]});
+  // Planner input: every root buffer in use, with its lifetime; slot[b]: its index there.
+  static std::vector<PlannedBuffer> lifetimes(const Lowered& l, std::vector<int32_t>* slot) {
+    std::vector<PlannedBuffer> planned;
+    if (slot) slot->assign(l.buffers.size(), -1);
+    for (int32_t b = 0; b < int32_t(l.buffers.size()); b++) {
+      if (l.buffers[b].parent >= 0 || l.first[b] < 0) continue;
+      if (slot) (*slot)[b] = int32_t(planned.size());
+      planned.push_back({l.buffers[b].elems * sizeof(T), l.first[b], l.last[b]});
     }
-    plan_ = plan_memory(planned, int32_t(ordered.size()));
+    return planned;
+  }
+  static size_t lower_bound_of(const Lowered& l, double* mean_live = nullptr) {
+    std::vector<PlannedBuffer> b = lifetimes(l, nullptr);
+    return plan_memory_bound(b, int32_t(l.code.size()), mean_live);
+  }
+
+  // Rematerialisation under a budget (RAF, arXiv 2303.04759, after Chen et al. 2016's
+  // checkpointing): while the plan needs more than `budget` bytes, drop and recompute the
+  // candidate that lowers the peak the most per FLOP of recomputation. When no single candidate
+  // lowers it (two instructions tie at the peak), the one that lowers the bytes live on average
+  // the most per FLOP, so that the next can. A recomputation that needs another dropped value
+  // has it recomputed first (lower() places them), so chains of cheap ops can go together.
+  std::vector<uint32_t> choose_recomputation(const Emitted& e, size_t budget, size_t* unbudgeted,
+                                             size_t* reached) const {
+    std::vector<uint32_t> chosen;
+    double mean = 0;
+    size_t peak = lower_bound_of(lower(e, chosen), &mean);
+    *unbudgeted = peak;
+    std::vector<bool> dropped(e.cost.size(), false);
+    while (peak > budget) {
+      double best_peak_score = 0, best_mean_score = 0;
+      int64_t best_peak = -1, best_mean = -1;
+      size_t peak_of_best = peak;
+      double mean_of_best = mean, mean_of_best_mean = mean;
+      size_t peak_of_best_mean = peak;
+      for (uint32_t c : e.candidates) {
+        if (dropped[c - first_node_]) continue;
+        std::vector<uint32_t> trial = chosen;
+        trial.push_back(c);
+        double m = 0;
+        const size_t p = lower_bound_of(lower(e, trial), &m);
+        const double cost = std::max(1.0, e.cost[c - first_node_]);
+        if (p<peak&& double(peak - p) / cost> best_peak_score)
+          best_peak_score = double(peak - p) / cost, best_peak = c, peak_of_best = p,
+          mean_of_best = m;
+        if (p <= peak && m < mean && (mean - m) / cost > best_mean_score)
+          best_mean_score = (mean - m) / cost, best_mean = c, peak_of_best_mean = p,
+          mean_of_best_mean = m;
+      }
+      const int64_t best = best_peak >= 0 ? best_peak : best_mean;
+      if (best < 0) break;
+      chosen.push_back(uint32_t(best));
+      dropped[best - first_node_] = true;
+      peak = best_peak >= 0 ? peak_of_best : peak_of_best_mean;
+      mean = best_peak >= 0 ? mean_of_best : mean_of_best_mean;
+    }
+    *reached = peak;
+    return chosen;
+  }
+
+  void compile(const TensorGraph<T>& g, uint32_t root, size_t budget) {
+    const uint32_t P = uint32_t(g.num_params());
+    first_node_ = P;
+    const uint32_t N = root + 1;
+    const Emitted e = emit(g, root);
+    std::vector<uint32_t> recomputed;
+    Lowered l;
+    std::vector<int32_t> slot;
+    // The choice aims at the lower bound; placement can need a little more. Then aim lower by
+    // the excess and choose again (a few times at most), or give up with the smallest arena
+    // placed, which as a budget is met.
+    size_t target = budget, smallest = SIZE_MAX, unbudgeted = 0;
+    for (int attempt = 0;; attempt++) {
+      size_t reached = 0;
+      if (budget) recomputed = choose_recomputation(e, target, &unbudgeted, &reached);
+      l = lower(e, recomputed);
+      planned_ = lifetimes(l, &slot);
+      plan_ = plan_memory(planned_, int32_t(l.code.size()));
+      smallest = std::min(smallest, plan_.arena_bytes);
+      if (!budget || plan_.arena_bytes <= budget) break;
+      if (reached > target || attempt == 8 || plan_.arena_bytes - budget >= target)
+        throw BudgetError{budget, smallest, unbudgeted};
+      target -= plan_.arena_bytes - budget;
+    }
+    plan_.recomputed_nodes = recomputed.size();
     arena_.reset(
         static_cast<T*>(std::aligned_alloc(kPlanAlign, std::max(plan_.arena_bytes, kPlanAlign))));
     if (!arena_) throw std::bad_alloc();
 
     auto resolve = [&](const Ref& r) -> T* {
       if (r.buffer < 0) return const_cast<T*>(r.outside);
-      return arena_.get() + planned[slot[find(r.buffer)]].offset / sizeof(T);
+      return arena_.get() + planned_[slot[find(l.buffers, r.buffer)]].offset / sizeof(T);
     };
     code_.clear();
-    for (Pending& p : ordered) {
+    forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
+    forward_end_ = l.forward_end;
+    for (Pending& p : l.code) {
       OpArgs<T> a = p.args;
       a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
       a.scratch = resolve(p.scratch);
       for (int k = 0; k < 3; k++) a.in[k] = resolve(p.in[k]), a.din[k] = resolve(p.din[k]);
+      if (p.op != TensorOp::count && !p.recompute)  // not a fill, the seed or a recomputation
+        (p.backward ? backward_at_ : forward_at_)[p.node - P] = int32_t(code_.size());
       code_.push_back({p.run, a, p.op, p.backward});
     }
-    loss_ = resolve(data_ref(root));
+    loss_ = arena_.get() + planned_[slot[find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
   }
 
   // first[b], last[b]: the first and last instruction touching buffer b (merged ones: their root).
-  void touches(std::vector<Pending>& code, std::vector<int32_t>& first,
-               std::vector<int32_t>& last) const {
-    first.assign(buffers_.size(), -1), last.assign(buffers_.size(), -1);
+  static void touches(std::vector<Pending>& code, const std::vector<Buffer>& buffers,
+                      std::vector<int32_t>& first, std::vector<int32_t>& last) {
+    first.assign(buffers.size(), -1), last.assign(buffers.size(), -1);
     for (int32_t t = 0; t < int32_t(code.size()); t++)
       for_each_ref(code[t], [&](const Ref& r) {
         if (r.buffer < 0) return;
-        const int32_t b = find(r.buffer);
+        const int32_t b = find(buffers, r.buffer);
         if (first[b] < 0) first[b] = t;
         last[b] = t;
       });

@@ -172,6 +172,7 @@ void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_
   const int slow = slowdown(inject_fault(name, false));
   proc_reset_peak_rss();
   B backend;
+  configure(backend);
   typename W::template Run<B> run(backend, size);
   std::array<double, W::num_grads> grads{};
   auto step = [&] {
@@ -195,6 +196,7 @@ void bench_model(benchmark::State& state, const std::string& name, int64_t size,
   const int slow = slowdown(inject_fault(name, false));
   proc_reset_peak_rss();
   B backend;
+  configure(backend);
   typename W::template Run<B> run(backend, size, loaded_corpus());
   auto step = [&] {
     const double out = run.step(backend);
@@ -217,6 +219,7 @@ Json check_scalar_graph(const std::string& name, int64_t size) {
   const std::string fault = inject_fault(name, true);
   const double wrong = fault == "wrong" ? 1.0 : fault == "nan" ? NAN : 0.0;
   B backend;
+  configure(backend);
   typename W::template Run<B> run(backend, size);
   auto one_step = [&](double offset) {
     std::array<double, W::num_grads> grads{};
@@ -258,6 +261,7 @@ Json check_model(const std::string& name, int64_t size, int check_steps) {
   std::vector<double> losses;
   {
     B backend;
+    configure(backend);
     Run run(backend, size, loaded_corpus());
     Json first = step0(backend, run);
     backend.end_step();  // no update: the same step again must give the same numbers
@@ -270,6 +274,7 @@ Json check_model(const std::string& name, int64_t size, int check_steps) {
     record.set("step0", std::move(first)).set("step0_after_reset", std::move(again));
   }
   B backend;  // made after the first one trained: state leaking between setups would show
+  configure(backend);
   Run run(backend, size, loaded_corpus());
   record.set("step0_fresh_setup", step0(backend, run));
   backend.end_step();
@@ -342,6 +347,22 @@ struct BackendFlags {
   int threads = 1, warmup_steps = 3;
 };
 
+// --memory_budget=BYTES or a fraction in (0, 1]: the compiled mode's planned-arena budget
+// (engine/compiled.h), for every benchmark and check of the process. Backends without a budget
+// refuse the flag.
+struct MemoryBudget {
+  size_t bytes = 0;
+  double fraction = 0;
+};
+inline MemoryBudget g_memory_budget;
+template <class B>
+void configure(B& backend) {
+  if constexpr (requires { backend.budget_bytes; }) {
+    backend.budget_bytes = g_memory_budget.bytes;
+    backend.budget_fraction = g_memory_budget.fraction;
+  }
+}
+
 // Takes our flags out of argv (Google Benchmark gets the rest), validates them against the
 // registry and completes every instance (name, check steps).
 template <class B>
@@ -369,6 +390,20 @@ BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInfo& info
       if (!n || *n < 0 || *n > 1000)
         backend_usage_error(fmt::format("--warmup_steps={}: expected 0 to 1000", v));
       flags.warmup_steps = int(*n);
+    } else if (const char* v = value_of(arg, "--memory_budget=")) {
+      if constexpr (!requires(B b) { b.budget_bytes; })
+        backend_usage_error(fmt::format("--memory_budget={}: {} has no memory budget", v, B::name));
+      char* end = nullptr;
+      const double x = std::strtod(v, &end);
+      if (!*v || *end || !(x > 0) || (x > 1 && x != std::floor(x)))
+        backend_usage_error(fmt::format(
+            "--memory_budget={}: expected bytes (a whole number above 1) or a fraction of the "
+            "unbudgeted plan's peak in (0, 1]",
+            v));
+      if (x > 1)
+        g_memory_budget.bytes = size_t(x);
+      else
+        g_memory_budget.fraction = x;
     } else if (const char* v = value_of(arg, "--threads=")) {
       const std::optional<int64_t> n = parse_whole(v);
       if (!n || *n < 1 || *n > info.max_threads)

@@ -58,8 +58,9 @@ inline MedianInterval median_interval(std::vector<double> x) {
 // Counters a backend may report beyond time and memory, carried into summary.json as they are:
 // the compiled mode's plan and its time to first step (engine/compiled.h).
 inline constexpr const char* kExtraCounters[] = {
-    "arena_bytes",  "planned_arena_bytes", "lower_bound_bytes", "unplanned_bytes",
-    "instructions", "compile_seconds",     "first_step_seconds"};
+    "arena_bytes",        "planned_arena_bytes", "lower_bound_bytes",
+    "unplanned_bytes",    "instructions",        "compile_seconds",
+    "first_step_seconds", "memory_budget_bytes", "recomputed_nodes"};
 
 struct BenchmarkResult {
   std::string status = "failed";  // ok | failed | skipped
