@@ -1,4 +1,5 @@
-// harness/backend_main.h: the main() of every C++ backend binary (bench_engine, bench_libtorch).
+// harness/backend_main.h: the main() of every C++ backend binary (bench_engine, bench_compiled,
+// bench_libtorch).
 //
 // It speaks harness/protocol.h. bench_run tells it exactly which instances to run (--instance,
 // each already named and validated); run by hand, it registers every workload of the registry at
@@ -6,6 +7,7 @@
 //   build/bench_engine --benchmark_filter=small_graph
 //   build/bench_engine --instance=workload=scalar_chain,size=5000 --benchmark_repetitions=3
 //   build/bench_engine --instance=workload=tiny_graph --check_out=/dev/stdout
+//   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
 // Every workload of a kind the backend implements (B::implements, held to its concept at compile
 // time) is instantiated on it: a workload that does not compile on a backend that claims its kind
 // is a build error, never a silent skip. Workloads of a kind the backend does not implement are

@@ -88,7 +88,7 @@ inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, st
           cell["status"].str_or("?"), cell["message"].str_or(""), cell["file"].str_or(""), {}};
       if (e.status == "ok") {
         try {
-          e.result = read_benchmark_result(parse_json(read_file(dir / e.file)));
+          e.result = read_benchmark_result(parse_benchmark_json(read_file(dir / e.file)));
           if (e.result.status != "ok") throw std::runtime_error(e.result.message);
         } catch (const std::exception& ex) {
           run.unreadable.push_back(fmt::format("{}: {}", (dir / e.file).string(), ex.what()));

@@ -4,7 +4,10 @@
 // files (processes.json, check.json, summary.json); the C++ backends write their check records.
 // Objects keep the order their keys were written in. Strict where it matters for a benchmark:
 // only JSON's own number syntax is read (Python's bare NaN or Infinity is a parse error), and a
-// number that is not finite is written as null, which the judge rejects (harness/judge.h).
+// number that is not finite is written as null, which the judge rejects (harness/judge.h). The
+// one exception is parse_benchmark_json, for Google Benchmark's own files: it writes a counter
+// aggregate it cannot compute (the coefficient of variation of a counter that is always 0) as a
+// bare NaN, which that reader takes as a number.
 // Not a general library: \u escapes beyond ASCII become '?', numbers are doubles.
 //   Tests: harness/harness_test.cc.
 #pragma once
@@ -151,7 +154,8 @@ struct Json {
 // Parses one JSON document; a syntax error is a std::runtime_error with the byte offset.
 class JsonParser {
  public:
-  explicit JsonParser(std::string_view text) : s_(text) {}
+  explicit JsonParser(std::string_view text, bool non_finite = false)
+      : s_(text), non_finite_(non_finite) {}
 
   Json parse() {
     Json v = value();
@@ -214,6 +218,13 @@ class JsonParser {
     } else if (eat_word("false")) {
       v.kind = Json::Kind::boolean;
     } else if (eat_word("null")) {
+    } else if (non_finite_ &&
+               (eat_word("NaN") || eat_word("-NaN") || eat_word("nan") || eat_word("-nan"))) {
+      v.kind = Json::Kind::number, v.number = NAN;
+    } else if (non_finite_ && (eat_word("Infinity") || eat_word("inf"))) {
+      v.kind = Json::Kind::number, v.number = INFINITY;
+    } else if (non_finite_ && (eat_word("-Infinity") || eat_word("-inf"))) {
+      v.kind = Json::Kind::number, v.number = -INFINITY;
     } else if (c == '-' || digit_at(pos_)) {  // JSON's grammar: no NaN, Infinity, '+' or hex
       const size_t first_digit = pos_ + (c == '-');
       if (!digit_at(first_digit)) fail("expected a digit");
@@ -262,9 +273,12 @@ class JsonParser {
   }
 
   std::string_view s_;
+  bool non_finite_ = false;
   size_t pos_ = 0;
 };
 
 inline Json parse_json(std::string_view text) { return JsonParser(text).parse(); }
+// A Google Benchmark result file: JSON, plus the NaN and Infinity it writes (see the top).
+inline Json parse_benchmark_json(std::string_view text) { return JsonParser(text, true).parse(); }
 
 }  // namespace bp

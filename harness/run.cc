@@ -742,7 +742,7 @@ class Run {
     try {
       std::vector<Json> files;
       for (const Cell& round : cells)
-        files.push_back(parse_json(read_file(folder_.dir() / round.file)));
+        files.push_back(parse_benchmark_json(read_file(folder_.dir() / round.file)));
       const Json merged_file = merge_rounds(files);
       write_atomically(folder_.dir() / c.file, merged_file.dump(2, 3) + "\n");
       c.take(read_benchmark_result(merged_file));
@@ -812,7 +812,7 @@ class Run {
         if (p == finished_.end() || p->second["status"].str_or("") != "ok") break;
         Cell& c = kept[r.backend];
         try {
-          const Json file = parse_json(read_file(folder_.dir() / c.file));
+          const Json file = parse_benchmark_json(read_file(folder_.dir() / c.file));
           c.take(read_benchmark_result(file));
           if (c.status != "ok") break;
           if (!contexts_.count(r.backend)) contexts_[r.backend] = file["context"];
@@ -876,7 +876,7 @@ class Run {
               human_mb(c.max_rss_bytes));
       } else {
         try {
-          const Json file = parse_json(read_file(folder_.dir() / c.file));
+          const Json file = parse_benchmark_json(read_file(folder_.dir() / c.file));
           c.take(read_benchmark_result(file));
           if (!contexts_.count(r.backend)) contexts_[r.backend] = file["context"];
         } catch (const std::exception& e) {
