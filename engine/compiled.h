@@ -205,17 +205,7 @@ struct CompiledBackend {
     if (!ran_forward) program.forward(), ran_forward = true;
     return program.loss();
   }
-  void read_grad(Tensor p, std::span<float> out) const {
-    const size_t n = size_t(graph.rows(p)) * graph.cols(p);
-    if (out.size() != n) {
-      std::fprintf(stderr,
-                   "bp::CompiledBackend::read_grad: parameter (%d, %d) has %zu values; "
-                   "the output holds %zu\n",
-                   graph.rows(p), graph.cols(p), n, out.size());
-      std::abort();
-    }
-    std::copy(graph.grad(p), graph.grad(p) + n, out.begin());
-  }
+  void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }
 
   // Counters: every arena this backend holds, and the plan's own figures.
   size_t arena_bytes() const {
@@ -266,13 +256,11 @@ struct CompiledBackend {
 
   [[noreturn]] __attribute__((format(printf, 3, 4))) void refuse(const char* op, const char* format,
                                                                  ...) const {
-    std::fprintf(stderr, "bp::CompiledBackend::%s: ", op);
+    char where[64];
+    std::snprintf(where, sizeof where, "bp::CompiledBackend::%s", op);
     va_list args;
     va_start(args, format);
-    std::vfprintf(stderr, format, args);
-    va_end(args);
-    std::fputc('\n', stderr);
-    std::abort();
+    engine_vfail(where, format, args);
   }
   // A handle of this graph: a parameter or constant, or made earlier in this step.
   void check_handle(Tensor t, const char* op) const {

@@ -14,8 +14,11 @@
 #pragma once
 
 #include <cmath>
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
@@ -49,6 +52,15 @@ inline constexpr const char* tensor_op_names[] = {
     "tanh", "relu", "gelu",      "exp",     "log",       "embedding",
     "sum",  "mean", "layernorm", "softmax", "attention", "cross_entropy"};
 static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
+
+// Misuse of the engine's API stops the program with one line, "<where>: <what>" (every class's
+// fail or refuse formats its message and ends here).
+[[noreturn]] inline void engine_vfail(const char* where, const char* format, va_list args) {
+  std::fprintf(stderr, "%s: ", where);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  std::abort();
+}
 
 // Indices (token ids, targets) live outside the graph: the caller owns them for the step.
 struct IndexSpan {

@@ -536,13 +536,9 @@ class Program {
     return a;
   }
   [[noreturn]] __attribute__((format(printf, 1, 2))) static void fail(const char* format, ...) {
-    std::fprintf(stderr, "bp::Program: ");
     va_list args;
     va_start(args, format);
-    std::vfprintf(stderr, format, args);
-    va_end(args);
-    std::fputc('\n', stderr);
-    std::abort();
+    engine_vfail("bp::Program", format, args);
   }
 
   struct FreeDeleter {

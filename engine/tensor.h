@@ -288,6 +288,15 @@ class TensorGraph {
     return nodes_[i];
   }
   T* data(Tensor t) const { return nodes_[checked(t, "data")].data; }
+  // A parameter's gradient copied out; `out` must hold exactly its values.
+  void read_grad(Tensor t, std::span<T> out) const {
+    const Node& p = nodes_[checked(t, "read_grad")];
+    if (out.size() != numel(p))
+      fail("read_grad", "parameter %s has %zu values; the output holds %zu", shape(p).text,
+           numel(p), out.size());
+    if (!p.grad) fail("read_grad", "%s is a constant: it has no gradient", shape(p).text);
+    std::copy(p.grad, p.grad + numel(p), out.begin());
+  }
   T* grad(Tensor t) const { return nodes_[checked(t, "grad")].grad; }
   int32_t rows(Tensor t) const { return nodes_[checked(t, "rows")].rows; }
   int32_t cols(Tensor t) const { return nodes_[checked(t, "cols")].cols; }
@@ -361,13 +370,11 @@ class TensorGraph {
 
   [[noreturn]] __attribute__((format(printf, 2, 3))) static void fail(const char* op,
                                                                       const char* format, ...) {
-    std::fprintf(stderr, "bp::TensorGraph::%s: ", op);
+    char where[64];
+    std::snprintf(where, sizeof where, "bp::TensorGraph::%s", op);
     va_list args;
     va_start(args, format);
-    std::vfprintf(stderr, format, args);
-    va_end(args);
-    std::fputc('\n', stderr);
-    std::abort();
+    engine_vfail(where, format, args);
   }
 
   // The position of t's node, after checking that t is a handle of this graph and of this step.
