@@ -19,8 +19,8 @@
 //
 // Not here: kernel dialects (issue 10, still to come); a step whose graph changes from step to
 // step is refused, never recaptured.
-// Tests: engine/compiled_test.cc (gradients bitwise equal to the eager engine on every model
-// workload; the guard; the plan's invariants).
+// Tests: engine/compiled_test.cc (gradients bitwise equal to the eager engine on every workload,
+// with and without a memory budget; the guard; the plan's invariants).
 #pragma once
 
 #include <array>
@@ -155,6 +155,8 @@ struct CompiledBackend {
   void backward(Tensor loss) {
     if (!compiled()) {
       graph.backward(loss);  // checks the root as the eager engine does; records nothing
+      if (loss.id < graph.num_params())
+        refuse("backward", "from parameter %u itself: the step has no op to compile", loss.id);
       root = loss.id;
       for (uint32_t i = uint32_t(graph.num_params()); i <= root; i++)
         captured.push_back(graph.node_at(i));
@@ -311,6 +313,11 @@ struct CompiledBackend {
                  "op %u, operand %d is node %u %s, but the captured step used node %u %s; "
                  "only a constant of the same shape may change between steps",
                  cursor + 1, k, t.id, text(given, a), c.in[k], text(want, b));
+        if (op == TensorOp::view)  // not an instruction: its readers hold the captured address
+          refuse(name,
+                 "op %u views constant %u, but the captured step viewed constant %u; a view's "
+                 "constant cannot change between steps (pass the constant to an op instead)",
+                 cursor + 1, t.id, c.in[k]);
         program.bind_constant(id, k, graph.data(t));
       }
       k++;

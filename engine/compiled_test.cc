@@ -264,6 +264,18 @@ void replay_with_a_target_out_of_range() {
   const std::vector<int32_t> bad{0, 1, 7, 1};
   m.be.cross_entropy(m.be.linear(m.be.linear_relu(m.x, m.w1, m.b1), m.w2, m.b2), m.be.indices(bad));
 }
+void replay_with_another_constant_under_a_view() {
+  TwoLayer m;
+  auto step = [&](bp::Tensor input) {
+    m.be.zero_grad();
+    bp::Tensor x = m.be.view(input, 4, 6);
+    m.be.backward(
+        m.be.cross_entropy(m.be.linear(m.be.linear_relu(x, m.w1, m.b1), m.w2, m.b2), m.targets));
+    m.be.end_step();
+  };
+  step(m.x);
+  step(m.x_other);
+}
 void scalar_step_with_another_constant() {
   bp::CompiledBackend be;
   auto a = be.param(-4.0), b = be.param(2.0);
@@ -307,6 +319,9 @@ TEST(CompiledGuardDeathTest, AStepThatDiffersFromTheCapturedOneIsRefused) {
       replay_with_a_target_out_of_range(),
       "bp::TensorGraph::cross_entropy: logits \\(4, 3\\), target 7 at row 2: valid targets are 0 "
       "to 2");
+  EXPECT_DEATH(replay_with_another_constant_under_a_view(),
+               "bp::CompiledBackend::view: op 1 views constant 5, but the captured step viewed "
+               "constant 4; a view's constant cannot change between steps");
   EXPECT_DEATH(scalar_step_with_another_constant(),
                "bp::CompiledScalar::constant: node 3 is the constant 2; the captured step had 1 "
                "there");
