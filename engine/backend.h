@@ -17,7 +17,26 @@
 
 namespace bp {
 
-struct EngineBackend {
+// What both of our engine's tensor backends (this one and engine/compiled.h's) keep for a
+// workload beside the graph: its token and target indices, and which optimizer it chose.
+struct EngineTensorInputs {
+  std::deque<std::vector<int32_t>> index_store;  // a deque: spans into it stay valid as it grows
+  bool adamw = false;
+  AdamWConfig adamw_config;
+  double sgd_lr = 0;
+
+  IndexSpan indices(std::span<const int32_t> ids) {
+    index_store.emplace_back(ids.begin(), ids.end());
+    return IndexSpan{index_store.back().data(), int32_t(ids.size())};
+  }
+  void use_adamw(const AdamW& c) {
+    adamw = true;
+    adamw_config = {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
+  }
+  void use_sgd(double lr) { adamw = false, sgd_lr = lr; }
+};
+
+struct EngineBackend : EngineTensorInputs {
   static constexpr std::string_view name = "engine";
   static constexpr Implements implements = Implements::both;
 
@@ -40,20 +59,12 @@ struct EngineBackend {
   using Tensor = bp::Tensor;
   using Indices = IndexSpan;
   TensorGraph<float> graph;
-  std::deque<std::vector<int32_t>> index_store;  // a deque: spans into it stay valid as it grows
-  bool adamw = false;
-  AdamWConfig adamw_config;
-  double sgd_lr = 0;
 
   Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.param(rows, cols, v);
   }
   Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.constant(rows, cols, v);
-  }
-  Indices indices(std::span<const int32_t> ids) {
-    index_store.emplace_back(ids.begin(), ids.end());
-    return IndexSpan{index_store.back().data(), int32_t(ids.size())};
   }
   Tensor linear(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b); }
   Tensor linear(Tensor x, Tensor w) { return graph.matmul(x, w, true); }
@@ -70,11 +81,6 @@ struct EngineBackend {
   Tensor cross_entropy(Tensor logits, Indices targets) {
     return graph.cross_entropy(logits, targets);
   }
-  void use_adamw(const AdamW& c) {
-    adamw = true;
-    adamw_config = {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
-  }
-  void use_sgd(double lr) { adamw = false, sgd_lr = lr; }
   void zero_grad() { graph.zero_grad(); }
   void backward(Tensor loss) { graph.backward(loss); }
   void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/compiled_scalar.h"
 #include "engine/program.h"
 #include "engine/tensor.h"
@@ -41,7 +42,7 @@
 
 namespace bp {
 
-struct CompiledBackend {
+struct CompiledBackend : EngineTensorInputs {
   static constexpr std::string_view name = "compiled";
   static constexpr Implements implements = Implements::both;
 
@@ -73,10 +74,6 @@ struct CompiledBackend {
   uint32_t root = 0;           // the loss
   uint32_t cursor = 0;         // ops replayed in this step
   bool ran_forward = false, ran_backward = false;
-  std::deque<std::vector<int32_t>> index_store;
-  bool adamw = false;
-  AdamWConfig adamw_config;
-  double sgd_lr = 0;
   // Rematerialisation (engine/program.h): the planned arena's budget, in bytes, or as a fraction
   // of the plan's peak without one (0: no budget).
   size_t budget_bytes = 0;
@@ -93,10 +90,6 @@ struct CompiledBackend {
   }
   Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.constant(rows, cols, v);
-  }
-  Indices indices(std::span<const int32_t> ids) {
-    index_store.emplace_back(ids.begin(), ids.end());
-    return IndexSpan{index_store.back().data(), int32_t(ids.size())};
   }
 
   Tensor linear(Tensor x, Tensor w, Tensor b) {
@@ -144,11 +137,6 @@ struct CompiledBackend {
     return replay(TensorOp::cross_entropy, {logits}, {0, 0, 0}, targets);
   }
 
-  void use_adamw(const AdamW& c) {
-    adamw = true;
-    adamw_config = {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay};
-  }
-  void use_sgd(double lr) { adamw = false, sgd_lr = lr; }
   void zero_grad() { graph.zero_grad(); }
 
   // The first step's backward compiles the capture; every step's runs the program.

@@ -102,6 +102,16 @@ std::vector<OpCase> cases() {
   };
 }
 
+// Each parameter's initial values, from its range, with a seed of its own.
+std::vector<std::vector<double>> init_of(const OpCase& c) {
+  std::vector<std::vector<double>> init;
+  for (size_t i = 0; i < c.params.size(); i++) {
+    const ParamSpec& s = c.params[i];
+    init.push_back(values(size_t(s.rows) * s.cols, s.lo, s.hi, 7 + i));
+  }
+  return init;
+}
+
 // loss = sum(out * R): R is an input, so only the op's parameters get gradients.
 double loss_of(const OpCase& c, const std::vector<std::vector<double>>& init, G* keep = nullptr,
                std::vector<Tensor>* params_out = nullptr) {
@@ -123,11 +133,7 @@ TEST(TensorOps, GradientsMatchCentralFiniteDifferences) {
   const double h = 1e-6, tolerance = 1e-8;  // relative to max(1, |fd|); see engine/scalar_test.cc
   std::set<bp::TensorOp> covered;
   for (const OpCase& c : cases()) {
-    std::vector<std::vector<double>> init;
-    for (size_t i = 0; i < c.params.size(); i++) {
-      const ParamSpec& s = c.params[i];
-      init.push_back(values(size_t(s.rows) * s.cols, s.lo, s.hi, 7 + i));
-    }
+    const std::vector<std::vector<double>> init = init_of(c);
     G g;
     std::vector<Tensor> p;
     loss_of(c, init, &g, &p);
@@ -155,11 +161,7 @@ TEST(TensorOps, GradientsMatchCentralFiniteDifferences) {
 TEST(TensorOps, CompiledProgramGivesTheEagerGradientsBitwise) {
   std::set<bp::TensorOp> covered;
   for (const OpCase& c : cases()) {
-    std::vector<std::vector<double>> init;
-    for (size_t i = 0; i < c.params.size(); i++) {
-      const ParamSpec& s = c.params[i];
-      init.push_back(values(size_t(s.rows) * s.cols, s.lo, s.hi, 7 + i));
-    }
+    const std::vector<std::vector<double>> init = init_of(c);
     int32_t rows, cols;
     {
       G probe;
