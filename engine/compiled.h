@@ -208,25 +208,19 @@ struct CompiledBackend : EngineTensorInputs {
             {"lower_bound_bytes", double(m.lower_bound_bytes)},
             {"unplanned_bytes", double(m.unplanned_bytes)},
             {"instructions", double(program.num_instructions())},
-            {"memory_budget_bytes", double(budget)},
+            {"memory_budget_bytes", double(program.budget_bytes())},
             {"recomputed_nodes", double(m.recomputed_nodes)},
             {"compile_seconds", compile_seconds},
             {"first_step_seconds", first_step_seconds}};
   }
 
  private:
-  size_t budget = 0;  // what the program was planned under (0: none)
-
   // The program, under the budget if there is one. A budget no plan meets ends the process with
   // one line naming the smallest this planner reached: exit 2, as for any bad flag, before any
   // arithmetic of the step has run.
   Program<float> compile_program() {
-    budget = budget_bytes;
-    if (budget_fraction > 0)
-      budget =
-          size_t(budget_fraction * double(Program<float>(graph, root).memory().lower_bound_bytes));
     try {
-      return Program<float>(graph, root, budget);
+      return Program<float>(graph, root, ArenaBudget{budget_bytes, budget_fraction});
     } catch (const BudgetError& e) {
       std::fprintf(stderr,
                    "error: memory budget %zu bytes cannot be met: recomputing activations, the "

@@ -286,10 +286,10 @@ class CompiledScalar {
   bool capturing_reads() const { return compiled() && steps_ == captured_step_; }
 
   static constexpr uint32_t kNone = ~0u;
-  std::vector<Node> nodes_;  // parameters first, then the captured step
-  std::vector<double> values_, grads_;
-  std::vector<Instr> code_;           // forward, start_backward, backward, stop
-  std::vector<uint32_t> grad_reads_;  // the captured step's reads after its backward
+  std::vector<Node> nodes_;             // parameters first, then the captured step
+  std::vector<double> values_, grads_;  // (nodes up to the root), by node index
+  std::vector<Instr> code_;             // forward, start_backward, backward, stop
+  std::vector<uint32_t> grad_reads_;    // the captured step's reads after its backward
   uint32_t value_read_ = kNone;
   bool replay_ready_ = false;
   size_t num_params_ = 0;

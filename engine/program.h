@@ -42,12 +42,11 @@
 
 namespace bp {
 
+// One kernel call with its arguments, every pointer resolved.
 template <class T>
 struct Instr {
   void (*run)(const OpArgs<T>&);
   OpArgs<T> args;
-  TensorOp op;  // what it came from (TensorOp::count: a zero fill or the loss seed)
-  bool backward;
 };
 
 // One parameter's optimizer update, pointers resolved (moments null for SGD).
@@ -70,6 +69,13 @@ void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager
 }
 }  // namespace program_kernels
 
+// The planned arena's budget: bytes, or a fraction of the plan's own peak without one (0 and 0:
+// no budget).
+struct ArenaBudget {
+  size_t bytes = 0;
+  double fraction = 0;
+};
+
 // A budget no plan of this program meets: the smallest arena this planner placed by recomputation
 // (a budget it meets), and the plan's peak without any.
 struct BudgetError {
@@ -86,10 +92,10 @@ class Program {
   Program& operator=(Program&&) = default;
 
   // Compiles nodes [num_params, root] of the record-only graph `g`; root is the loss (1, 1). With
-  // a budget (bytes of planned arena), activations are recomputed until the plan fits, or
-  // BudgetError says the smallest it reached.
-  Program(const TensorGraph<T>& g, uint32_t root, size_t budget_bytes = 0) {
-    compile(g, root, budget_bytes);
+  // a budget, activations are recomputed until the plan fits, or BudgetError says the smallest
+  // it reached.
+  Program(const TensorGraph<T>& g, uint32_t root, ArenaBudget budget = {}) {
+    compile(g, root, budget);
   }
 
   void forward() const {
@@ -129,10 +135,9 @@ class Program {
   }
 
   const MemoryPlan& memory() const { return plan_; }
+  size_t budget_bytes() const { return budget_bytes_; }  // what it was planned under (0: none)
   const std::vector<PlannedBuffer>& buffers() const { return planned_; }  // placed, for the tests
   size_t num_instructions() const { return code_.size(); }
-  size_t forward_instructions() const { return forward_end_; }
-  const std::vector<Instr<T>>& code() const { return code_; }
 
  private:
   // Where a pointer of an instruction goes: a planned buffer, or memory outside the arena
@@ -466,11 +471,14 @@ class Program {
     return chosen;
   }
 
-  void compile(const TensorGraph<T>& g, uint32_t root, size_t budget) {
+  void compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit) {
     const uint32_t P = uint32_t(g.num_params());
     first_node_ = P;
     const uint32_t N = root + 1;
     const Emitted e = emit(g, root);
+    size_t budget = limit.bytes;
+    if (limit.fraction > 0) budget = size_t(limit.fraction * double(lower_bound_of(lower(e, {}))));
+    budget_bytes_ = budget;
     std::vector<uint32_t> recomputed;
     Lowered l;
     std::vector<int32_t> slot;
@@ -509,7 +517,7 @@ class Program {
       for (int k = 0; k < 3; k++) a.in[k] = resolve(p.in[k]), a.din[k] = resolve(p.din[k]);
       if (p.op != TensorOp::count && !p.recompute)  // not a fill, the seed or a recomputation
         (p.backward ? backward_at_ : forward_at_)[p.node - P] = int32_t(code_.size());
-      code_.push_back({p.run, a, p.op, p.backward});
+      code_.push_back({p.run, a});
     }
     loss_ = arena_.get() + planned_[slot[find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
   }
@@ -551,8 +559,9 @@ class Program {
   std::vector<int32_t> forward_at_, backward_at_;  // node - first_node_ -> its instruction
   uint32_t first_node_ = 0;
   std::vector<ParamUpdate<T>> updates_;
-  std::unique_ptr<T, FreeDeleter> arena_;
-  T* loss_ = nullptr;
+  std::unique_ptr<T, FreeDeleter> arena_;  // (plan_.arena_bytes / sizeof(T)): every buffer
+  T* loss_ = nullptr;                      // (1, 1), inside the arena
+  size_t budget_bytes_ = 0;
   MemoryPlan plan_;
 };
 

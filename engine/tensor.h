@@ -301,7 +301,6 @@ class TensorGraph {
   int32_t rows(Tensor t) const { return nodes_[checked(t, "rows")].rows; }
   int32_t cols(Tensor t) const { return nodes_[checked(t, "cols")].cols; }
   size_t num_params() const { return num_params_; }
-  bool record_only() const { return record_only_; }
   uint32_t serial() const { return serial_; }     // the graph field of this graph's handles
   uint32_t step_count() const { return steps_; }  // the step field of this step's handles
   // Every index in range, checked on every step (the compiled mode's replay calls these too).
