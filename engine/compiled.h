@@ -17,12 +17,16 @@
 // budget_fraction of the plan's own peak) activations are dropped after the forward and
 // recomputed before the backward that needs them until the plan fits (engine/program.h).
 //
-// Not here: kernel dialects (issue 10, still to come); a step whose graph changes from step to
-// step is refused, never recaptured.
+// Kernels: chosen per op at compile time by `dialects` (engine/dialects.h): by priority (the
+// eager engine's own), by timing every candidate on the op's shape (auto), or forced per family.
+// The choice of every op is reported (kernel_report) and carried into the results.
+//
+// Not here: a step whose graph changes from step to step is refused, never recaptured.
 // Tests: engine/compiled_test.cc (gradients bitwise equal to the eager engine on every workload,
 // with and without a memory budget; the guard; the plan's invariants).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdarg>
@@ -30,6 +34,7 @@
 #include <cstdlib>
 #include <deque>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -78,6 +83,8 @@ struct CompiledBackend : EngineTensorInputs {
   // of the plan's peak without one (0: no budget).
   size_t budget_bytes = 0;
   double budget_fraction = 0;
+  DialectSpec dialects;          // how kernels are chosen (engine/dialects.h); priority unless set
+  double selection_seconds = 0;  // of compile_seconds, what choosing kernels took
   // Time to first step: from the first op of the captured step to its program being ready
   // (capture, planning), and to the end of its first backward (running it once too).
   std::chrono::steady_clock::time_point capture_started;
@@ -197,6 +204,27 @@ struct CompiledBackend : EngineTensorInputs {
   }
   void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }
 
+  // Which kernel served the ops of the step, per op and dialect in the order first met:
+  // "auto: linear=blis x3, matmul=engine x2, ...". Empty before the first compile, and for
+  // scalar graphs (one kernel per op there).
+  std::string kernel_report() const {
+    if (!compiled()) return "";
+    std::vector<std::pair<std::string, int>> uses;
+    for (const auto& k : program.kernels()) {
+      const std::string key =
+          std::string(tensor_op_names[int(k.op)]) + "=" + k.choice.kernel->dialect;
+      auto it = std::find_if(uses.begin(), uses.end(), [&](auto& u) { return u.first == key; });
+      if (it == uses.end())
+        uses.push_back({key, 1});
+      else
+        it->second++;
+    }
+    std::string text = dialects.text + ":";
+    for (size_t i = 0; i < uses.size(); i++)
+      text += (i ? ", " : " ") + uses[i].first + " x" + std::to_string(uses[i].second);
+    return text;
+  }
+
   // Counters: every arena this backend holds, and the plan's own figures.
   size_t arena_bytes() const {
     return scalars.arena_bytes() + graph.arena_bytes() + program.memory().arena_bytes;
@@ -211,6 +239,7 @@ struct CompiledBackend : EngineTensorInputs {
             {"memory_budget_bytes", double(program.budget_bytes())},
             {"recomputed_nodes", double(m.recomputed_nodes)},
             {"compile_seconds", compile_seconds},
+            {"dialect_selection_seconds", selection_seconds},
             {"first_step_seconds", first_step_seconds}};
   }
 
@@ -220,7 +249,13 @@ struct CompiledBackend : EngineTensorInputs {
   // arithmetic of the step has run.
   Program<float> compile_program() {
     try {
-      return Program<float>(graph, root, ArenaBudget{budget_bytes, budget_fraction});
+      DialectSelector<float> selector(dialects);
+      Program<float> p(graph, root, ArenaBudget{budget_bytes, budget_fraction}, &selector);
+      selection_seconds = selector.seconds_measuring();
+      return p;
+    } catch (const DialectError& e) {
+      std::fprintf(stderr, "error: --dialect=%s: %s\n", dialects.text.c_str(), e.message.c_str());
+      std::exit(2);
     } catch (const BudgetError& e) {
       std::fprintf(stderr,
                    "error: memory budget %zu bytes cannot be met: recomputing activations, the "

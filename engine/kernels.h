@@ -2,12 +2,13 @@
 //
 // Each op's forward sits beside its backward, with mirrored arguments (outputs first, sizes last);
 // a backward adds (+=) into the gradients it is given. Nothing here knows about graphs, handles or
-// shapes' validity: engine/tensor.h checks every operand and calls these. Kept apart so that any
-// way of running a step (today the eager tape) shares one copy of each kernel.
+// shapes' validity: engine/tensor.h checks every operand and calls these. Kept apart so that every
+// way of running a step (the eager tape, the compiled program) shares one copy of each kernel:
+// these are the `engine` dialect (engine/dialects.h).
 // T is float for benchmarks and double for the finite-difference tests.
 //
 // Tests: engine/tensor_test.cc (every op against finite differences in double; exp and tanh swept
-// against libm; matmul's three paths).
+// against libm; matmul's paths, packed panels included, against a plain product).
 #pragma once
 
 #include <algorithm>
@@ -83,17 +84,18 @@ inline void axpy(T* y, T a, const T* x, int32_t n) {  // y += a x
 
 // ---- matrix products ----
 
-// c (M, N) += a (M, K) @ b (K, N), b and c row-major and contiguous. The output is computed in
-// tiles of MR rows x NR columns held in registers across the whole k loop: per k, NR/16 vector
-// loads of b, MR broadcasts of a, MR*NR/16 fused multiply-adds (AVX-512). Columns go by panels
-// of NR so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
+// c (M, N) += a (M, K) @ b (K, N), row-major, c's rows ldc apart and b's ldb. The output is
+// computed in tiles of MR rows x NR columns held in registers across the whole k loop: per k,
+// NR/16 vector loads of b, MR broadcasts of a, MR*NR/16 fused multiply-adds (AVX-512). Columns
+// go by panels of NR so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
 template <class T, int MR, int NR>
-inline void gemm_tile(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t K, int32_t N) {
+inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
+                      int32_t ldb, int32_t K) {
   T acc[MR][NR];
   for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) acc[i][j] = c[size_t(i) * N + j];
+    for (int j = 0; j < NR; j++) acc[i][j] = c[size_t(i) * ldc + j];
   for (int32_t k = 0; k < K; k++) {
-    const T* bk = b + size_t(k) * N;
+    const T* bk = b + size_t(k) * ldb;
     for (int i = 0; i < MR; i++) {
       const T av = a[size_t(i) * rs + size_t(k) * cs];
 #pragma omp simd
@@ -101,29 +103,49 @@ inline void gemm_tile(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int3
     }
   }
   for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) c[size_t(i) * N + j] = acc[i][j];
+    for (int j = 0; j < NR; j++) c[size_t(i) * ldc + j] = acc[i][j];
 }
 // MR = 8 rows keep 8 x NR/16 independent accumulator chains in flight (of AVX-512's 32 vector
 // registers), enough to hide the FMA latency even on the 24-wide matrices of mini_gpt.
 template <class T, int NR>
-inline void gemm_panel(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
-                       int32_t N) {
+inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
+                       int32_t ldb, int32_t M, int32_t K) {
   int32_t m = 0;
   for (; m + 8 <= M; m += 8)
-    gemm_tile<T, 8, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
+    gemm_tile<T, 8, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
   for (; m + 4 <= M; m += 4)
-    gemm_tile<T, 4, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
-  for (; m < M; m++) gemm_tile<T, 1, NR>(c + size_t(m) * N, a + size_t(m) * rs, rs, cs, b, K, N);
+    gemm_tile<T, 4, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
+  for (; m < M; m++)
+    gemm_tile<T, 1, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
 }
-// c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs].
+// A 32-wide panel of b is packed (its K rows made contiguous) when at least kPackMinRows rows of
+// a pass over it: b's rows are N floats apart, a page apart at N = 1024, so an unpacked panel
+// costs a TLB entry per row and its lines share the same few L1 sets. The copy is 1/M of the
+// panel's arithmetic. Packing moves data only: the sums are the same, in the same order.
+inline constexpr int32_t kPackMinRows = 16;
+inline size_t scratch_round(size_t n);
+inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
+  return M >= kPackMinRows && N >= 32 ? scratch_round(size_t(K) * 32) : 0;
+}
+// c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs]. pack holds
+// gemm_pack_elems(M, K, N) elements (null when that is 0).
 template <class T>
 inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
-                 int32_t N) {
+                 int32_t N, T* pack) {
   int32_t n = 0;
-  for (; n + 32 <= N; n += 32) gemm_panel<T, 32>(c + n, a, rs, cs, b + n, M, K, N);
-  for (; n + 16 <= N; n += 16) gemm_panel<T, 16>(c + n, a, rs, cs, b + n, M, K, N);
-  for (; n + 8 <= N; n += 8) gemm_panel<T, 8>(c + n, a, rs, cs, b + n, M, K, N);
-  for (; n < N; n++) gemm_panel<T, 1>(c + n, a, rs, cs, b + n, M, K, N);
+  const bool packing = gemm_pack_elems(M, K, N) > 0;
+  for (; n + 32 <= N; n += 32) {
+    if (packing) {
+      for (int32_t k = 0; k < K; k++)
+        std::memcpy(pack + size_t(k) * 32, b + size_t(k) * N + n, 32 * sizeof(T));
+      gemm_panel<T, 32>(c + n, N, a, rs, cs, pack, 32, M, K);
+    } else {
+      gemm_panel<T, 32>(c + n, N, a, rs, cs, b + n, N, M, K);
+    }
+  }
+  for (; n + 16 <= N; n += 16) gemm_panel<T, 16>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n + 8 <= N; n += 8) gemm_panel<T, 8>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K);
 }
 // out (C, R) = in (R, C)^T. Small matrices (all of them in L1) row by row of the output; larger
 // ones in 16 x 16 blocks so that both sides move a cache line at a time.
@@ -150,18 +172,22 @@ inline size_t scratch_round(size_t n) {
   return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
 
-// The scratch matmul_accumulate needs for these sizes (elements): one transposed copy, or two.
+// The scratch matmul_accumulate needs for these sizes (elements): one transposed copy, or two,
+// then gemm's packed panel.
 inline size_t matmul_scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a, bool trans_b) {
-  if (!trans_b) return 0;
-  if (size_t(N) * K <= size_t(M) * (K + N)) return scratch_round(size_t(K) * N);
-  return (trans_a ? 0 : scratch_round(size_t(K) * M)) + scratch_round(size_t(N) * M);
+  if (!trans_b) return gemm_pack_elems(M, K, N);
+  if (size_t(N) * K <= size_t(M) * (K + N))
+    return scratch_round(size_t(K) * N) + gemm_pack_elems(M, K, N);
+  return (trans_a ? 0 : scratch_round(size_t(K) * M)) + scratch_round(size_t(N) * M) +
+         gemm_pack_elems(N, K, M);
 }
 
 // c (M, N) += op(a) op(b), op(a) (M, K), op(b) (K, N); trans_a means a is stored (K, M), trans_b
 // that b is stored (N, K). Transposed copies, when needed, go to `scratch`, which holds
-// matmul_scratch_elems(M, N, K, trans_a, trans_b) elements. Everything goes to gemm above.
-// (OpenBLAS's sgemm was tried for large products and lost on every workload here: README,
-// "Kernels".)
+// matmul_scratch_elems(M, N, K, trans_a, trans_b) elements, gemm's packed panel last. Everything
+// goes to gemm above.
+// The libraries' products are other dialects (engine/kernels_library.h), which the compiled mode
+// may choose per shape; the eager engine runs this one.
 template <class T>
 inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M,
                               int32_t N, int32_t K, T* scratch) {
@@ -170,11 +196,11 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
   // With trans_b: copy b transposed, or work on c^T (N, M) += b (N, K) @ op(a)^T (K, M),
   // whichever copies less.
   if (!trans_b) {
-    gemm(c, a, rs, cs, b, M, K, N);
+    gemm(c, a, rs, cs, b, M, K, N, scratch);
   } else if (size_t(N) * K <= size_t(M) * (K + N)) {
     T* bt = scratch;  // (K, N)
     transpose(bt, b, N, K);
-    gemm(c, a, rs, cs, bt, M, K, N);
+    gemm(c, a, rs, cs, bt, M, K, N, scratch + scratch_round(size_t(K) * N));
   } else {
     const T* a_t = a;  // op(a)^T, row-major (K, M)
     T* c_t = scratch;  // (N, M)
@@ -185,10 +211,29 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
       c_t = scratch + scratch_round(size_t(K) * M);
     }
     transpose(c_t, c, M, N);
-    gemm(c_t, b, K, 1, a_t, N, K, M);
+    gemm(c_t, b, K, 1, a_t, N, K, M, c_t + scratch_round(size_t(N) * M));
     transpose(c, c_t, N, M);
   }
 }
+
+// A product kernel as the matmul and linear ops call it: c (M, N) += op(a) op(b), and the scratch
+// it needs. The ops are templates over such a policy (engine/ops.h), so every matmul dialect
+// (engine/dialects.h) runs the ops' own code around its products; this one is the engine's.
+struct TiledGemm {
+  static constexpr bool in_build = true;
+  template <class T>
+  static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
+                  int32_t K, T* scratch) {
+    matmul_accumulate(c, a, trans_a, b, trans_b, M, N, K, scratch);
+  }
+  template <class T>
+  static bool available(int32_t, int32_t, int32_t, bool, bool) {
+    return true;
+  }
+  static size_t scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a, bool trans_b) {
+    return matmul_scratch_elems(M, N, K, trans_a, trans_b);
+  }
+};
 
 // ---- softmax and cross-entropy ----
 

@@ -7,12 +7,16 @@
 // scratch it takes, what its backward reads, whether its forward accumulates into its output, and
 // whether it may write over an operand. Both ways of running a step use this one table: the eager
 // graph (engine/tensor.h) fills an OpArgs per node as it goes; the compiled program
-// (engine/program.h) fills them once, at planned addresses, and calls the same functions.
+// (engine/program.h) fills them once, at planned addresses, and calls the same functions as its
+// `engine` dialect, or another kernel of the op's (engine/dialects.h: the matmul and linear
+// functions here are templates over the product kernel, so a dialect replaces only that).
 //
 // Not here: operand checking (engine/tensor.h does it, with the shapes in its messages), memory.
 // Tests: engine/tensor_test.cc (every op against finite differences in double, both modes).
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdarg>
 #include <cstddef>
@@ -109,48 +113,60 @@ size_t numel(const OpArgs<T>& a) {
   return size_t(a.rows) * a.cols;
 }
 
-// ---- matmul: out (M, N) = in0 (M, K) @ op(in1), op(in1) = in1^T when arg[0] ----
-template <class T>
-void matmul_forward(const OpArgs<T>& a) {
-  matmul_accumulate(a.out, a.in[0], false, a.in[1], a.arg[0], a.rows, a.cols, a.in_cols[0],
-                    a.scratch);
-}
-template <class T>
-void matmul_backward(const OpArgs<T>& a) {
-  const int32_t M = a.rows, N = a.cols, K = a.in_cols[0];
-  const bool tb = a.arg[0];
-  if (a.din[0])  // da += g op(b)^T
-    matmul_accumulate(a.din[0], a.dout, false, a.in[1], !tb, M, K, N, a.scratch);
-  if (a.din[1]) {
-    if (tb)  // db += g^T a
-      matmul_accumulate(a.din[1], a.dout, true, a.in[0], false, N, K, M, a.scratch);
-    else  // db += a^T g
-      matmul_accumulate(a.din[1], a.in[0], true, a.dout, false, K, N, M, a.scratch);
-  }
-}
-template <class T>
-size_t matmul_forward_scratch(const OpArgs<T>& a) {
-  return matmul_scratch_elems(a.rows, a.cols, a.in_cols[0], false, a.arg[0]);
-}
-template <class T>
-size_t matmul_backward_scratch(const OpArgs<T>& a) {  // the two products run one after the other
-  const int32_t M = a.rows, N = a.cols, K = a.in_cols[0];
-  const bool tb = a.arg[0];
-  return std::max(
-      matmul_scratch_elems(M, K, N, false, !tb),
-      tb ? matmul_scratch_elems(N, K, M, true, false) : matmul_scratch_elems(K, N, M, true, false));
+// ---- matmul and linear, over a product policy G (engine/kernels.h's TiledGemm by default; the
+// other matmul dialects in engine/dialects.h) ----
+
+// One product c (M, N) += op(a) (M, K) op(b) (K, N).
+struct Product {
+  int32_t M, N, K;
+  bool trans_a, trans_b;
+};
+template <class G, class T>
+void run_product(T* c, const T* a, const T* b, const Product& p, T* scratch) {
+  G::run(c, a, p.trans_a, b, p.trans_b, p.M, p.N, p.K, scratch);
 }
 
-// ---- linear: out (N, OC) = in0 (N, C) @ in1^T + in2, in1 (OC, C), in2 (1, OC); arg[0]: relu ----
+// matmul: out (M, N) = in0 (M, K) @ op(in1), op(in1) = in1^T when arg[0]. Its products: [0] the
+// forward, [1] in0's gradient, [2] in1's.
+template <class T>
+std::array<Product, 3> matmul_products(const OpArgs<T>& a) {
+  const int32_t M = a.rows, N = a.cols, K = a.in_cols[0];
+  const bool tb = a.arg[0];
+  return {Product{M, N, K, false, tb}, Product{M, K, N, false, !tb},
+          tb ? Product{N, K, M, true, false} : Product{K, N, M, true, false}};
+}
+template <class T, class G = TiledGemm>
+void matmul_forward(const OpArgs<T>& a) {
+  run_product<G>(a.out, a.in[0], a.in[1], matmul_products(a)[0], a.scratch);
+}
+template <class T, class G = TiledGemm>
+void matmul_backward(const OpArgs<T>& a) {
+  const std::array<Product, 3> p = matmul_products(a);
+  if (a.din[0]) run_product<G>(a.din[0], a.dout, a.in[1], p[1], a.scratch);  // da += g op(b)^T
+  if (a.din[1]) {
+    if (a.arg[0])  // db += g^T a
+      run_product<G>(a.din[1], a.dout, a.in[0], p[2], a.scratch);
+    else  // db += a^T g
+      run_product<G>(a.din[1], a.in[0], a.dout, p[2], a.scratch);
+  }
+}
+
+// linear: out (N, OC) = in0 (N, C) @ in1^T + in2, in1 (OC, C), in2 (1, OC); arg[0]: relu.
 // torch.nn.Linear, fused: the output starts as the bias rows and the gemm accumulates onto them,
 // so neither the product nor its gradient is stored apart (measured on mini_gpt: README,
 // "Kernels"). With relu, the ReLU is applied in place: relu(linear(...)) without storing the
 // pre-activation and its gradient (on mini_gpt batch:64, 2.4 MB of 18.5 MB of process peak).
 template <class T>
-void linear_forward(const OpArgs<T>& a) {
+std::array<Product, 3> linear_products(const OpArgs<T>& a) {
   const int32_t N = a.rows, OC = a.cols, C = a.in_cols[0];
+  return {Product{N, OC, C, false, true}, Product{N, C, OC, false, false},
+          Product{OC, C, N, true, false}};
+}
+template <class T, class G = TiledGemm>
+void linear_forward(const OpArgs<T>& a) {
+  const int32_t N = a.rows, OC = a.cols;
   for (int32_t r = 0; r < N; r++) std::memcpy(a.out + size_t(r) * OC, a.in[2], OC * sizeof(T));
-  matmul_accumulate(a.out, a.in[0], false, a.in[1], true, N, OC, C, a.scratch);
+  run_product<G>(a.out, a.in[0], a.in[1], linear_products(a)[0], a.scratch);
   if (a.arg[0]) {
     T* out = a.out;
 #pragma omp simd
@@ -158,25 +174,42 @@ void linear_forward(const OpArgs<T>& a) {
   }
 }
 // dx += g w; dw += g^T x; db += the column sums of g.
-template <class T>
+template <class T, class G = TiledGemm>
 void linear_backward(const OpArgs<T>& a) {
-  const int32_t N = a.rows, OC = a.cols, C = a.in_cols[0];
+  const int32_t N = a.rows, OC = a.cols;
+  const std::array<Product, 3> p = linear_products(a);
   T* g = a.dout;
   if (a.arg[0])  // relu: pass the gradient where the output is positive (in place: this op's
     for (size_t i = 0; i < size_t(N) * OC; i++)  // output gradient has no other reader)
       g[i] = a.out[i] > 0 ? g[i] : T(0);
-  if (a.din[0]) matmul_accumulate(a.din[0], g, false, a.in[1], false, N, C, OC, a.scratch);
-  if (a.din[1]) matmul_accumulate(a.din[1], g, true, a.in[0], false, OC, C, N, a.scratch);
+  if (a.din[0]) run_product<G>(a.din[0], g, a.in[1], p[1], a.scratch);
+  if (a.din[1]) run_product<G>(a.din[1], g, a.in[0], p[2], a.scratch);
   if (a.din[2])
     for (int32_t r = 0; r < N; r++) axpy(a.din[2], T(1), g + size_t(r) * OC, OC);
 }
+
+// Scratch and availability of either op's products under G (the backward's run one after the
+// other, so they share one scratch).
 template <class T>
-size_t linear_forward_scratch(const OpArgs<T>& a) {
-  return matmul_scratch_elems(a.rows, a.cols, a.in_cols[0], false, true);
+std::array<Product, 3> products_of(const OpArgs<T>& a, bool linear) {
+  return linear ? linear_products(a) : matmul_products(a);
 }
-template <class T>
-size_t linear_backward_scratch(const OpArgs<T>&) {  // neither product transposes b
-  return 0;
+template <class T, class G, bool Linear>
+size_t product_forward_scratch(const OpArgs<T>& a) {
+  const Product p = products_of(a, Linear)[0];
+  return G::scratch_elems(p.M, p.N, p.K, p.trans_a, p.trans_b);
+}
+template <class T, class G, bool Linear>
+size_t product_backward_scratch(const OpArgs<T>& a) {
+  const std::array<Product, 3> p = products_of(a, Linear);
+  return std::max(G::scratch_elems(p[1].M, p[1].N, p[1].K, p[1].trans_a, p[1].trans_b),
+                  G::scratch_elems(p[2].M, p[2].N, p[2].K, p[2].trans_a, p[2].trans_b));
+}
+template <class T, class G, bool Linear>
+bool products_available(const OpArgs<T>& a) {
+  for (const Product& p : products_of(a, Linear))
+    if (!G::template available<T>(p.M, p.N, p.K, p.trans_a, p.trans_b)) return false;
+  return true;
 }
 
 // ---- add and mul: in1 has in0's shape, or is one row broadcast over every row ----
@@ -399,11 +432,14 @@ inline constexpr OpRule<T> op_rules[] = {
     /* view: shares its operand's buffers */
     {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
     /* matmul */
-    {ops::matmul_forward<T>, ops::matmul_backward<T>, ops::none<T>, ops::matmul_forward_scratch<T>,
-     ops::matmul_backward_scratch<T>, kReadsIn0 | kReadsIn1, true, false},
+    {ops::matmul_forward<T>, ops::matmul_backward<T>, ops::none<T>,
+     ops::product_forward_scratch<T, TiledGemm, false>,
+     ops::product_backward_scratch<T, TiledGemm, false>, kReadsIn0 | kReadsIn1, true, false},
     /* linear */
-    {ops::linear_forward<T>, ops::linear_backward<T>, ops::none<T>, ops::linear_forward_scratch<T>,
-     ops::linear_backward_scratch<T>, kReadsIn0 | kReadsIn1 | kReadsOut, false, false},
+    {ops::linear_forward<T>, ops::linear_backward<T>, ops::none<T>,
+     ops::product_forward_scratch<T, TiledGemm, true>,
+     ops::product_backward_scratch<T, TiledGemm, true>, kReadsIn0 | kReadsIn1 | kReadsOut, false,
+     false},
     /* add */
     {ops::add_forward<T>, ops::add_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0, false,
      true},

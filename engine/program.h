@@ -21,8 +21,9 @@
 // each step (bind_constant, bind_index). Shapes never change: engine/compiled.h refuses a step
 // whose ops or shapes differ from the captured ones.
 //
-// Not here: capture and the replay guard (engine/compiled.h), kernel choice (every instruction
-// runs the op's rule).
+// Kernels: each node's forward and backward come from the dialect chosen for it
+// (engine/dialects.h); the op's rule still says what the planner needs (aux, reads, in place).
+// Not here: capture and the replay guard (engine/compiled.h).
 // Tests: engine/compiled_test.cc.
 #pragma once
 
@@ -36,6 +37,7 @@
 #include <new>
 #include <vector>
 
+#include "engine/dialects.h"
 #include "engine/ops.h"
 #include "engine/planner.h"
 #include "engine/tensor.h"
@@ -94,8 +96,12 @@ class Program {
   // Compiles nodes [num_params, root] of the record-only graph `g`; root is the loss (1, 1). With
   // a budget, activations are recomputed until the plan fits, or BudgetError says the smallest
   // it reached.
-  Program(const TensorGraph<T>& g, uint32_t root, ArenaBudget budget = {}) {
-    compile(g, root, budget);
+  // Kernels: chosen per node by `dialects` (engine/dialects.h); without one, by priority, which
+  // is the eager engine's own kernels.
+  Program(const TensorGraph<T>& g, uint32_t root, ArenaBudget budget = {},
+          DialectSelector<T>* dialects = nullptr) {
+    DialectSelector<T> by_priority;
+    compile(g, root, budget, dialects ? *dialects : by_priority);
   }
 
   void forward() const {
@@ -135,6 +141,14 @@ class Program {
   }
 
   const MemoryPlan& memory() const { return plan_; }
+  // The kernel that serves each op of the step, in creation order (views have none).
+  struct KernelUse {
+    uint32_t node;
+    TensorOp op;
+    OpArgs<T> shape;  // shapes and arguments only
+    KernelChoice<T> choice;
+  };
+  const std::vector<KernelUse>& kernels() const { return kernels_; }
   size_t budget_bytes() const { return budget_bytes_; }  // what it was planned under (0: none)
   const std::vector<PlannedBuffer>& buffers() const { return planned_; }  // placed, for the tests
   size_t num_instructions() const { return code_.size(); }
@@ -185,7 +199,7 @@ class Program {
     std::vector<double> cost;          // node - P -> FLOPs of its forward (a model, for choosing)
   };
 
-  Emitted emit(const TensorGraph<T>& g, uint32_t root) {
+  Emitted emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>& dialects) {
     const uint32_t P = uint32_t(g.num_params());
     const uint32_t N = root + 1;
     Emitted e;
@@ -194,6 +208,8 @@ class Program {
     // nodes in buffers, a view wherever its operand is.
     std::vector<Ref> data(N), grad(N);
     std::vector<int32_t> aux(N, -1);
+    std::vector<const Kernel<T>*> kernel_of(N, nullptr);
+    kernels_.clear();
     for (uint32_t j = 0; j < P; j++)
       data[j] = {-1, g.node_at(j).data}, grad[j] = {-1, g.node_at(j).grad};
     std::vector<Pending>& code = e.code;
@@ -209,7 +225,11 @@ class Program {
       if (n.op == TensorOp::leaf) fail("node %u is an input leaf inside the step", i);
       data[i] = {new_buffer(numel(n), rule.forward_accumulates), nullptr};
       if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), nullptr};
-      Pending p{rule.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
+      kernels_.push_back({i, n.op, shapes_of(g, n), {}});
+      kernels_.back().choice = dialects.choose(n.op, kernels_.back().shape);
+      const Kernel<T>& kernel = *kernels_.back().choice.kernel;
+      kernel_of[i] = &kernel;
+      Pending p{kernel.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
       if (const size_t a = rule.aux_elems(p.args)) aux[i] = new_buffer(a, false);
       p.out = data[i], p.aux = Ref{aux[i], nullptr};
       bool recomputable =
@@ -219,7 +239,7 @@ class Program {
         const auto& x = g.node_at(n.in[k]);
         if (n.in[k] < P && !x.needs_grad) recomputable = false;  // a slot: bound per step
       }
-      if (const size_t s = rule.forward_scratch(p.args))
+      if (const size_t s = kernel.forward_scratch(p.args))
         p.scratch = {new_buffer(s, false), nullptr};
       e.forward_of[i - P] = int32_t(code.size());
       e.cost[i - P] = flops(p.args, n.op);
@@ -250,7 +270,8 @@ class Program {
       const auto& n = g.node_at(i);
       const OpRule<T>& rule = op_rules<T>[int(n.op)];
       if (!n.needs_grad || !rule.backward) continue;
-      Pending p{rule.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
+      const Kernel<T>& kernel = *kernel_of[i];
+      Pending p{kernel.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
       p.dout = grad[i];
       // Only what the rule reads: a pointer left null faults at once if the table is wrong.
       if (rule.backward_reads & kReadsOut) p.out = data[i];
@@ -259,7 +280,7 @@ class Program {
         if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data[n.in[k]];
         p.din[k] = grad[n.in[k]];
       }
-      if (const size_t s = rule.backward_scratch(p.args))
+      if (const size_t s = kernel.backward_scratch(p.args))
         p.scratch = {new_buffer(s, false), nullptr};
       code.push_back(p);
     }
@@ -471,11 +492,12 @@ class Program {
     return chosen;
   }
 
-  void compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit) {
+  void compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit,
+               DialectSelector<T>& dialects) {
     const uint32_t P = uint32_t(g.num_params());
     first_node_ = P;
     const uint32_t N = root + 1;
-    const Emitted e = emit(g, root);
+    const Emitted e = emit(g, root, dialects);
     size_t budget = limit.bytes;
     if (limit.fraction > 0) budget = size_t(limit.fraction * double(lower_bound_of(lower(e, {}))));
     budget_bytes_ = budget;
@@ -553,6 +575,7 @@ class Program {
     void operator()(T* p) const { std::free(p); }
   };
   std::vector<Buffer> buffers_;
+  std::vector<KernelUse> kernels_;
   std::vector<PlannedBuffer> planned_;
   std::vector<Instr<T>> code_;
   size_t forward_end_ = 0;

@@ -20,114 +20,11 @@
 #include <vector>
 
 #include "engine/alloc_counter_test.h"
+#include "engine/kernels_reference.h"
+#include "engine/op_cases_test.h"
 #include "engine/program.h"
 
 namespace {
-
-using G = bp::TensorGraph<double>;
-using bp::Tensor;
-
-// Deterministic values in [lo, hi): tests must not depend on a seed that changes.
-std::vector<double> values(size_t n, double lo, double hi, uint64_t seed) {
-  std::vector<double> v(n);
-  for (size_t i = 0; i < n; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    v[i] = lo + (hi - lo) * double(seed >> 11) / double(1ull << 53);
-  }
-  return v;
-}
-
-struct ParamSpec {
-  int rows, cols;
-  double lo, hi;  // initial values drawn from [lo, hi): away from kinks and poles of the op
-};
-
-struct OpCase {
-  const char* what;
-  std::vector<ParamSpec> params;
-  std::function<Tensor(G&, const std::vector<Tensor>&)> build;  // returns the op's output
-};
-
-const int32_t kTargets[] = {1, 4, 0, 2, 3, 3};
-const int32_t kIds[] = {0, 2, 2, 5, 1, 0};
-
-std::vector<OpCase> cases() {
-  bp::IndexSpan ids{kIds, 6}, targets4{kTargets, 4};
-  return {
-      {"matmul a b^T",
-       {{3, 4, -1, 1}, {5, 4, -1, 1}},
-       [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
-      {"matmul a b^T 2",
-       {{1, 8, -1, 1}, {40, 8, -1, 1}},  // b much larger: the c^T path
-       [](G& g, auto& p) { return g.matmul(p[0], p[1], true); }},
-      {"matmul a b",
-       {{3, 4, -1, 1}, {4, 5, -1, 1}},
-       [](G& g, auto& p) { return g.matmul(p[0], p[1], false); }},
-      {"linear",
-       {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
-       [](G& g, auto& p) { return g.linear(p[0], p[1], p[2]); }},
-      {"linear relu",
-       {{3, 4, -1, 1}, {5, 4, -1, 1}, {1, 5, -1, 1}},
-       [](G& g, auto& p) { return g.linear(p[0], p[1], p[2], true); }},
-      {"add", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
-      {"add row", {{3, 4, -1, 1}, {1, 4, -1, 1}}, [](G& g, auto& p) { return g.add(p[0], p[1]); }},
-      {"mul", {{3, 4, -1, 1}, {3, 4, -1, 1}}, [](G& g, auto& p) { return g.mul(p[0], p[1]); }},
-      {"mul row", {{3, 4, -1, 1}, {1, 4, -1, 1}}, [](G& g, auto& p) { return g.mul(p[0], p[1]); }},
-      {"tanh", {{3, 4, -2, 2}}, [](G& g, auto& p) { return g.tanh(p[0]); }},
-      {"relu", {{3, 4, 0.1, 1}}, [](G& g, auto& p) { return g.relu(g.add(p[0], p[0])); }},
-      {"relu <0", {{3, 4, -1, -0.1}}, [](G& g, auto& p) { return g.add(g.relu(p[0]), p[0]); }},
-      {"gelu", {{3, 4, -3, 3}}, [](G& g, auto& p) { return g.gelu(p[0]); }},
-      {"exp", {{3, 4, -1, 1}}, [](G& g, auto& p) { return g.exp(p[0]); }},
-      {"log", {{3, 4, 0.5, 2}}, [](G& g, auto& p) { return g.log(p[0]); }},
-      {"embedding", {{6, 3, -1, 1}}, [ids](G& g, auto& p) { return g.embedding(p[0], ids); }},
-      {"view", {{4, 3, -1, 1}}, [](G& g, auto& p) { return g.tanh(g.view(p[0], 2, 6)); }},
-      {"sum", {{3, 4, -1, 1}}, [](G& g, auto& p) { return g.sum(g.mul(p[0], p[0])); }},
-      {"mean", {{3, 4, -1, 1}}, [](G& g, auto& p) { return g.mean(g.mul(p[0], p[0])); }},
-      {"layernorm",
-       {{4, 6, -2, 2}, {1, 6, 0.5, 1.5}, {1, 6, -1, 1}},
-       [](G& g, auto& p) { return g.layernorm(p[0], p[1], p[2]); }},
-      {"softmax", {{3, 5, -2, 2}}, [](G& g, auto& p) { return g.softmax(p[0]); }},
-      {"attention",
-       {{2 * 3, 3 * 4, -1, 1}},  // B=2, T=3, C=4, H=2: head size 2, the generic path
-       [](G& g, auto& p) { return g.attention(p[0], 2, 3, 2); }},
-      {"attention hs 4",
-       {{1 * 3, 3 * 8, -1, 1}},  // B=1, T=3, C=8, H=2: the compiled head size
-       [](G& g, auto& p) { return g.attention(p[0], 1, 3, 2); }},
-      {"cross_entropy",
-       {{4, 5, -2, 2}},
-       [targets4](G& g, auto& p) { return g.cross_entropy(p[0], targets4); }},
-      {"cross_entropy far",
-       {{4, 5, -60, 60}},  // targets far below the row maximum
-       [targets4](G& g, auto& p) { return g.cross_entropy(p[0], targets4); }},
-  };
-}
-
-// Each parameter's initial values, from its range, with a seed of its own.
-std::vector<std::vector<double>> init_of(const OpCase& c) {
-  std::vector<std::vector<double>> init;
-  for (size_t i = 0; i < c.params.size(); i++) {
-    const ParamSpec& s = c.params[i];
-    init.push_back(values(size_t(s.rows) * s.cols, s.lo, s.hi, 7 + i));
-  }
-  return init;
-}
-
-// loss = sum(out * R): R is an input, so only the op's parameters get gradients.
-double loss_of(const OpCase& c, const std::vector<std::vector<double>>& init, G* keep = nullptr,
-               std::vector<Tensor>* params_out = nullptr) {
-  G local;
-  G& g = keep ? *keep : local;
-  std::vector<Tensor> p;
-  for (size_t i = 0; i < c.params.size(); i++)
-    p.push_back(g.param(c.params[i].rows, c.params[i].cols, init[i]));
-  Tensor out = c.build(g, p);
-  const size_t n = size_t(g.rows(out)) * g.cols(out);
-  Tensor r = g.input(g.rows(out), g.cols(out), values(n, -1, 1, 99));
-  Tensor loss = g.sum(g.mul(out, r));
-  if (params_out) *params_out = p;
-  if (keep) g.backward(loss);
-  return g.data(loss)[0];
-}
 
 TEST(TensorOps, GradientsMatchCentralFiniteDifferences) {
   const double h = 1e-6, tolerance = 1e-8;  // relative to max(1, |fd|); see engine/scalar_test.cc
@@ -162,43 +59,22 @@ TEST(TensorOps, CompiledProgramGivesTheEagerGradientsBitwise) {
   std::set<bp::TensorOp> covered;
   for (const OpCase& c : cases()) {
     const std::vector<std::vector<double>> init = init_of(c);
-    int32_t rows, cols;
-    {
-      G probe;
-      std::vector<Tensor> p;
-      for (size_t i = 0; i < c.params.size(); i++)
-        p.push_back(probe.param(c.params[i].rows, c.params[i].cols, init[i]));
-      Tensor out = c.build(probe, p);
-      rows = probe.rows(out), cols = probe.cols(out);
-    }
-    const std::vector<double> r = values(size_t(rows) * cols, -1, 1, 99);
-    G eager, recorded(256, /*record_only=*/true);
-    std::vector<Tensor> pe, pr;
-    for (size_t i = 0; i < c.params.size(); i++) {
-      pe.push_back(eager.param(c.params[i].rows, c.params[i].cols, init[i]));
-      pr.push_back(recorded.param(c.params[i].rows, c.params[i].cols, init[i]));
-    }
-    const Tensor re = eager.constant(rows, cols, r), rr = recorded.constant(rows, cols, r);
-    const Tensor le = eager.sum(eager.mul(c.build(eager, pe), re));
-    const Tensor lr = recorded.sum(recorded.mul(c.build(recorded, pr), rr));
-    eager.backward(le);
-    recorded.backward(lr);
-    for (size_t i = 0; i < recorded.num_nodes(); i++) covered.insert(recorded.node_at(i).op);
-    bp::Program<double> program(recorded, lr.id);
-    program.forward();
-    program.backward();
-    double worst = std::fabs(program.loss() - eager.data(le)[0]);
-    const double want = eager.data(le)[0], got = program.loss();
-    EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0) << c.what << ": loss";
+    G eager;
+    std::vector<Tensor> pe;
+    const double want = loss_of(c, init, &eager, &pe);
+    const CompiledRun run = run_compiled<double>(c, init);
+    covered.insert(run.ops.begin(), run.ops.end());
+    double worst = std::fabs(run.loss - want);
+    EXPECT_EQ(std::memcmp(&want, &run.loss, sizeof want), 0) << c.what << ": loss";
     for (size_t i = 0; i < pe.size(); i++) {
       const size_t n = init[i].size();
       for (size_t j = 0; j < n; j++)
-        worst = std::max(worst, std::fabs(eager.grad(pe[i])[j] - recorded.grad(pr[i])[j]));
-      EXPECT_EQ(std::memcmp(eager.grad(pe[i]), recorded.grad(pr[i]), n * sizeof(double)), 0)
+        worst = std::max(worst, std::fabs(eager.grad(pe[i])[j] - run.grads[i][j]));
+      EXPECT_EQ(std::memcmp(eager.grad(pe[i]), run.grads[i].data(), n * sizeof(double)), 0)
           << c.what << ": gradient of parameter " << i;
     }
     std::printf("  %-17s compiled: max |compiled - eager| %.1e over %zu instructions (bitwise 0)\n",
-                c.what, worst, program.num_instructions());
+                c.what, worst, run.instructions);
   }
   for (int op = 0; op < int(bp::TensorOp::count); op++)
     EXPECT_TRUE(covered.count(bp::TensorOp(op)) || bp::TensorOp(op) == bp::TensorOp::leaf)
@@ -261,6 +137,34 @@ TEST(Kernels, ExpEdges) {
 // Cross-entropy is a log-sum-exp: a target logit 100 below the row's maximum costs 100, as in
 // PyTorch (torch.nn.functional.cross_entropy(torch.tensor([[100., 0.]]), torch.tensor([1])) is
 // 100.); -log of the underflowed probability gave 87.3.
+// matmul_accumulate's paths on shapes the op cases are too small for: b transposed by a copy or
+// through c^T, and gemm's packed panels (M >= kPackMinRows, N >= 32), in double against the
+// reference dialect's one-dot-product-per-element loop (engine/kernels_reference.h).
+TEST(Kernels, MatmulPathsMatchAPlainProductOnLargeShapes) {
+  struct Shape {
+    int32_t M, N, K;
+  };
+  for (const Shape& s : {Shape{33, 70, 65}, Shape{16, 32, 5}, Shape{32, 2048, 64}, Shape{7, 96, 9}})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const std::vector<double> a = values(size_t(s.M) * s.K, -1, 1, 3),
+                                  b = values(size_t(s.K) * s.N, -1, 1, 4),
+                                  c0 = values(size_t(s.M) * s.N, -1, 1, 5);
+        std::vector<double> got = c0, want = c0;
+        std::vector<double> scratch(bp::matmul_scratch_elems(s.M, s.N, s.K, ta, tb) + 1);
+        bp::matmul_accumulate(got.data(), a.data(), ta, b.data(), tb, s.M, s.N, s.K,
+                              scratch.data());
+        bp::reference::Gemm::run(want.data(), a.data(), ta, b.data(), tb, s.M, s.N, s.K,
+                                 (double*)nullptr);
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); i++)
+          worst = std::max(worst, std::fabs(got[i] - want[i]));
+        EXPECT_LE(worst, 1e-12) << s.M << "x" << s.N << "x" << s.K << " ta " << ta << " tb " << tb;
+        std::printf("  matmul (%d, %d, %d) trans_a %d trans_b %d: max |diff| %.1e, scratch %zu\n",
+                    s.M, s.N, s.K, ta, tb, worst, scratch.size() - 1);
+      }
+}
+
 TEST(Kernels, CrossEntropyOfAFarTarget) {
   bp::TensorGraph<float> g;
   const int32_t target = 1;

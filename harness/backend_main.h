@@ -8,6 +8,11 @@
 //   build/bench_engine --instance=workload=scalar_chain,size=5000 --benchmark_repetitions=3
 //   build/bench_engine --instance=workload=tiny_graph --check_out=/dev/stdout
 //   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
+//   build/bench_compiled --instance=workload=char_mlp,size=1024 --dialect=matmul:blis
+//   build/bench_compiled --instance=workload=mini_gpt,size=8 --time_first_step   # cold starts
+//   build/bench_compiled --kernel_rows --instance=workload=char_mlp,size=1024 #
+//   harness/kernel_rows.h
+// --backend_name=NAME: what the results call the backend (bench_run names its variants so).
 // Every workload of a kind the backend implements (B::implements, held to its concept at compile
 // time) is instantiated on it: a workload that does not compile on a backend that claims its kind
 // is a build error, never a silent skip. Workloads of a kind the backend does not implement are
@@ -33,11 +38,13 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/dialects.h"
 #include "harness/json.h"
 #include "harness/names.h"
 #include "harness/proc.h"
@@ -58,6 +65,9 @@ struct BackendInfo {
   std::function<std::vector<std::pair<std::string, std::string>>()> late_context = [] {
     return std::vector<std::pair<std::string, std::string>>{};
   };
+  // --kernel_rows: registers kernel benchmarks on the instances' shapes instead of their steps
+  // (bench_compiled: harness/kernel_rows.h); null: the flag is refused.
+  std::function<void(const std::vector<InstanceSpec>&)> kernel_rows;
 };
 
 [[noreturn]] inline void backend_usage_error(const std::string& what) {
@@ -126,6 +136,8 @@ void report_counters(benchmark::State& state, const B& backend) {
     state.counters["arena_bytes"] = double(backend.arena_bytes());
   if constexpr (requires { backend.extra_counters(); })  // the compiled mode's plan and timings
     for (const auto& [name, value] : backend.extra_counters()) state.counters[name] = value;
+  if constexpr (requires { backend.kernel_report(); })  // which kernel served each op
+    state.SetLabel(backend.kernel_report());
 }
 
 // An allocation refused: std::bad_alloc (new, our arenas), or libtorch's CPU allocator, which
@@ -168,11 +180,39 @@ double scalar_step(B& backend, typename W::template Run<B>& run,
   return run.step(backend, grads);
 }
 
+// --time_first_step: each iteration is a whole cold start, timed: the backend made, the workload
+// set up, its first step run (for the compiled mode: captured, kernels chosen with auto's
+// verdicts forgotten, planned, run). Only for backends that compile (first_step_seconds).
+inline bool g_time_first_step = false;
+
+// One cold start of workload W on B per iteration (--time_first_step); the counters are the last
+// one's.
+template <class W, class B, class... Corpus>
+void bench_first_step(benchmark::State& state, int64_t size, const Corpus&... corpus) {
+  std::optional<B> backend;
+  std::optional<typename W::template Run<B>> run;
+  for (auto _ : state) {
+    run.reset(), backend.reset();
+    DialectSelector<float>::forget_verdicts();
+    configure(backend.emplace());
+    run.emplace(*backend, size, corpus...);
+    if constexpr (ScalarWorkload<W>) {
+      std::array<double, W::num_grads> grads{};
+      benchmark::DoNotOptimize(
+          scalar_step<W>(*backend, *run, std::span<double, W::num_grads>(grads)));
+    } else {
+      benchmark::DoNotOptimize(run->step(*backend));
+    }
+  }
+  report_counters(state, *backend);
+}
+
 template <class W, class B>
 void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_t size,
                         int warmup_steps) {
   const int slow = slowdown(inject_fault(name, false));
   proc_reset_peak_rss();
+  if (g_time_first_step) return bench_first_step<W, B>(state, size);
   B backend;
   configure(backend);
   typename W::template Run<B> run(backend, size);
@@ -197,6 +237,7 @@ template <class W, class B>
 void bench_model(benchmark::State& state, const std::string& name, int64_t size, int warmup_steps) {
   const int slow = slowdown(inject_fault(name, false));
   proc_reset_peak_rss();
+  if (g_time_first_step) return bench_first_step<W, B>(state, size, loaded_corpus());
   B backend;
   configure(backend);
   typename W::template Run<B> run(backend, size, loaded_corpus());
@@ -347,6 +388,8 @@ struct BackendFlags {
   std::vector<InstanceSpec> instances;
   std::string check_out, data = kDefaultCorpus;
   int threads = 1, warmup_steps = 3;
+  bool kernel_rows = false;
+  std::string backend_name;  // --backend_name: what results call this backend (a variant's name)
 };
 
 // --memory_budget=BYTES or a fraction in (0, 1]: the compiled mode's planned-arena budget
@@ -357,11 +400,18 @@ struct MemoryBudget {
   double fraction = 0;
 };
 inline MemoryBudget g_memory_budget;
+// --dialect=SPEC: how the compiled mode chooses its kernels (engine/dialects.h); its default is
+// auto, the fastest measured kernel per op and shape.
+inline std::string g_dialect_spec = "auto";
 template <class B>
 void configure(B& backend) {
   if constexpr (requires { backend.budget_bytes; }) {
     backend.budget_bytes = g_memory_budget.bytes;
     backend.budget_fraction = g_memory_budget.fraction;
+  }
+  if constexpr (requires { backend.dialects; }) {
+    std::string error;
+    backend.dialects = *parse_dialect_spec(g_dialect_spec, &error);  // checked with the flags
   }
 }
 
@@ -406,6 +456,22 @@ BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInfo& info
         g_memory_budget.bytes = size_t(x);
       else
         g_memory_budget.fraction = x;
+    } else if (const char* v = value_of(arg, "--backend_name=")) {
+      flags.backend_name = v;
+    } else if (arg == "--kernel_rows") {
+      if (!info.kernel_rows)
+        backend_usage_error(fmt::format("--kernel_rows: {} has none", B::name));
+      flags.kernel_rows = true;
+    } else if (arg == "--time_first_step") {
+      if constexpr (!requires(B b) { b.first_step_seconds; })
+        backend_usage_error(fmt::format("--time_first_step: {} compiles nothing", B::name));
+      g_time_first_step = true;
+    } else if (const char* v = value_of(arg, "--dialect=")) {
+      if constexpr (!requires(B b) { b.dialects; })
+        backend_usage_error(fmt::format("--dialect={}: {} has no kernel dialects", v, B::name));
+      else if (!parse_dialect_spec(v, &error))
+        backend_usage_error(fmt::format("--dialect={}: {}", v, error));
+      g_dialect_spec = v;
     } else if (const char* v = value_of(arg, "--threads=")) {
       const std::optional<int64_t> n = parse_whole(v);
       if (!n || *n < 1 || *n > info.max_threads)
@@ -445,9 +511,13 @@ int backend_main(int argc, char** argv, const BackendInfo& info) {
   BackendFlags flags = parse_backend_flags<B>(argc, argv, info);
   info.set_threads(flags.threads);
   const char* sha = std::getenv("BACKPROP_BENCH_GIT_SHA");
+  // bench_run's file of auto's kernel verdicts, shared by the run's processes (engine/dialects.h);
+  // a cold first step measures its own.
+  if (const char* verdicts = std::getenv("BACKPROP_BENCH_DIALECT_VERDICTS"))
+    if (!g_time_first_step) DialectSelector<float>::share_verdicts(verdicts);
 
   std::vector<std::pair<std::string, std::string>> context = {
-      {"backend", std::string(B::name)},
+      {"backend", flags.backend_name.empty() ? std::string(B::name) : flags.backend_name},
       {"backend_version", info.version},
       {"threads", std::to_string(flags.threads)},
       {"warmup_steps", std::to_string(flags.warmup_steps)},
@@ -493,8 +563,11 @@ int backend_main(int argc, char** argv, const BackendInfo& info) {
   }
 
   for (const auto& [key, value] : context) benchmark::AddCustomContext(key, value);
-  for (const Job& job : jobs)
-    benchmark::RegisterBenchmark(job.spec.name.c_str(), job.bench)->Unit(benchmark::kMicrosecond);
+  if (flags.kernel_rows)
+    info.kernel_rows(flags.instances);
+  else
+    for (const Job& job : jobs)
+      benchmark::RegisterBenchmark(job.spec.name.c_str(), job.bench)->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();

@@ -301,7 +301,8 @@ std::optional<std::vector<bp::Selected>> select(std::string workloads,
        .workloads = workloads,
        .sizes = sizes,
        .filter = filter,
-       .threads_of = [](const std::string& b) { return b == "engine" ? 1 : 2; }},
+       .threads_of = [](const std::string& b) { return b == "engine" ? 1 : 2; },
+       .runs = nullptr},
       error);
 }
 

@@ -222,6 +222,7 @@ struct Summary {
   Json options = Json::object_of({});   // the runner's: repetitions, min time, warm-up...
   Json contexts = Json::object_of({});  // backend -> its result files' context (versions, BLAS)
   std::vector<SummaryRow> rows;         // in registry order
+  Json kernels;                         // kernel_summary of kernels.json; null without one
 
   // backend time / reference time, with its interval; NaN unless both ran. The benchmarks of a
   // row take turns (harness/protocol.h), so repetition i of the backend and of the reference ran
@@ -357,7 +358,66 @@ inline Json summary_json(const Summary& s) {
                           {"options", s.options},
                           {"backend_contexts", s.contexts},
                           {"rows", std::move(rows)},
-                          {"crossovers", std::move(crossovers)}});
+                          {"crossovers", std::move(crossovers)},
+                          {"kernels", s.kernels}});
+}
+
+// The kernel rows of bench_compiled --kernel_rows (harness/kernel_rows.h), per op shape: each
+// dialect's median seconds, the one auto chose in its setup, and how auto's choice compares with
+// the fastest here; then the FMA peak. {"peak_gflops": x, "shapes": [{"shape", "flops", "auto",
+// "best", "median_seconds": {dialect: s}, "auto_over_best", "auto_gflops",
+// "auto_fraction_of_peak"}]}.
+inline Json kernel_summary(const Json& file) {
+  std::map<std::string, std::vector<double>> times;  // row name -> seconds per repetition
+  std::map<std::string, const Json*> first;
+  std::vector<std::string> order;
+  for (const Json& b : file["benchmarks"].array) {
+    if (b["run_type"].str_or("") != "iteration" || b["error_occurred"].boolean) continue;
+    const std::string name = b["run_name"].str_or(b["name"].str_or(""));
+    const double scale = b["time_unit"].str_or("") == "us" ? 1e-6 : 1e-9;
+    if (!times.count(name)) order.push_back(name), first[name] = &b;
+    times[name].push_back(b["real_time"].num_or(NAN) * scale);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty()      ? NAN
+           : v.size() % 2 ? v[v.size() / 2]
+                          : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  double peak = NAN;
+  Json shapes = Json::array_of();
+  std::map<std::string, size_t> shape_at;
+  for (const std::string& name : order) {
+    if (name.rfind("peak/", 0) == 0) {
+      peak = (*first[name])["flops"].num_or(NAN) / median(times[name]) * 1e-9;
+      continue;
+    }
+    const size_t cut = name.rfind('/');  // kernel/<instance>/<op shape>/<dialect>
+    if (name.rfind("kernel/", 0) != 0 || cut == std::string::npos) continue;
+    const std::string shape = name.substr(7, cut - 7), dialect = name.substr(cut + 1);
+    if (!shape_at.count(shape)) {
+      shape_at[shape] = shapes.array.size();
+      shapes.push(Json::object_of({{"shape", shape},
+                                   {"flops", (*first[name])["flops"].num_or(NAN)},
+                                   {"median_seconds", Json::object_of({})}}));
+    }
+    Json& row = shapes.array[shape_at[shape]];
+    row.set("median_seconds", Json(row["median_seconds"]).set(dialect, median(times[name])));
+    if ((*first[name])["auto"].num_or(0) == 1) row.set("auto", dialect);
+  }
+  for (Json& row : shapes.array) {
+    std::string best;
+    double best_s = INFINITY;
+    for (const auto& [d, v] : row["median_seconds"].object)
+      if (v.num_or(INFINITY) < best_s) best = d, best_s = v.number;
+    row.set("best", best);
+    const double auto_s = row["median_seconds"][row["auto"].str_or("")].num_or(NAN);
+    const double gflops = row["flops"].num_or(NAN) / auto_s * 1e-9;
+    row.set("auto_over_best", auto_s / best_s)
+        .set("auto_gflops", gflops)
+        .set("auto_fraction_of_peak", gflops / peak);
+  }
+  return Json::object_of({{"peak_gflops", peak}, {"shapes", std::move(shapes)}});
 }
 
 // The tables a person reads at the end: per instance each backend's median time and its ratio to
@@ -442,6 +502,23 @@ inline std::string summary_text(const Summary& s) {
     if (it == by_workload.end()) continue;
     out += fmt::format("  {:<{}} {}\n", it->first, width - 2, fmt::join(it->second, "; "));
     by_workload.erase(it);
+  }
+  if (s.kernels.kind == Json::Kind::object) {
+    out += fmt::format(
+        "\nmatmul kernels, forward and backward of one op (median per dialect; bench_compiled "
+        "--kernel_rows); FMA peak {:.1f} GFLOP/s:\n",
+        s.kernels["peak_gflops"].num_or(NAN));
+    for (const Json& row : s.kernels["shapes"].array) {
+      std::string times;
+      for (const auto& [d, v] : row["median_seconds"].object)
+        times += fmt::format(" {}{} {}", d, d == row["auto"].str_or("") ? "*" : "",
+                             human_time(v.num_or(NAN)));
+      out += fmt::format("  {}:{}\n    auto {:.2f}x the fastest, {:.1f} GFLOP/s, {:.0f}% of peak\n",
+                         row["shape"].str_or("?"), times, row["auto_over_best"].num_or(NAN),
+                         row["auto_gflops"].num_or(NAN),
+                         100 * row["auto_fraction_of_peak"].num_or(NAN));
+    }
+    out += "  * auto's choice, made in the step's own setup\n";
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -50,16 +51,22 @@ namespace {
 // The backends the runner knows, in the fixed order that decides the reference (the first one
 // selected) and the columns of every table: name, program (a binary in the build folder, or a
 // script in the source tree when it has a '/'), the flag that selects its mode, whether --threads
-// applies to it.
+// applies to it, and the one workload a variant is measured on (null: every workload).
+// compiled_budget is the compiled mode planned under half its own peak (engine/program.h,
+// rematerialisation), on the workload whose memory it is for; compiled_first_step times a cold
+// start per iteration (setup, capture, kernel choice by auto, planning, the first step).
 struct BackendSpec {
   const char* name;
   const char* program;
   const char* mode_flag;
   bool threaded;
+  const char* only_workload = nullptr;
 };
 const BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, false},
     {"compiled", "bench_compiled", nullptr, false},
+    {"compiled_budget", "bench_compiled", "--memory_budget=0.5", false, "mini_gpt_wide"},
+    {"compiled_first_step", "bench_compiled", "--time_first_step", false},
     {"libtorch", "bench_libtorch", nullptr, true},
     {"pytorch", "baselines/pytorch_bench.py", "--mode=pytorch", true},
     {"torchscript", "baselines/pytorch_bench.py", "--mode=torchscript", true},
@@ -74,8 +81,11 @@ const BackendSpec& spec_of(const std::string& name) {
 const char* kUsage = R"(usage: bench_run [options]
   --out DIR            results folder (default: results); the run goes to DIR/<run-id>/ and
                        DIR/latest points at it
-  --backends A,B       backends to run, in any order (default: all: engine,compiled,libtorch,
-                       pytorch,torchscript); tables and the reference follow that fixed order
+  --backends A,B       backends to run, in any order (default: all: engine,compiled,
+                       compiled_budget,compiled_first_step,libtorch,pytorch,torchscript); tables
+                       and the reference follow that fixed order; compiled_budget (the compiled
+                       mode under a memory budget of half its peak) runs mini_gpt_wide only;
+                       compiled_first_step is the time to a cold first step, not a step
   --workloads A,B      run only these workloads (default: all)
   --sizes KEY=N,...    replace the default sizes of the workloads sized by KEY (e.g. nodes=10,5000);
                        repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)
@@ -344,6 +354,7 @@ class Run {
       return all_agree ? 0 : 1;
     }
     bench();
+    if (!g_interrupted) kernels();
     summarize();
     if (g_interrupted) return stopped();
     folder_.finished();
@@ -362,6 +373,9 @@ class Run {
   std::vector<std::string> command(const std::string& backend, bool reads_corpus) const {
     std::vector<std::string> argv = {program(backend)};
     if (spec_of(backend).mode_flag) argv.push_back(spec_of(backend).mode_flag);
+    // A variant of a C++ backend (one binary, other flags) says its own name in its results.
+    if (spec_of(backend).mode_flag && !std::strchr(spec_of(backend).program, '/'))
+      argv.push_back(fmt::format("--backend_name={}", backend));
     if (spec_of(backend).threaded) argv.push_back(fmt::format("--threads={}", opt_.threads));
     if (reads_corpus) argv.push_back("--data=" + opt_.data);
     return argv;
@@ -375,9 +389,12 @@ class Run {
   // Thread counts are each backend's own business (--threads): bench_libtorch sets OpenBLAS's,
   // pytorch_bench.py its environment before importing torch.
   // The environment (harness/proc.h) goes to the Python backend, which has no reader of its own.
+  // The compiled mode's kernel verdicts (engine/dialects.h) are shared through the run folder:
+  // measured once, by the first process that meets a shape (the check's).
   std::vector<std::string> child_env() const {
     return {"BACKPROP_BENCH_GIT_SHA=" + git_sha_,
-            "BACKPROP_BENCH_ENVIRONMENT=" + environment_.dump()};
+            "BACKPROP_BENCH_ENVIRONMENT=" + environment_.dump(),
+            "BACKPROP_BENCH_DIALECT_VERDICTS=" + (folder_.dir() / "dialect_verdicts.txt").string()};
   }
 
   // Sizes beyond the defaults (harness/memory.h): each backend measured at three smaller sizes
@@ -893,6 +910,50 @@ class Run {
     return cells;
   }
 
+  // The matmul dialects kernel by kernel (harness/kernel_rows.h) on the shapes of the largest
+  // selected char_mlp and mlp_width, with the FMA peak, when compiled is selected: kernels.json,
+  // and a table in the summary. A resumed run keeps a finished kernels.json.
+  void kernels() {
+    std::map<std::string, const Selected*> largest;  // workload -> its largest selected instance
+    for (const Selected& s : selected_) {
+      const std::string w(s.workload->name);
+      if ((w == "char_mlp" || w == "mlp_width") && s.names.count("compiled") &&
+          (!largest.count(w) || largest[w]->size < s.size))
+        largest[w] = &s;
+    }
+    const fs::path out = folder_.dir() / "kernels.json";
+    if (largest.empty() || (!opt_.resume.empty() && fs::exists(out))) return;
+    std::vector<std::string> argv = command("compiled", true);
+    std::string which;
+    for (const auto& [w, s] : largest) {
+      argv.push_back(instance_arg(*s, "compiled"));
+      which += (which.empty() ? "" : ", ") + s->id;
+    }
+    for (std::string a : {std::string("--kernel_rows"),
+                          "--benchmark_out=" + (folder_.dir() / "kernels.json.partial").string(),
+                          std::string("--benchmark_out_format=json"),
+                          fmt::format("--benchmark_repetitions={}", opt_.repetitions),
+                          fmt::format("--benchmark_min_time={}", opt_.min_time)})
+      argv.push_back(a);
+    fmt::print("\nkernels: every matmul dialect on the op shapes of {}, and the FMA peak ... ",
+               which);
+    std::fflush(stdout);
+    const std::string log = "logs/kernels.log";
+    const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
+                                        child_env(), opt_.memory_limit);
+    if (p.interrupted) return;
+    std::string status = "ok", message;
+    if (p.ok()) {
+      fs::rename(folder_.dir() / "kernels.json.partial", out);
+      fmt::print("{:.1f} s\n", p.wall_seconds);
+    } else {
+      status = "failed", message = p.failure() + " (see " + log + ")";
+      fmt::print("failed: {}\n", message);
+      failures_++;
+    }
+    add_process(process_json("compiled", "kernels", "", "kernels.json", log, status, message, p));
+  }
+
   void summarize() {
     Summary s;
     s.run_id = folder_.id();
@@ -909,6 +970,8 @@ class Run {
                                  {"load_average_end", load_average_1min()},
                                  {"other_benchmarks", std::move(others)}});
     s.options = run_options_json();
+    if (fs::exists(folder_.dir() / "kernels.json"))
+      s.kernels = kernel_summary(parse_benchmark_json(read_file(folder_.dir() / "kernels.json")));
     for (const auto& [b, context] : contexts_) s.contexts.set(b, context);
     for (const Selected& sel : selected_) {
       for (const auto& [b, name] : sel.names)
@@ -1040,7 +1103,12 @@ int main(int argc, char** argv) {
        .workloads = options.workloads,
        .sizes = options.sizes,
        .filter = options.filter,
-       .threads_of = [&](const std::string& b) { return bp::threads_of(options, b); }},
+       .threads_of = [&](const std::string& b) { return bp::threads_of(options, b); },
+       .runs =
+           [](const std::string& b, const bp::WorkloadInfo& w) {
+             const char* only = bp::spec_of(b).only_workload;
+             return !only || w.name == only;
+           }},
       &error);
   if (!selected) bp::usage_error(error);
   bp::check_corpus(options, *selected);

@@ -28,6 +28,8 @@ struct SelectionRequest {
   std::vector<std::string> sizes;                     // each "key=n,n"
   std::string filter;                                 // a regex over benchmark names; empty: all
   std::function<int(const std::string&)> threads_of;  // the thread count in a backend's names
+  // Whether a backend is measured on a workload at all (a variant made for one); null: all.
+  std::function<bool(const std::string&, const WorkloadInfo&)> runs;
 };
 
 // One instance and its benchmark name on each backend the filter kept.
@@ -128,6 +130,7 @@ inline std::optional<std::vector<Selected>> select_instances(const SelectionRequ
     for (int64_t size : list) {
       Selected s{&w, size, instance_id(w, size), {}};
       for (const std::string& b : r.backends) {
+        if (r.runs && !r.runs(b, w)) continue;
         const std::string name = bench_name(w, size, b, r.threads_of(b));
         every_name.push_back(name);
         if (filter.matches(name)) s.names[b] = name;

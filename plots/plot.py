@@ -13,7 +13,8 @@ phase grad (scalar graphs) and step (training steps); scalar_chain.png (time per
 graph size); mini_gpt_batch.png (time per step against batch size); mlp_width.png (time against
 width, crossovers marked); loss_curves.png (mini_gpt's training loss on every backend, overlaid);
 memory_plan.png (the compiled mode's planned arena against its lower bound and the eager engine's
-arena, per model).
+arena, per model); kernel_dialects.png (each matmul dialect's GFLOP/s on the op shapes of real
+steps, auto's choice marked, against the core's FMA peak measured in the same run).
 Legends and notes sit outside the plotting area, so they never cover data. Then plots/report.py
 writes <run>/report.html, the page that shows the figures with the tables.
 Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh run of every backend.
@@ -29,8 +30,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import report  # noqa: E402
 
-COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "libtorch": "#d95f02", "pytorch": "#7570b3",
+COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d854",
+          "compiled_first_step": "#b3b3b3", "libtorch": "#d95f02", "pytorch": "#7570b3",
           "torchscript": "#e7298a"}
+# The compiled mode's matmul dialects (engine/dialects.h), in kernel_dialects.png.
+DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
+                  "onednn": "#7570b3", "libxsmm": "#e7298a"}
 PHASES = {"grad": "scalar graphs: build, forward, backward, read gradients",
           "step": "training steps: zero grads, forward, loss, backward, update"}
 
@@ -323,6 +328,43 @@ def memory_plan_figure(run):
                                  "lower bound: the most bytes live at any instruction of the program")
 
 
+def kernel_dialects_figure(run):
+    """Per op shape of bench_compiled --kernel_rows, every dialect's GFLOP/s (forward and backward
+    of the op), auto's choice hatched; the FMA peak and 80% of it as lines. None without kernels."""
+    kernels = run.get("kernels")
+    if not kernels or not kernels.get("shapes"):
+        return None
+    shapes = kernels["shapes"]
+    dialects = list(dict.fromkeys(d for s in shapes for d in s["median_seconds"]))
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.6 * len(shapes) + 3), 4.8))
+    width = 0.8 / len(dialects)
+    for j, d in enumerate(dialects):
+        xs, ys, chosen = [], [], []
+        for i, s in enumerate(shapes):
+            t = s["median_seconds"].get(d)
+            if t:
+                xs.append(i + (j - (len(dialects) - 1) / 2) * width)
+                ys.append(s["flops"] / t * 1e-9)
+                chosen.append(s.get("auto") == d)
+        ax.bar(xs, ys, width, label=d, color=DIALECT_COLORS.get(d, "gray"))
+        picked = [(x, y) for x, y, c in zip(xs, ys, chosen) if c]
+        if picked:  # drawn over, unlabelled: the legend keeps plain colours
+            ax.bar([x for x, _ in picked], [y for _, y in picked], width, fill=False, hatch="//",
+                   edgecolor="black")
+    peak = kernels.get("peak_gflops")
+    if peak:
+        ax.axhline(peak, color="black", linewidth=1, label=f"FMA peak {peak:.0f} GFLOP/s")
+        ax.axhline(0.8 * peak, color="black", linewidth=1, linestyle=":", label="80% of peak")
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels([s["shape"].replace("step/", "").replace("/", "\n", 1) for s in shapes],
+                       fontsize=7)
+    ax.set_ylabel("GFLOP/s (forward + backward of the op)")
+    ax.set_title("Matmul dialects per op shape (hatched: auto's choice)")
+    ax.grid(axis="y", alpha=0.3)
+    return finish(fig, run, note="each bar: the median of the kernel rows' repetitions; "
+                                 "flops: 2MNK over the op's three products")
+
+
 def figures(run):
     """{file name: figure} for everything this run has data for."""
     out = {}
@@ -335,7 +377,8 @@ def figures(run):
                 out[f"speedup_{phase}.png"] = speedup_figure(sub, phase)
     for name, make in [("scalar_chain.png", chain_figure), ("mini_gpt_batch.png", batch_figure),
                        ("mlp_width.png", width_figure), ("loss_curves.png", loss_figure),
-                       ("memory_plan.png", memory_plan_figure)]:
+                       ("memory_plan.png", memory_plan_figure),
+                       ("kernel_dialects.png", kernel_dialects_figure)]:
         fig = make(run)
         if fig is not None:
             out[name] = fig

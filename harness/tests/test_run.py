@@ -20,7 +20,10 @@ import time
 import pytest
 
 QUICK = ["--repetitions", "2", "--min-time", "0.01", "--no-plots", "--rounds", "1"]
-BACKENDS = ("engine", "compiled", "libtorch", "pytorch", "torchscript")
+BACKENDS = ("engine", "compiled", "compiled_budget", "compiled_first_step", "libtorch", "pytorch",
+            "torchscript")
+# compiled_budget is measured on mini_gpt_wide only (harness/run.cc, kBackends)
+EVERY_WORKLOAD = tuple(b for b in BACKENDS if b != "compiled_budget")
 CPP = ["--backends", "engine,libtorch"]  # where the subject is the runner, not a backend
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE, "plots"))
@@ -62,9 +65,9 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
     assert latest.is_symlink()
     processes = load(latest / "processes.json")["processes"]
     bench = [p for p in processes if p["phase"] == "bench"]
-    # 6 instances on 5 backends, each in its own process
+    # 6 instances on 6 backends (compiled_budget runs none of them), each in its own process
     assert sorted(p["benchmark"] for p in bench) == sorted(
-        f"{w}/{b}/{k}threads:1" for b in BACKENDS
+        f"{w}/{b}/{k}threads:1" for b in EVERY_WORKLOAD
         for w, k in [("grad/tiny_graph", ""), ("grad/scalar_chain", "nodes:10/"),
                      ("grad/scalar_chain", "nodes:100/"), ("step/mini_gpt", "batch:1/"),
                      ("step/mlp_width", "width:16/"), ("step/mlp_width", "width:32/")])
@@ -85,7 +88,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
             assert ctx.get(key), (key, ctx)
         assert ctx["warmup_steps"] == "2", "every backend times its steady state alike"
         assert ctx["backend"] == p["backend"] and ctx["threads"] == "1"
-        if p["backend"] not in ("engine", "compiled"):
+        if not p["backend"].startswith(("engine", "compiled")):
             assert "openblas" in ctx["blas"], "torch must run on OpenBLAS, not the reference BLAS"
             assert ctx["blas_threads"] == "1" and ctx["intra_op_threads"] == "1"
             assert ctx["omp_wait_policy"] == "PASSIVE", "OpenMP must not spin on BLAS's cores"
@@ -98,8 +101,8 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
         cell = by_cell[(p["backend"], instance)]
         assert cell["median_seconds"] == pytest.approx(medians[0]["real_time"] * 1e-6, rel=1e-9)
         assert cell["max_rss_bytes"] == p["max_rss_bytes"] and cell["file"] == p["file"]
-        if "scalar_chain" in instance:
-            assert medians[0]["items_per_second"] > 0
+        if "scalar_chain" in instance and p["backend"] != "compiled_first_step":  # cold starts
+            assert medians[0]["items_per_second"] > 0  # are not counted in nodes per second
         # every process's log starts with its command line, so it can be run again by hand
         with open(latest / p["log"]) as f:
             command = shlex.split(f.readline()[2:])
@@ -123,7 +126,14 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
     assert drawn == sorted(["runtime_grad.png", "memory_grad.png", "speedup_grad.png",
                             "runtime_step.png", "memory_step.png", "speedup_step.png",
                             "scalar_chain.png", "mini_gpt_batch.png", "mlp_width.png",
-                            "loss_curves.png", "memory_plan.png"]), drawn
+                            "loss_curves.png", "memory_plan.png", "kernel_dialects.png"]), drawn
+    # the kernel stage: every matmul dialect on mlp_width's op shapes, and the FMA peak
+    kernels = summary["kernels"]
+    assert kernels["peak_gflops"] > 1
+    assert {s["shape"].split("/")[2] for s in kernels["shapes"]} == {"width:32"}
+    for s in kernels["shapes"]:
+        assert "engine" in s["median_seconds"] and s["auto"] in s["median_seconds"]
+        assert s["auto_over_best"] >= 1
     for name in drawn:
         with open(latest / "plots" / name, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -157,7 +167,7 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--backends", "engine,tensorflow"], "unknown backend 'tensorflow'; valid: engine, compiled, libtorch"),
+    (["--backends", "engine,tensorflow"], "unknown backend 'tensorflow'; valid: engine, compiled, compiled_budget"),
     (["--workloads", "resnet"], "unknown workload 'resnet'; valid: empty, tiny_graph"),
     (["--sizes", "nodes=abc"], "--sizes nodes=abc: 'abc' is not a whole number"),
     (["--sizes", "nodes=0"], "nodes=0 is out of range for scalar_chain (1 to 10000000)"),
@@ -694,6 +704,32 @@ def test_backend_binary_runs_on_its_own(bin_dir, tmp_path):
                        text=True)
     assert r.returncode == 2
     assert r.stderr == "error: nodes=0 is out of range for scalar_chain (1 to 10000000)\n"
+
+
+# The compiled mode's own flags: a bad one is one line and exit 2, before anything runs; a
+# forced dialect shows in every result's label.
+def test_compiled_flags_are_checked_and_the_kernels_reported(bin_dir):
+    compiled = os.path.join(bin_dir, "bench_compiled")
+    engine = os.path.join(bin_dir, "bench_engine")
+    for binary, flag, message in [
+            (compiled, "--dialect=matmul:mkl", "error: --dialect=matmul:mkl: 'matmul:mkl': no "
+             "dialect mkl for matmul; its dialects are engine, blis, openblas, onednn, libxsmm, "
+             "reference\n"),
+            (compiled, "--dialect=conv:blis", "FAMILY one of matmul, attention, layernorm"),
+            (compiled, "--memory_budget=1.5", "expected bytes (a whole number above 1)"),
+            (engine, "--dialect=auto", "error: --dialect=auto: engine has no kernel dialects\n"),
+            (engine, "--time_first_step", "error: --time_first_step: engine compiles nothing\n"),
+            (engine, "--kernel_rows", "error: --kernel_rows: engine has none\n")]:
+        r = subprocess.run([binary, flag, "--instance=workload=tiny_graph"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 2 and message in r.stderr and r.stdout == "", (flag, r.stderr)
+    r = subprocess.run([compiled, "--dialect=matmul:reference,layernorm:reference",
+                        "--instance=workload=mini_gpt,size=1", "--benchmark_format=json",
+                        "--benchmark_min_time=0.01"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    label = json.loads(r.stdout)["benchmarks"][0]["label"]
+    assert label.startswith("matmul:reference,layernorm:reference: ") and "linear=reference" in label
+    assert "layernorm=reference" in label and "attention=engine" in label, label
 
 
 # Every result claims the flags it was built with: they must be the compiler's real ones.
