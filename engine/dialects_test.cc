@@ -142,9 +142,10 @@ TEST(Dialects, PriorityChoosesTheEnginesOwnKernels) {
   }
 }
 
-// Auto times the candidates of a shape once, picks the fastest of what it measured, and never
-// times the reference; with one candidate left (a build without libraries) it times nothing.
-TEST(Dialects, AutoPicksTheFastestMeasuredCandidate) {
+// Auto times the candidates of a shape once and picks the fastest, unless a kernel of higher
+// priority is within 10% of it; it never times the reference, and with one candidate left (a
+// build without libraries) it times nothing.
+TEST(Dialects, AutoPicksTheFastestOrANearTieOfHigherPriority) {
   std::string error;
   DialectSelector<float> dialects(*bp::parse_dialect_spec<float>("auto", &error));
   bp::OpArgs<float> a;
@@ -166,10 +167,11 @@ TEST(Dialects, AutoPicksTheFastestMeasuredCandidate) {
     best = std::min(best, s);
     std::printf("  matmul (32, 40) (40, 48): %-9s %.2f us\n", name, s * 1e6);
   }
+  // The choice: the first in priority order (the order of `seconds`) within 10% of the fastest.
+  const char* want = nullptr;
   for (const auto& [name, s] : c.seconds)
-    if (name == std::string(c.kernel->dialect)) {
-      EXPECT_EQ(s, best);
-    }
+    if (!want && s <= best * 1.10) want = name;
+  EXPECT_STREQ(c.kernel->dialect, want);
   // Cached: the same shape again is the same verdict, not a new measurement.
   const bp::KernelChoice<float> again = dialects.choose(bp::TensorOp::matmul, a);
   EXPECT_EQ(again.kernel, c.kernel);
