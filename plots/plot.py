@@ -356,8 +356,11 @@ def kernel_dialects_figure(run):
         ax.axhline(peak, color="black", linewidth=1, label=f"FMA peak {peak:.0f} GFLOP/s")
         ax.axhline(0.8 * peak, color="black", linewidth=1, linestyle=":", label="80% of peak")
     ax.set_xticks(range(len(shapes)))
-    ax.set_xticklabels([s["shape"].replace("step/", "").replace("/", "\n", 1) for s in shapes],
-                       fontsize=7)
+    def tick(shape):  # "step/char_mlp/hidden:1024/linear[64x1024,...]" on three short lines
+        where, op = shape.replace("step/", "").rsplit("/", 1)
+        name, operands = op.rstrip("]").split("[", 1)
+        return f"{where.replace('/', ' ')}\n{name}\n" + operands.replace(",", ", ")
+    ax.set_xticklabels([tick(s["shape"]) for s in shapes], fontsize=7)
     ax.set_ylabel("GFLOP/s (forward + backward of the op)")
     ax.set_title("Matmul dialects per op shape (hatched: auto's choice)")
     ax.grid(axis="y", alpha=0.3)

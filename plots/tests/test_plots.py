@@ -277,3 +277,21 @@ def test_memory_plan_bars_are_the_compiled_modes_counters(tmp_path):
     assert_nothing_covers_data(fig)
     del cells["compiled"]["counters"]  # a run without the compiled mode has no such figure
     assert "memory_plan.png" not in plot.figures(write(tmp_path, s))
+
+
+def test_kernel_dialects_are_gflops_with_autos_choice_hatched(tmp_path):
+    s = summary({"step/mlp_width/width:16": {"engine": 5e-6}}, ["engine"])
+    s["kernels"] = {"peak_gflops": 200.0, "shapes": [
+        {"shape": "step/mlp_width/width:16/linear[64x16,16x16,1x16]", "flops": 2e6,
+         "median_seconds": {"engine": 1e-4, "onednn": 2e-4}, "auto": "onednn", "best": "engine"}]}
+    fig = plot.figures(write(tmp_path, s))["kernel_dialects.png"]
+    ax = fig.axes[0]
+    plain = [b for c in ax.containers for b in c if b.get_fill()]
+    hatched = [b for c in ax.containers for b in c if not b.get_fill()]
+    assert [round(b.get_height(), 6) for b in plain] == [20.0, 10.0]  # GFLOP/s: engine, onednn
+    assert [round(b.get_height(), 6) for b in hatched] == [10.0] and hatched[0].get_hatch() == "//"
+    assert [round(l.get_ydata()[0], 6) for l in ax.get_lines()] == [200.0, 160.0]  # peak, 80%
+    assert ax.get_xticklabels()[0].get_text() == "mlp_width width:16\nlinear\n64x16, 16x16, 1x16"
+    assert_nothing_covers_data(fig)
+    del s["kernels"]  # a run without kernel rows has no such figure
+    assert "kernel_dialects.png" not in plot.figures(write(tmp_path, s))
