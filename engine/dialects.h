@@ -270,7 +270,7 @@ struct DialectError {
 };
 
 // One node's choice: the kernel, and what auto measured (seconds per forward and backward of
-// each timed candidate, in kernels_of order; empty when nothing was timed).
+// each timed candidate, in priority order; empty when nothing was timed).
 template <class T>
 struct KernelChoice {
   const Kernel<T>* kernel;

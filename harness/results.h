@@ -59,10 +59,9 @@ inline MedianInterval median_interval(std::vector<double> x) {
 // the compiled mode's plan, its time to first step and what choosing its kernels took
 // (engine/compiled.h).
 inline constexpr const char* kExtraCounters[] = {
-    "arena_bytes",        "planned_arena_bytes", "lower_bound_bytes",
-    "unplanned_bytes",    "instructions",        "compile_seconds",
-    "first_step_seconds", "memory_budget_bytes", "recomputed_nodes",
-    "dialect_selection_seconds"};
+    "arena_bytes",      "planned_arena_bytes",      "lower_bound_bytes",  "unplanned_bytes",
+    "instructions",     "compile_seconds",          "first_step_seconds", "memory_budget_bytes",
+    "recomputed_nodes", "dialect_selection_seconds"};
 
 struct BenchmarkResult {
   std::string status = "failed";  // ok | failed | skipped
