@@ -499,18 +499,16 @@ class DialectSelector {
   }
   static void append_verdict(const Key& k, const KernelChoice<T>& c) {
     if (verdict_file().empty()) return;
-    std::string line =
-        std::to_string(int(k.op)) + " " + std::to_string(k.rows) + " " + std::to_string(k.cols);
-    for (int i = 0; i < 3; i++)
-      line += " " + std::to_string(k.in_rows[i]) + " " + std::to_string(k.in_cols[i]);
-    for (int i = 0; i < 3; i++) line += " " + std::to_string(k.arg[i]);
-    line += std::string(" ") + c.kernel->dialect;
-    char buf[64];
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%d %d %d %d %d %d %d %d %d %d %d %d %s", int(k.op), k.rows,
+                  k.cols, k.in_rows[0], k.in_cols[0], k.in_rows[1], k.in_cols[1], k.in_rows[2],
+                  k.in_cols[2], k.arg[0], k.arg[1], k.arg[2], c.kernel->dialect);
+    std::string line = buf;
     for (const auto& [d, sec] : c.seconds) {
       std::snprintf(buf, sizeof buf, " %s=%.9g", d, sec);
       line += buf;
     }
-    line += "\n";
+    line += '\n';
     const int fd = ::open(verdict_file().c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd < 0) return;  // unwritable: this process's verdicts stay its own
     [[maybe_unused]] const ssize_t n = ::write(fd, line.data(), line.size());
