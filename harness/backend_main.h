@@ -10,8 +10,7 @@
 //   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
 //   build/bench_compiled --instance=workload=char_mlp,size=1024 --dialect=matmul:blis
 //   build/bench_compiled --instance=workload=mini_gpt,size=8 --time_first_step   # cold starts
-//   build/bench_compiled --kernel_rows --instance=workload=char_mlp,size=1024 #
-//   harness/kernel_rows.h
+//   build/bench_compiled --kernel_rows --instance=workload=char_mlp,size=1024
 // --backend_name=NAME: what the results call the backend (bench_run names its variants so).
 // Every workload of a kind the backend implements (B::implements, held to its concept at compile
 // time) is instantiated on it: a workload that does not compile on a backend that claims its kind
@@ -401,7 +400,7 @@ struct MemoryBudget {
 };
 inline MemoryBudget g_memory_budget;
 // --dialect=SPEC: how the compiled mode chooses its kernels (engine/dialects.h); its default is
-// auto, the fastest measured kernel per op and shape.
+// auto, the fastest measured kernel per op and shape (or a higher-priority one within 10%).
 inline std::string g_dialect_spec = "auto";
 template <class B>
 void configure(B& backend) {
