@@ -333,7 +333,6 @@ template <class T>
 class DialectSelector {
  public:
   explicit DialectSelector(DialectSpec spec = {}) : spec_(std::move(spec)) {}
-  const DialectSpec& spec() const { return spec_; }
   double seconds_measuring() const { return seconds_measuring_; }  // auto's timing, in all
   // Auto's verdicts are kept for the process (below); this forgets them, so that the next
   // program measures again (time to first step, measured from cold).

@@ -84,6 +84,13 @@ inline void axpy(T* y, T a, const T* x, int32_t n) {  // y += a x
 
 // ---- matrix products ----
 
+// Scratch is carved in pieces of whole cache lines, so each piece starts aligned as an arena's
+// would.
+inline constexpr size_t kScratchAlign = 16;
+inline size_t scratch_round(size_t n) {
+  return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+}
+
 // c (M, N) += a (M, K) @ b (K, N), row-major, c's rows ldc apart and b's ldb. The output is
 // computed in tiles of MR rows x NR columns held in registers across the whole k loop: per k,
 // NR/16 vector loads of b, MR broadcasts of a, MR*NR/16 fused multiply-adds (AVX-512). Columns
@@ -123,7 +130,6 @@ inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, co
 // costs a TLB entry per row and its lines share the same few L1 sets. The copy is 1/M of the
 // panel's arithmetic. Packing moves data only: the sums are the same, in the same order.
 inline constexpr int32_t kPackMinRows = 16;
-inline size_t scratch_round(size_t n);
 inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
   return M >= kPackMinRows && N >= 32 ? scratch_round(size_t(K) * 32) : 0;
 }
@@ -163,13 +169,6 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
       for (int32_t r = r0; r < r1; r++)
         for (int32_t c = c0; c < c1; c++) out[size_t(c) * R + r] = in[size_t(r) * C + c];
     }
-}
-
-// Scratch is carved in pieces of whole cache lines, so each piece starts aligned as an arena's
-// would.
-inline constexpr size_t kScratchAlign = 16;
-inline size_t scratch_round(size_t n) {
-  return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
 
 // The scratch matmul_accumulate needs for these sizes (elements): one transposed copy, or two,

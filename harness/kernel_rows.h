@@ -17,8 +17,8 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
-#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,14 +131,13 @@ inline constexpr int kFmaPeakLanes =
 // Registers the rows; the caller runs Google Benchmark. Shapes met twice are measured once.
 template <class Corpus>
 void register_kernel_rows(const std::vector<InstanceSpec>& instances, const Corpus& corpus) {
-  std::map<std::string, bool> seen;
+  std::set<std::string> seen;
   for (const InstanceSpec& spec : instances)
     for (MatmulShape& m : matmul_shapes_of(spec, corpus)) {
       const std::string shape =
           std::string(tensor_op_names[int(m.op)]) + "[" + operand_shapes(m.shape) +
           (m.shape.arg[0] ? m.op == TensorOp::linear ? ",relu" : ",t" : "") + "]";
-      if (seen[shape]) continue;
-      seen[shape] = true;
+      if (!seen.insert(shape).second) continue;
       for (const Kernel<float>& k : kernels_of<float>(m.op)) {
         if (!k.in_build || !k.available(m.shape) || k.priority == 0) continue;
         double auto_seconds = 0;
