@@ -18,7 +18,8 @@
 // recomputed before the backward that needs them until the plan fits (engine/program.h).
 //
 // Kernels: chosen per op at compile time by `dialects` (engine/dialects.h): by priority (the
-// eager engine's own), by timing every candidate on the op's shape (auto), or forced per family.
+// eager engine's own), by timing every candidate on the op's shape (auto), or forced per family;
+// under a memory budget, among kernels that open no library unless one is forced.
 // The choice of every op is reported (kernel_report) and carried into the results.
 //
 // Not here: a step whose graph changes from step to step is refused, never recaptured.
@@ -249,7 +250,10 @@ struct CompiledBackend : EngineTensorInputs {
   // arithmetic of the step has run.
   Program<float> compile_program() {
     try {
-      DialectSelector<float> selector(dialects);
+      // Under a memory budget no library is opened unless forced: its resident code and tables
+      // would sit outside the budget (engine/dialects.h).
+      const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
+      DialectSelector<float> selector(dialects, !budgeted);
       Program<float> p(graph, root, ArenaBudget{budget_bytes, budget_fraction}, &selector);
       selection_seconds = selector.seconds_measuring();
       return p;

@@ -18,9 +18,10 @@
 // engine's own first, so a priority program is the eager engine's arithmetic, bitwise); `auto`
 // times every available candidate but the reference on the node's own shape (forward then
 // backward, interleaved rounds, the fastest unless a higher-priority kernel is within 10% of it)
-// and keeps the verdict per shape for the rest of the
-// process (so a second setup runs the same kernels, bit for bit); a forced
-// FAMILY:NAME takes that kernel or refuses with one line (DialectError).
+// and keeps the verdict per shape for the rest of the process (so a second setup runs the same
+// kernels, bit for bit); a forced FAMILY:NAME takes that kernel or refuses with one line
+// (DialectError). A selector told to leave libraries out (a program under a memory budget)
+// chooses only among the kernels that run no library's code.
 // Tests: engine/dialects_test.cc.
 #pragma once
 
@@ -87,6 +88,7 @@ struct Kernel {
   const char* dialect;
   int priority;                         // `priority` picks the highest available
   bool in_build;                        // its library was found when this binary was built
+  bool library;                         // runs a library's code: resident memory once it is used
   bool (*available)(const OpArgs<T>&);  // can run this shape in T (asked only when in_build)
   void (*forward)(const OpArgs<T>&);
   void (*backward)(const OpArgs<T>&);
@@ -102,8 +104,8 @@ bool always(const OpArgs<T>&) {
 template <class T>
 Kernel<T> engine_kernel(TensorOp op) {
   const OpRule<T>& r = op_rules<T>[int(op)];
-  return {"engine",          100, true, always<T>, r.forward, r.backward, r.forward_scratch,
-          r.backward_scratch};
+  return {"engine",  100,        true,       false, always<T>, r.forward, r.backward,
+          r.forward_scratch, r.backward_scratch};
 }
 // The reference's forward with the engine's backward (tanh, relu, exp and log differentiate in
 // one product from what both forwards save).
@@ -129,6 +131,7 @@ Kernel<T> gemm_kernel(const char* name, int priority) {
   return {name,
           priority,
           G::in_build,
+          G::library,
           ops::products_available<T, G, Linear>,
           Linear ? ops::linear_forward<T, G> : ops::matmul_forward<T, G>,
           Linear ? ops::linear_backward<T, G> : ops::matmul_backward<T, G>,
@@ -332,7 +335,12 @@ struct KernelBench {
 template <class T>
 class DialectSelector {
  public:
-  explicit DialectSelector(DialectSpec spec = {}) : spec_(std::move(spec)) {}
+  // libraries = false: auto and priority leave out the kernels that run a library's code (a
+  // forced one is still taken). A program under a memory budget chooses so: an opened library is
+  // resident memory outside the plan (LIBXSMM's code registry alone grew to 10 MB on
+  // mini_gpt_wide, 11.4 MB over parameters + budget with the libraries auto chose).
+  explicit DialectSelector(DialectSpec spec = {}, bool libraries = true)
+      : spec_(std::move(spec)), libraries_(libraries) {}
   double seconds_measuring() const { return seconds_measuring_; }  // auto's timing, in all
   // Auto's verdicts are kept for the process (below); this forgets them, so that the next
   // program measures again (time to first step, measured from cold).
@@ -357,7 +365,7 @@ class DialectSelector {
     // Asking a library kernel whether it can run opens its library: ask only as far as needed.
     std::vector<const Kernel<T>*> in_build;
     for (const Kernel<T>& k : all)
-      if (k.in_build) in_build.push_back(&k);
+      if (k.in_build && (libraries_ || !k.library)) in_build.push_back(&k);
     std::stable_sort(in_build.begin(), in_build.end(),
                      [](auto* x, auto* y) { return x->priority > y->priority; });
     if (!spec_.timed || in_build.size() == 1) {
@@ -372,7 +380,8 @@ class DialectSelector {
                   {a.arg[0], a.arg[1], a.arg[2]}};
     std::map<Key, KernelChoice<T>>& measured = verdicts();
     if (!measured.count(key)) read_verdict_file();
-    if (auto hit = measured.find(key); hit != measured.end() && hit->second.kernel->available(a))
+    if (auto hit = measured.find(key); hit != measured.end() && hit->second.kernel->available(a) &&
+                                       (libraries_ || !hit->second.kernel->library))
       return hit->second;
     std::vector<const Kernel<T>*> candidates;
     for (const Kernel<T>* k : in_build)
@@ -381,6 +390,12 @@ class DialectSelector {
       candidates.pop_back();  // the reference is the floor to check against, not a candidate
     if (candidates.size() == 1) return {candidates[0], {}};
     const auto started = std::chrono::steady_clock::now();
+    if (!libraries_) {  // a narrower choice than the verdicts', kept out of them
+      KernelChoice<T> choice = time_candidates(op, a, candidates);
+      seconds_measuring_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      return choice;
+    }
     measured[key] = time_candidates(op, a, candidates);
     seconds_measuring_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -515,6 +530,7 @@ class DialectSelector {
   }
 
   DialectSpec spec_;
+  bool libraries_;
   double seconds_measuring_ = 0;
 };
 

@@ -25,6 +25,7 @@ namespace {
 
 using bp::DialectSelector;
 using bp::DialectSpec;
+using bp::Kernel;
 using bp::OpFamily;
 
 DialectSpec forced(OpFamily f, const std::string& name) {
@@ -176,6 +177,36 @@ TEST(Dialects, AutoPicksTheFastestOrANearTieOfHigherPriority) {
   const bp::KernelChoice<float> again = dialects.choose(bp::TensorOp::matmul, a);
   EXPECT_EQ(again.kernel, c.kernel);
   EXPECT_EQ(again.seconds, c.seconds);
+}
+
+// Told to leave libraries out (a program under a memory budget), auto and priority choose among
+// the kernels that run no library's code, even where the process's verdict for the shape names a
+// library; a forced library kernel is still taken.
+TEST(Dialects, WithoutLibrariesNoLibraryIsChosenUnlessForced) {
+  std::string error;
+  bp::OpArgs<float> a;
+  a.rows = 24, a.cols = 72, a.in_rows[0] = 24, a.in_cols[0] = 56, a.in_rows[1] = 56;
+  a.in_cols[1] = 72;
+  DialectSelector<float> with(*bp::parse_dialect_spec<float>("auto", &error));
+  std::printf("  matmul (24, 56) (56, 72), auto with libraries: %s\n",
+              with.choose(bp::TensorOp::matmul, a).kernel->dialect);
+  for (const char* spec : {"auto", "priority"}) {
+    DialectSelector<float> without(*bp::parse_dialect_spec<float>(spec, &error), false);
+    const bp::KernelChoice<float> c = without.choose(bp::TensorOp::matmul, a);
+    EXPECT_FALSE(c.kernel->library) << spec << " chose " << c.kernel->dialect;
+    EXPECT_STREQ(c.kernel->dialect, "engine") << spec;
+    EXPECT_TRUE(c.seconds.empty()) << spec << ": the engine's is the one candidate left";
+  }
+  for (const std::string& name : bp::dialects_of<float>(OpFamily::matmul)) {
+    const Kernel<float>* k = nullptr;
+    for (const Kernel<float>& each : bp::kernels_of<float>(bp::TensorOp::matmul))
+      if (each.dialect == name) k = &each;
+    ASSERT_TRUE(k);
+    EXPECT_EQ(k->library, name != "engine" && name != "reference") << name;
+    if (!k->library || !k->in_build || !k->available(a)) continue;
+    DialectSelector<float> forced_one(forced(OpFamily::matmul, name), false);
+    EXPECT_EQ(forced_one.choose(bp::TensorOp::matmul, a).kernel, k) << name;
+  }
 }
 
 TEST(Dialects, BadSpecsAreRefusedWithOneLine) {

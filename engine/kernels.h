@@ -220,6 +220,7 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
 // (engine/dialects.h) runs the ops' own code around its products; this one is the engine's.
 struct TiledGemm {
   static constexpr bool in_build = true;
+  static constexpr bool library = false;
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
                   int32_t K, T* scratch) {

@@ -86,6 +86,7 @@ inline void set_openmp_threads(void* handle, int threads) {
 // What a policy without its library compiles to: never available, never run.
 struct AbsentGemm {
   static constexpr bool in_build = false;
+  static constexpr bool library = true;
   template <class T>
   static void run(T*, const T*, bool, const T*, bool, int32_t, int32_t, int32_t, T*) {
     std::abort();  // unreachable: dialects.h never selects a kernel that is not in the build
@@ -97,8 +98,11 @@ struct AbsentGemm {
   static size_t scratch_elems(int32_t, int32_t, int32_t, bool, bool) { return 0; }
 };
 
+// A library's product: its code and tables are resident once the library is opened (dialects.h:
+// auto under a memory budget leaves them out).
 struct LibraryGemmBase {
   static constexpr bool in_build = true;
+  static constexpr bool library = true;
   static size_t scratch_elems(int32_t, int32_t, int32_t, bool, bool) { return 0; }
 };
 
@@ -195,6 +199,7 @@ using BlisGemm = AbsentGemm;
 // scratch first, as the engine's tiled kernel does.
 struct XsmmGemm {
   static constexpr bool in_build = true;
+  static constexpr bool library = true;  // linked, but its code registry grows with each shape
   template <class T>
   static auto kernel(bool trans_a, int32_t M, int32_t N, int32_t K) {
     const libxsmm_blasint m = N, n = M, k = K;

@@ -24,6 +24,7 @@ using Acc = std::conditional_t<std::is_same_v<T, float>, double, long double>;
 // c (M, N) += op(a) op(b), one dot product per element.
 struct Gemm {
   static constexpr bool in_build = true;
+  static constexpr bool library = false;
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
                   int32_t K, T*) {
