@@ -104,8 +104,8 @@ bool always(const OpArgs<T>&) {
 template <class T>
 Kernel<T> engine_kernel(TensorOp op) {
   const OpRule<T>& r = op_rules<T>[int(op)];
-  return {"engine",  100,        true,       false, always<T>, r.forward, r.backward,
-          r.forward_scratch, r.backward_scratch};
+  return {"engine",          100, true, false, always<T>, r.forward, r.backward, r.forward_scratch,
+          r.backward_scratch};
 }
 // The reference's forward with the engine's backward (tanh, relu, exp and log differentiate in
 // one product from what both forwards save).
