@@ -380,8 +380,10 @@ class DialectSelector {
                   {a.arg[0], a.arg[1], a.arg[2]}};
     std::map<Key, KernelChoice<T>>& measured = verdicts();
     if (!measured.count(key)) read_verdict_file();
-    if (auto hit = measured.find(key); hit != measured.end() && hit->second.kernel->available(a) &&
-                                       (libraries_ || !hit->second.kernel->library))
+    // (library first: asking a library kernel whether it can run opens the library)
+    if (auto hit = measured.find(key); hit != measured.end() &&
+                                       (libraries_ || !hit->second.kernel->library) &&
+                                       hit->second.kernel->available(a))
       return hit->second;
     std::vector<const Kernel<T>*> candidates;
     for (const Kernel<T>* k : in_build)
