@@ -23,6 +23,7 @@
 // Tests: engine/compiled_test.cc.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -264,6 +265,11 @@ class CompiledScalar {
     nodes_.resize(root + 1);  // nodes after the root change no gradient
     values_.assign(nodes_.size(), 0.0);
     grads_.assign(nodes_.size(), 0.0);
+    // Sized once: grown by doubling, the program was copied about twice over into fresh pages,
+    // and a page fault costs microseconds on these VMs (time to first step, README).
+    const size_t ops = size_t(std::count_if(nodes_.begin() + num_params_, nodes_.end(),
+                                            [](const Node& n) { return n.op != ScalarOp::leaf; }));
+    code_.reserve(2 * ops + 2);
     for (uint32_t i = 0; i <= root; i++) {
       const Node& n = nodes_[i];
       if (n.op == ScalarOp::leaf)
