@@ -6,8 +6,8 @@
 // step i from n-1 down to 0, the state before it. Keeping all n states costs n snapshots. With
 // c < n, Revolve keeps c of them and recomputes the others: it advances (runs steps forward
 // without taping) from a snapshot, stores a new snapshot at a point chosen by the binomial
-// partition, and recurses. The number of advanced steps is the least possible for c snapshots
-// (Griewank and Walther's Theorem):
+// partition, and recurses. The number of advanced steps is the least possible for c snapshots,
+// as Griewank and Walther prove:
 //     t(n, c) = r n - beta(c + 1, r - 1),  beta(s, r) = C(s + r, s),
 // with r the repetition number, the smallest r with beta(c, r) >= n (no step is advanced more
 // than r times). Snapshots count the one holding state_0. Reversing a step (`reverse`) runs it
@@ -22,6 +22,7 @@
 // exactly t(n, c) steps, reverse every step once in reverse order, and keep at most c snapshots).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -131,8 +132,8 @@ class Schedule {
     // advance to the split already ran it once. m as small as the right part allows, but past
     // beta(c, r - 2), where the left part would need fewer repetitions than it is given.
     const int64_t reps = repetitions(length, r.snapshots);
-    const int64_t right_max = int64_t(beta(r.snapshots - 1, reps));
-    int64_t m = length - right_max;
+    const uint64_t right_max = std::min(beta(r.snapshots - 1, reps), uint64_t(length));
+    int64_t m = length - int64_t(right_max);
     const uint64_t left_floor = beta(r.snapshots, reps - 2);
     if (m <= int64_t(left_floor)) m = int64_t(left_floor) + 1;
     if (m < 1) m = 1;
