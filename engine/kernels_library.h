@@ -74,6 +74,21 @@ F symbol_of(void* handle, const char* name) {
 inline void set_openmp_threads(void* handle, int threads) {
   if (auto set = symbol_of<void (*)(int)>(handle, "omp_set_num_threads")) set(threads);
 }
+// A BLAS-like library's float and double products and its thread setter, resolved once from the
+// library at `path` and given library_threads() (and OpenMP's count too, when `openmp`); null
+// when the library or any of the three is missing. Api: {sgemm, dgemm, set_threads} pointers.
+template <class Api>
+const Api* load_blas(const char* path, const char* sgemm, const char* dgemm,
+                     const char* set_threads, bool openmp) {
+  static Api a;
+  void* h = open_library(path);
+  a = {symbol_of<decltype(a.sgemm)>(h, sgemm), symbol_of<decltype(a.dgemm)>(h, dgemm),
+       symbol_of<decltype(a.set_threads)>(h, set_threads)};
+  if (!a.sgemm || !a.dgemm || !a.set_threads) return nullptr;
+  a.set_threads(library_threads());
+  if (openmp) set_openmp_threads(h, library_threads());
+  return &a;
+}
 
 // A library's call failed at run time (oneDNN returns a status): one line, stop.
 [[noreturn]] inline void library_failure(const char* library, int status, int32_t M, int32_t N,
@@ -114,16 +129,8 @@ struct OpenBlasGemm : LibraryGemmBase {
     decltype(&openblas_set_num_threads) set_threads;
   };
   static const Api* api() {  // null: it did not open
-    static const Api* loaded = []() -> const Api* {
-      static Api a;
-      void* h = open_library(BP_OPENBLAS_PATH);
-      a = {symbol_of<decltype(a.sgemm)>(h, "cblas_sgemm"),
-           symbol_of<decltype(a.dgemm)>(h, "cblas_dgemm"),
-           symbol_of<decltype(a.set_threads)>(h, "openblas_set_num_threads")};
-      if (!a.sgemm || !a.dgemm || !a.set_threads) return nullptr;
-      a.set_threads(library_threads());
-      return &a;
-    }();
+    static const Api* loaded = load_blas<Api>(BP_OPENBLAS_PATH, "cblas_sgemm", "cblas_dgemm",
+                                              "openblas_set_num_threads", false);
     return loaded;
   }
   template <class T>
@@ -156,17 +163,8 @@ struct BlisGemm : LibraryGemmBase {
     decltype(&bli_thread_set_num_threads) set_threads;
   };
   static const Api* api() {  // null: it did not open
-    static const Api* loaded = []() -> const Api* {
-      static Api a;
-      void* h = open_library(BP_BLIS_PATH);
-      a = {symbol_of<decltype(a.sgemm)>(h, "bli_sgemm"),
-           symbol_of<decltype(a.dgemm)>(h, "bli_dgemm"),
-           symbol_of<decltype(a.set_threads)>(h, "bli_thread_set_num_threads")};
-      if (!a.sgemm || !a.dgemm || !a.set_threads) return nullptr;
-      a.set_threads(library_threads());
-      set_openmp_threads(h, library_threads());
-      return &a;
-    }();
+    static const Api* loaded =
+        load_blas<Api>(BP_BLIS_PATH, "bli_sgemm", "bli_dgemm", "bli_thread_set_num_threads", true);
     return loaded;
   }
   template <class T>
