@@ -28,7 +28,7 @@ namespace bp {
 // epsilon), times 2^n. 2^n is applied as two factors 2^(n/2) and 2^(n - n/2), each a normal float,
 // so the product overflows to inf above ln(FLT_MAX) and rounds once into the denormals and then
 // to 0 below ln(2^-149), as libm's expf does. Selects, not branches: the loops stay vectorised.
-inline float exp_f32(float x) {
+__attribute__((always_inline)) inline float exp_f32(float x) {
   const float xc = std::min(std::max(x, -110.0f), 90.0f);  // n within [-159, 130]: both factors
   const float n = std::floor(xc * 1.44269504f + 0.5f);     // stay normal floats
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -47,7 +47,7 @@ inline float exp_f32(float x) {
 // tanh(x) = 1 - 2 / (exp(2x) + 1), odd. Near 0 that subtraction cancels (its relative error
 // grows like eps/|x|: 15 ulp at 1/16), so |x| < 1/2 uses the Taylor series to x^15 (the next term
 // is below 1e-8 relative there). exp(2x) = inf for large x gives exactly 1.
-inline float tanh_f32(float x) {
+__attribute__((always_inline)) inline float tanh_f32(float x) {
   const float ax = std::fabs(x);
   const float big = 1 - 2 / (exp_f32(2 * ax) + 1);
   const float x2 = x * x;
