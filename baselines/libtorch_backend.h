@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -116,6 +117,54 @@ struct LibtorchBackend {
   void optimizer_step() { optimizer->step(); }
   void end_step() {}
   double loss_value(const Tensor& loss) const { return loss.item<double>(); }
+  // ---- recurrent models (workloads/recurrent.h): the way back through time ----
+  // store_all: autograd over the unrolled sequence. segments: what a libtorch user writes to save
+  // memory, there being no torch::utils::checkpoint in C++: the forward under NoGradGuard keeps
+  // the state at the start of each of about sqrt(n) segments; then, last segment first, the
+  // segment runs again with autograd from its state (detached, requiring grad), and
+  // torch::autograd::backward({its loss, its last state}, {1, the gradient the later segments
+  // sent back}) adds its parameters' gradients and gives its first state's.
+  static constexpr std::string_view through_time_strategies[] = {"store_all", "segments"};
+  bool segments = false;
+  void use_through_time(const ThroughTime& t) { segments = t.strategy == "segments"; }
+
+  template <class Model>
+  requires RecurrentModel<Model, LibtorchBackend>
+  double through_time(Model& m) {
+    if (!segments) {
+      torch::Tensor loss = m.loss(*this, 0);
+      loss.backward();
+      return loss.item<double>();
+    }
+    const int64_t n = m.length, length = std::max<int64_t>(1, std::llround(std::sqrt(double(n))));
+    std::vector<torch::Tensor> starts;  // the state at the start of each segment
+    {
+      torch::NoGradGuard no_grad;
+      torch::Tensor h = m.initial_state();
+      for (int64_t t = 0; t < n; t++) {
+        if (t % length == 0) starts.push_back(h);
+        h = m.cell(*this, h, t);
+      }
+    }
+    torch::Tensor dlast;  // d loss / d (the last state of the segment being reversed)
+    double loss = 0;
+    for (int64_t s = int64_t(starts.size()) - 1; s >= 0; s--) {
+      torch::Tensor first = starts[size_t(s)].detach().requires_grad_(true), h = first, total;
+      for (int64_t t = s * length; t < std::min(n, (s + 1) * length); t++) {
+        h = m.cell(*this, h, t);
+        torch::Tensor l = m.step_loss(*this, h, t);
+        total = total.defined() ? total + l : l;
+      }
+      if (dlast.defined())
+        torch::autograd::backward({total, h}, {torch::ones_like(total), dlast});
+      else
+        total.backward();
+      dlast = first.grad();
+      loss += total.item<double>();
+    }
+    return loss;
+  }
+
   void read_grad(const Tensor& p, std::span<float> out) const {
     auto g = p.grad().contiguous();
     std::copy(g.data_ptr<float>(), g.data_ptr<float>() + out.size(), out.begin());

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""baselines/pytorch_bench.py: PyTorch from Python as two backends, `pytorch` (eager) and
-`torchscript` (torch.jit), driving the models of baselines/pytorch_models.py.
+"""baselines/pytorch_bench.py: PyTorch from Python as three backends, `pytorch` (eager),
+`torchscript` (torch.jit) and, on the recurrent models only, `pytorch_checkpoint` (--mode=checkpoint:
+torch.utils.checkpoint over segments), driving the models of baselines/pytorch_models.py.
 
 A thin driver: it speaks the protocol of harness/protocol.h (flags in; Google Benchmark's JSON or
 check records out), so bench_run, the judge, the summary and plots/ need no special case. It holds
 no copy of the registry: bench_run names every instance, validates its size and says how many
-training steps a check reports. TorchScript: torch.jit.script for the scalar graphs,
-torch.jit.trace for the models.
+training steps a check reports. TorchScript: torch.jit.script for the scalar graphs and the
+recurrent models (their loop over n steps), torch.jit.trace for the other models.
 
 Timing loop, per repetition: set up (untimed), --warmup_steps steps (untimed, as on every
 backend: TorchScript's profiling executor records and optimises the graph over its first runs,
@@ -102,7 +103,7 @@ def parse_flags(argv):
                  repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
-        if key == "--mode" and value in ("pytorch", "torchscript"):
+        if key == "--mode" and value in ("pytorch", "torchscript", "checkpoint"):
             flags["mode"] = value
         elif key == "--instance":
             flags["instances"].append(parse_instance(value))
@@ -133,6 +134,11 @@ def parse_flags(argv):
             usage_error(f"unrecognized or invalid argument '{arg}' (see harness/protocol.h)")
     if not flags["instances"]:
         usage_error("name at least one --instance=workload=W[,size=N][,name=NAME][,check_steps=S]")
+    recurrent = [w for w, make in models.WORKLOADS.items() if getattr(make, "recurrent", False)]
+    for spec in flags["instances"]:
+        if flags["mode"] == "checkpoint" and spec["workload"] not in recurrent:
+            usage_error(f"--mode=checkpoint: {spec['workload']} is not recurrent; torch.utils."
+                        f"checkpoint runs {', '.join(recurrent)}")
     return flags
 
 
@@ -167,7 +173,12 @@ class TrainingRun:
     def __init__(self, setup, mode):
         self.setup, self.next = setup, 0
         self.loss_fn, self.scripted = setup.model, mode == "torchscript"
-        if self.scripted:  # trace the loss computation once; it shares the parameters
+        recurrent = hasattr(setup.model, "checkpointed")
+        if mode == "checkpoint":
+            self.loss_fn = setup.model.checkpointed
+        elif self.scripted and recurrent:  # a loop over n steps: scripted, not unrolled by trace
+            self.loss_fn = torch.jit.script(setup.model)
+        elif self.scripted:  # trace the loss computation once; it shares the parameters
             self.loss_fn = torch.jit.trace(setup.model, setup.batches[0], check_trace=False)
 
     def loss(self, i):
@@ -285,15 +296,18 @@ def cpuinfo(field):
 
 
 def context(flags, corpus):
-    mode = "eager" if flags["mode"] == "pytorch" else \
-        "torch.jit.script (scalar graphs) / torch.jit.trace (models)"
+    mode = {"pytorch": "eager",
+            "torchscript": "torch.jit.script (scalar graphs, recurrent models) / torch.jit.trace "
+                           "(other models)",
+            "checkpoint": "eager, torch.utils.checkpoint over segments of about sqrt(n) steps "
+                          "(recurrent models)"}[flags["mode"]]
     ctx = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host_name": socket.gethostname(), "executable": os.path.abspath(sys.argv[0]),
         "num_cpus": os.cpu_count(), "mhz_per_cpu": int(float(cpuinfo("cpu MHz") or 0)),
         "cpu_scaling_enabled": False, "caches": [], "load_avg": list(os.getloadavg()),
         "library_build_type": "release",
-        "backend": flags["mode"],
+        "backend": "pytorch_checkpoint" if flags["mode"] == "checkpoint" else flags["mode"],
         "backend_version": f"PyTorch {torch.__version__} (Debian python3-torch), {mode}",
         "threads": str(flags["threads"]),
         "warmup_steps": str(flags["warmup_steps"]),

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 K_BATCHES = 16  # workloads/models.h kBatches: prepared batches a run cycles through
 
@@ -306,6 +307,74 @@ def make_mlp_width(width, corpus):
     return Setup(model, batches, torch.optim.SGD(model.parameters(), lr=0.1), params)
 
 
+RNN_COLUMNS = 256  # workloads/recurrent.h kRnnColumns: step t reads input column t mod this
+
+
+class CharRnn(nn.Module):
+    """workloads/recurrent.h: a tanh RNN over a sequence of `length` characters, cross-entropy
+    summed over the steps. forward is store-all (autograd keeps every state); checkpointed is
+    what a PyTorch user writes to save memory: torch.utils.checkpoint over segments of about
+    sqrt(n) steps, each segment's activations recomputed during backward (use_reentrant=False, as
+    its docs recommend, so the first segment's state needs no requires_grad). Both are plain
+    loops that torch.jit.script can compile (trace would unroll n steps)."""
+
+    def __init__(self, vocab, hidden, batch, length):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.w_h = nn.Linear(hidden, hidden)
+        self.w_y = nn.Linear(hidden, vocab)
+        self.batch, self.hidden, self.length = batch, hidden, length
+        self.segment = max(1, round(math.sqrt(length)))
+        self.columns = RNN_COLUMNS  # an attribute: TorchScript reads no module globals
+
+    def cell(self, h, ids_t):
+        return torch.tanh(self.embed(ids_t) + self.w_h(h))  # (B, H)
+
+    def step_loss(self, h, targets_t):
+        return F.cross_entropy(self.w_y(h), targets_t)
+
+    def run_steps(self, h, first: int, last: int, ids, targets):
+        """Steps [first, last) from state h: the last state and the sum of their losses."""
+        total = torch.zeros(())
+        for t in range(first, last):
+            h = self.cell(h, ids[t % self.columns])
+            total = total + self.step_loss(h, targets[t % self.columns])
+        return h, total
+
+    def forward(self, ids, targets):  # ids, targets (RNN_COLUMNS, B)
+        h = torch.zeros(self.batch, self.hidden)
+        return self.run_steps(h, 0, self.length, ids, targets)[1]
+
+    @torch.jit.ignore
+    def checkpointed(self, ids, targets):
+        h = torch.zeros(self.batch, self.hidden)
+        total = torch.zeros(())
+        for first in range(0, self.length, self.segment):
+            last = min(self.length, first + self.segment)
+            h, part = torch.utils.checkpoint.checkpoint(self.run_steps, h, first, last, ids, targets,
+                                                        use_reentrant=False)
+            total = total + part
+        return total
+
+
+def make_char_rnn(hidden, batch):
+    def make(length, corpus):
+        rng = SplitMix64(0x5EED0004)
+        model = CharRnn(corpus.vocab_size, hidden, batch, length)
+        params = init_parameters(rng, [
+            (model.embed.weight, Uniform(1.0)), (model.w_h.weight, LinearDefault()),
+            (model.w_h.bias, Constant(0.0)), (model.w_y.weight, LinearDefault()),
+            (model.w_y.bias, Constant(0.0))])
+        ids, targets = sample_batch(corpus, rng, batch, RNN_COLUMNS)
+        columns = (torch.from_numpy(ids).view(batch, RNN_COLUMNS).t().contiguous(),
+                   torch.from_numpy(targets).view(batch, RNN_COLUMNS).t().contiguous())
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                      weight_decay=0.01)
+        return Setup(model, [columns] * K_BATCHES, optimizer, params)  # one sequence, every step
+    make.recurrent = True
+    return make
+
+
 # The workloads by their registry names: a ScalarGraph, or a model's make(size, corpus).
 WORKLOADS = {
     "empty": ScalarGraph(None, []),
@@ -316,4 +385,6 @@ WORKLOADS = {
     "mini_gpt": make_gpt(layers=6, heads=6, channels=24, context=8),
     "mini_gpt_wide": make_gpt(layers=4, heads=4, channels=128, context=64),
     "mlp_width": make_mlp_width,
+    "char_rnn": make_char_rnn(hidden=64, batch=8),
+    "char_rnn_wide": make_char_rnn(hidden=512, batch=32),
 }

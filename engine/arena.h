@@ -54,6 +54,19 @@ class Arena {
     }
     if (!blocks_.empty()) blocks_.back().used = 0;
   }
+  // A point in the arena to come back to: rewind(mark) frees everything allocated after it (a
+  // segment of a step, engine/checkpoint.h), releasing the blocks added since.
+  struct Mark {
+    size_t blocks, used;
+  };
+  Mark mark() const { return {blocks_.size(), blocks_.empty() ? 0 : blocks_.back().used}; }
+  void rewind(Mark m) {
+    while (blocks_.size() > std::max<size_t>(m.blocks, 1)) {
+      std::free(blocks_.back().data);
+      blocks_.pop_back();
+    }
+    if (!blocks_.empty()) blocks_.back().used = m.blocks ? m.used : 0;
+  }
   size_t capacity() const {
     size_t c = 0;
     for (const Block& b : blocks_) c += b.capacity;

@@ -7,10 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "engine/checkpoint.h"
 #include "engine/scalar.h"
 #include "engine/tensor.h"
 #include "workloads/backend.h"
@@ -88,8 +92,103 @@ struct EngineBackend : EngineTensorInputs {
   double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
   void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }
 
+  // ---- recurrent models: the way back through time (engine/checkpoint.h) ----
+  // store_all reverses the unrolled sequence with the graph's backward; revolve and multistage
+  // run the model's cell one step at a time on the graph (EngineChain), from states they keep.
+  std::optional<BpttRunner> bptt;  // null: store_all
+  static constexpr std::string_view through_time_strategies[] = {"store_all", "revolve",
+                                                                 "multistage"};
+  void use_through_time(const ThroughTime& t) {
+    bptt.reset();
+    if (t.strategy == "revolve" || t.strategy == "multistage")
+      bptt.emplace(BpttConfig{t.strategy == "revolve" ? Bptt::revolve : Bptt::multistage,
+                              t.snapshots, t.interval, t.directory});
+  }
+
+  template <class Model>
+  requires RecurrentModel<Model, EngineBackend>
+  double through_time(Model& model) {
+    if (!bptt || bptt->config().strategy == Bptt::store_all) {
+      Tensor loss = model.loss(*this, 0);
+      backward(loss);
+      return loss_value(loss);
+    }
+    EngineChain<Model> chain{*this, model};
+    return bptt->run(chain, model.length);
+  }
+
   // Reported as a counter: the peak bytes of every arena this backend used.
   size_t arena_bytes() const { return tape.arena_bytes() + graph.arena_bytes(); }
+
+  // The last sequence's counters of a checkpointing strategy (none for the others).
+  std::vector<std::pair<std::string, double>> extra_counters() const {
+    if (!bptt || bptt->config().strategy == Bptt::store_all) return {};
+    const BpttStats& s = bptt->stats();
+    std::vector<std::pair<std::string, double>> out = {
+        {"snapshots", double(bptt->config().snapshots)},
+        {"most_snapshots_alive", double(s.most_snapshots)},
+        {"advanced_steps", double(s.advanced)},
+        {"advanced_per_step", double(s.advanced) / double(s.steps)},
+        {"advance_seconds", s.advance_seconds},
+        {"reverse_seconds", s.reverse_seconds},
+    };
+    if (bptt->config().strategy == Bptt::revolve)
+      out.push_back(
+          {"predicted_advanced_per_step",
+           double(revolve::forward_steps(s.steps, bptt->config().snapshots)) / double(s.steps)});
+    if (bptt->config().strategy == Bptt::multistage) {
+      out.push_back({"interval", double(s.interval)});
+      out.push_back({"interval_given", bptt->config().interval > 0 ? 1.0 : 0.0});
+      out.push_back({"records", double(s.records)});
+      out.push_back({"bytes_written", double(s.bytes_written)});
+      out.push_back({"bytes_read", double(s.bytes_read)});
+      out.push_back({"write_wait_seconds", s.write_wait_seconds});
+      out.push_back({"read_wait_seconds", s.read_wait_seconds});
+      out.push_back({"write_seconds_measured", s.write_seconds});
+      out.push_back({"step_seconds_measured", s.step_seconds});
+      out.push_back({"o_direct", std::string(bptt->io_mode()) == "O_DIRECT" ? 1.0 : 0.0});
+    }
+    return out;
+  }
+
+ private:
+  // A recurrent model's step on the graph, one step at a time (engine/checkpoint.h's chain).
+  // advance: the cell from a constant input, its output copied out, the step's nodes dropped.
+  // reverse: the cell from a state leaf, the step's loss, their gradients seeded (1 and the
+  // carried dstate), backward over the step's nodes, the state leaf's gradient copied out.
+  template <class Model>
+  struct EngineChain {
+    EngineBackend& be;
+    Model& model;
+    TensorGraph<float>& g = be.graph;
+    size_t state_size() const { return size_t(Model::batch) * Model::hidden; }
+    void initial_state(float* h) const {
+      const float* h0 = g.data(model.initial_state());
+      std::copy(h0, h0 + state_size(), h);
+    }
+    void advance(int64_t t, const float* h, float* next) {
+      const auto mark = g.mark();
+      const Tensor x = g.input(Model::batch, Model::hidden, {h, state_size()});
+      const float* y = g.data(model.cell(be, x, t));
+      std::copy(y, y + state_size(), next);
+      g.rewind(mark);
+    }
+    double reverse(int64_t t, const float* h, float* dstate) {
+      const auto mark = g.mark();
+      const Tensor x = g.state(Model::batch, Model::hidden, {h, state_size()});
+      const Tensor y = model.cell(be, x, t);
+      const Tensor loss = model.step_loss(be, y, t);
+      static constexpr float one = 1;
+      g.seed_grad(loss, {&one, 1});
+      g.seed_grad(y, {dstate, state_size()});
+      g.backward_since(mark);
+      const float* dx = g.grad(x);
+      std::copy(dx, dx + state_size(), dstate);
+      const double value = g.data(loss)[0];
+      g.rewind(mark);
+      return value;
+    }
+  };
 };
 
 }  // namespace bp

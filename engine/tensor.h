@@ -241,6 +241,54 @@ class TensorGraph {
     for (uint32_t i = root.id + 1; i-- > num_params_;) backward_node(nodes_[i]);
   }
 
+  // ---- segments: backpropagation through part of a step (engine/checkpoint.h) ----
+  // A recurrent model reversed one time step at a time: mark(), a state() leaf, the step's ops,
+  // seed_grad() on its loss and on its output state, backward_since(mark), read the state's
+  // gradient, rewind(mark). Not mixed with backward() in one step.
+
+  struct Mark {
+    uint32_t nodes, step;
+    typename Arena<T>::Mark arena;
+  };
+  Mark mark() const { return {uint32_t(nodes_.size()), steps_, step_.mark()}; }
+
+  // A leaf of this step that takes a gradient: the state a segment starts from (PyTorch's
+  // h.detach().requires_grad_()).
+  Tensor state(int32_t rows, int32_t cols, std::span<const T> values) {
+    check_leaf_shape("state", rows, cols, values.size());
+    if (record_only_) fail("state", "(%d, %d) in a record-only graph", rows, cols);
+    Node& n = push(TensorOp::leaf, rows, cols, step_, true);
+    std::copy(values.begin(), values.end(), n.data);
+    return last();
+  }
+
+  // Adds `g` to t's gradient: the gradient flowing into a segment's output from the steps after
+  // it, or 1 for a loss. Added, not set, so that the arithmetic is the whole step's backward's.
+  void seed_grad(Tensor t, std::span<const T> g) {
+    const Node& n = nodes_[checked(t, "seed_grad")];
+    if (!n.grad)
+      fail("seed_grad", "%s has no gradient (it depends on no parameter or state)", shape(n).text);
+    if (g.size() != numel(n))
+      fail("seed_grad", "%s holds %zu values; %zu given", shape(n).text, numel(n), g.size());
+    for (size_t i = 0; i < g.size(); i++) n.grad[i] += g[i];
+  }
+
+  // The chain rule over the nodes made since m, newest first, from the gradients seeded on them.
+  void backward_since(const Mark& m) {
+    check_mark(m, "backward_since");
+    if (record_only_) return;
+    for (uint32_t i = uint32_t(nodes_.size()); i-- > m.nodes;) backward_node(nodes_[i]);
+  }
+
+  // Drops the nodes made since m and their memory. Every handle of this step becomes invalid
+  // (its nodes may be made again under the same positions); parameters and constants stay.
+  void rewind(const Mark& m) {
+    check_mark(m, "rewind");
+    nodes_.resize(m.nodes);
+    step_.rewind(m.arena);
+    steps_++;
+  }
+
   // Parameters are the persistent nodes with a gradient (constants have none).
   void zero_grad() {
     for (uint32_t i = 0; i < num_params_; i++)
@@ -383,12 +431,18 @@ class TensorGraph {
                             : "an operand belongs to another TensorGraph");
     if (t.id >= nodes_.size() || (t.id >= num_params_ && t.step != steps_))
       fail(op,
-           "an operand was made before the last end_step(); only parameters and constants "
-           "outlive a step");
+           "an operand was made before the last end_step() or rewind(); only parameters and "
+           "constants outlive them");
     return t.id;
   }
   // A copy: the reference would not survive the push of the op's own node.
   Node operand(Tensor t, const char* op) const { return nodes_[checked(t, op)]; }
+
+  void check_mark(const Mark& m, const char* op) const {
+    if (m.step != steps_ || m.nodes < num_params_ || m.nodes > nodes_.size())
+      fail(op, "the mark (node %u of step %u) is not of this step (step %u, %zu nodes)", m.nodes,
+           m.step, steps_, nodes_.size());
+  }
 
   static void check_leaf_shape(const char* what, int32_t rows, int32_t cols, size_t values) {
     if (rows < 1 || cols < 1)
@@ -480,7 +534,7 @@ class TensorGraph {
   std::vector<Node> nodes_;  // parameters first ([0, num_params_)), then the current step's ops
   uint32_t num_params_ = 0;
   uint32_t serial_;     // this graph's identity in its handles
-  uint32_t steps_ = 0;  // end_step() count: this step's identity in its handles
+  uint32_t steps_ = 0;  // end_step() and rewind() count: this step's identity in its handles
   bool backward_done_ = false;
   bool record_only_;
   Arena<T> params_, step_;

@@ -311,6 +311,34 @@ TEST(TensorContractDeathTest, EmptyForeignAndStaleHandlesAreRefused) {
   EXPECT_NE(g.data(w), nullptr);  // parameters outlive steps
 }
 
+// Segments (engine/checkpoint.h): a step reversed piece by piece. Backward over a segment from
+// seeded gradients gives the chain rule's values; rewinding frees the segment's nodes and
+// invalidates its handles; a stale mark, a seed of the wrong size or on a tensor without a
+// gradient stops with one line.
+TEST(TensorContractDeathTest, SegmentsSeedRewindAndRefuseMisuse) {
+  G g;
+  Tensor w = g.param(1, 3, std::vector<double>{1, 2, 3});
+  const auto mark = g.mark();
+  Tensor x = g.state(1, 3, std::vector<double>{0.5, -1, 2});  // d/dx of sum(w*x) is w
+  Tensor loss = g.sum(g.mul(w, x));
+  g.seed_grad(loss, std::vector<double>{1});
+  g.backward_since(mark);
+  EXPECT_EQ(g.grad(x)[1], 2.0);
+  EXPECT_EQ(g.grad(w)[2], 2.0);
+  EXPECT_DEATH(g.seed_grad(loss, std::vector<double>{1, 2}),
+               "TensorGraph::seed_grad: \\(1, 1\\) holds 1 values; 2 given");
+  Tensor c = g.input(1, 3, std::vector<double>{1, 1, 1});
+  EXPECT_DEATH(g.seed_grad(c, std::vector<double>{1, 1, 1}),
+               "TensorGraph::seed_grad: \\(1, 3\\) has no gradient");
+  g.rewind(mark);
+  EXPECT_EQ(g.num_nodes(), g.num_params());
+  EXPECT_DEATH(g.data(x),
+               "TensorGraph::data: an operand was made before the last end_step.. or rewind");
+  EXPECT_DEATH(g.rewind(mark),
+               "TensorGraph::rewind: the mark .node 1 of step 0. is not of this step");
+  EXPECT_EQ(g.grad(w)[2], 2.0);  // parameters and their gradients stay
+}
+
 // PyTorch refuses a second backward through one graph; here it would add every gradient again.
 TEST(TensorContractDeathTest, SecondBackwardIsRefused) {
   G g;

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -286,8 +287,7 @@ Json check_model(const std::string& name, int64_t size, int check_steps) {
   // Step 0 up to the gradients: its loss and every parameter's gradient norm (in double).
   auto step0 = [&](B& be, Run& run, double offset = 0) {
     be.zero_grad();
-    auto loss = run.loss(be, 0);
-    be.backward(loss);
+    const double loss = run.forward_backward(be, 0);
     Json norms = Json::array_of();
     std::vector<float> g;
     for (size_t i = 0; i < run.params.size(); i++) {
@@ -297,7 +297,7 @@ Json check_model(const std::string& name, int64_t size, int check_steps) {
       for (float v : g) sq += double(v) * v;
       norms.push(std::sqrt(sq));
     }
-    return Json::object_of({{"loss", be.loss_value(loss) + wrong + offset}, {"grad_norms", norms}});
+    return Json::object_of({{"loss", loss + wrong + offset}, {"grad_norms", norms}});
   };
   Json record = Json::object_of({{"name", name}, {"status", "ok"}});
   std::vector<double> losses;
@@ -370,11 +370,16 @@ Job make_job(const InstanceSpec& spec, int warmup) {
       }
     } else {
       if constexpr (implements_models(B::implements)) {
-        const int steps = spec.check_steps;
-        job.bench = [name, size, warmup](benchmark::State& s) {
-          reporting_exceptions(s, [&] { bench_model<W, B>(s, name, size, warmup); });
-        };
-        job.check = guarded([name, size, steps] { return check_model<W, B>(name, size, steps); });
+        if constexpr (RecurrentModel<typename W::template Run<B>, B> &&
+                      requires { B::recurrent_skip_reason; }) {
+          skipped(std::string(B::recurrent_skip_reason));
+        } else {
+          const int steps = spec.check_steps;
+          job.bench = [name, size, warmup](benchmark::State& s) {
+            reporting_exceptions(s, [&] { bench_model<W, B>(s, name, size, warmup); });
+          };
+          job.check = guarded([name, size, steps] { return check_model<W, B>(name, size, steps); });
+        }
       } else {
         skipped(fmt::format("{} does not implement models (TensorBackend)", B::name));
       }
@@ -402,8 +407,14 @@ inline MemoryBudget g_memory_budget;
 // --dialect=SPEC: how the compiled mode chooses its kernels (engine/dialects.h); its default is
 // auto, the fastest measured kernel per op and shape (or a higher-priority one within 10%).
 inline std::string g_dialect_spec = "auto";
+// --strategy=NAME, --snapshots=C, --interval=K|auto, --checkpoint_dir=DIR: how the recurrent
+// workloads go back through time (workloads/backend.h's ThroughTime), for backends that have
+// strategies.
+inline ThroughTime g_through_time;
 template <class B>
 void configure(B& backend) {
+  if constexpr (requires { backend.use_through_time(g_through_time); })
+    backend.use_through_time(g_through_time);
   if constexpr (requires { backend.budget_bytes; }) {
     backend.budget_bytes = g_memory_budget.bytes;
     backend.budget_fraction = g_memory_budget.fraction;
@@ -411,6 +422,41 @@ void configure(B& backend) {
   if constexpr (requires { backend.dialects; }) {
     std::string error;
     backend.dialects = *parse_dialect_spec(g_dialect_spec, &error);  // checked with the flags
+  }
+}
+
+// One of the flags of g_through_time; a backend without strategies refuses them all.
+template <class B>
+void parse_through_time(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  const std::string flag = arg.substr(0, eq), v = arg.substr(eq + 1);
+  if constexpr (!requires { B::through_time_strategies; }) {
+    backend_usage_error(
+        fmt::format("{}: {} has one way back through time (autograd over the unrolled sequence)",
+                    arg, B::name));
+  } else {
+    if (flag == "--strategy") {
+      std::vector<std::string_view> valid(std::begin(B::through_time_strategies),
+                                          std::end(B::through_time_strategies));
+      if (std::find(valid.begin(), valid.end(), v) == valid.end())
+        backend_usage_error(
+            fmt::format("--strategy={}: {} has {}", v, B::name, fmt::join(valid, ", ")));
+      g_through_time.strategy = v;
+    } else if (flag == "--snapshots") {
+      const std::optional<int64_t> n = parse_whole(v);
+      if (!n || *n < 1 || *n > 1 << 20)
+        backend_usage_error(fmt::format("--snapshots={}: expected a whole number from 1", v));
+      g_through_time.snapshots = int32_t(*n);
+    } else if (flag == "--interval") {
+      const std::optional<int64_t> n = parse_whole(v);
+      if (v != "auto" && (!n || *n < 1))
+        backend_usage_error(
+            fmt::format("--interval={}: expected auto or a whole number of steps from 1", v));
+      g_through_time.interval = v == "auto" ? 0 : *n;
+    } else {
+      if (v.empty()) backend_usage_error("--checkpoint_dir=: name a directory");
+      g_through_time.directory = v;
+    }
   }
 }
 
@@ -455,6 +501,9 @@ BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInfo& info
         g_memory_budget.bytes = size_t(x);
       else
         g_memory_budget.fraction = x;
+    } else if (arg.rfind("--strategy=", 0) == 0 || arg.rfind("--snapshots=", 0) == 0 ||
+               arg.rfind("--interval=", 0) == 0 || arg.rfind("--checkpoint_dir=", 0) == 0) {
+      parse_through_time<B>(arg);
     } else if (const char* v = value_of(arg, "--backend_name=")) {
       flags.backend_name = v;
     } else if (arg == "--kernel_rows") {

@@ -50,25 +50,36 @@ namespace {
 
 // The backends the runner knows, in the fixed order that decides the reference (the first one
 // selected) and the columns of every table: name, program (a binary in the build folder, or a
-// script in the source tree when it has a '/'), the flag that selects its mode, whether --threads
-// applies to it, and the one workload a variant is measured on (null: every workload).
+// script in the source tree when it has a '/'), the flags that select its mode (space-separated),
+// whether --threads applies to it, the workloads a variant is measured on (comma-separated; null:
+// every workload), and whether it writes checkpoint files (it is told the run's folder for them).
 // compiled_budget is the compiled mode planned under half its own peak (engine/program.h,
 // rematerialisation), on the workload whose memory it is for; compiled_first_step times a cold
-// start per iteration (setup, capture, kernel choice by auto, planning, the first step).
+// start per iteration (setup, capture, kernel choice by auto, planning, the first step). The
+// recurrent workloads' strategies of going back through time (engine/checkpoint.h) are variants
+// too: our engine's Revolve and multistage checkpointing with 8 snapshots, libtorch's segment
+// recomputation and PyTorch's torch.utils.checkpoint over about sqrt(n) segments.
 struct BackendSpec {
   const char* name;
   const char* program;
-  const char* mode_flag;
+  const char* mode_flags;
   bool threaded;
-  const char* only_workload = nullptr;
+  const char* only_workloads = nullptr;
+  bool checkpoints = false;
 };
+constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
 const BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, false},
+    {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent},
+    {"engine_multistage", "bench_engine", "--strategy=multistage --snapshots=8", false, kRecurrent,
+     true},
     {"compiled", "bench_compiled", nullptr, false},
     {"compiled_budget", "bench_compiled", "--memory_budget=0.5", false, "mini_gpt_wide"},
     {"compiled_first_step", "bench_compiled", "--time_first_step", false},
     {"libtorch", "bench_libtorch", nullptr, true},
+    {"libtorch_segments", "bench_libtorch", "--strategy=segments", true, kRecurrent},
     {"pytorch", "baselines/pytorch_bench.py", "--mode=pytorch", true},
+    {"pytorch_checkpoint", "baselines/pytorch_bench.py", "--mode=checkpoint", true, kRecurrent},
     {"torchscript", "baselines/pytorch_bench.py", "--mode=torchscript", true},
 };
 
@@ -81,11 +92,15 @@ const BackendSpec& spec_of(const std::string& name) {
 const char* kUsage = R"(usage: bench_run [options]
   --out DIR            results folder (default: results); the run goes to DIR/<run-id>/ and
                        DIR/latest points at it
-  --backends A,B       backends to run, in any order (default: all: engine,compiled,
-                       compiled_budget,compiled_first_step,libtorch,pytorch,torchscript); tables
-                       and the reference follow that fixed order; compiled_budget (the compiled
-                       mode under a memory budget of half its peak) runs mini_gpt_wide only;
-                       compiled_first_step is the time to a cold first step, not a step
+  --backends A,B       backends to run, in any order (default: all: engine,engine_revolve,
+                       engine_multistage,compiled,compiled_budget,compiled_first_step,libtorch,
+                       libtorch_segments,pytorch,pytorch_checkpoint,torchscript); tables and the
+                       reference follow that fixed order; compiled_budget (the compiled mode
+                       under a memory budget of half its peak) runs mini_gpt_wide only;
+                       compiled_first_step is the time to a cold first step, not a step; the
+                       strategies of going back through time (engine_revolve,
+                       engine_multistage, libtorch_segments, pytorch_checkpoint) run the
+                       recurrent workloads (char_rnn, char_rnn_wide) only
   --workloads A,B      run only these workloads (default: all)
   --sizes KEY=N,...    replace the default sizes of the workloads sized by KEY (e.g. nodes=10,5000);
                        repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)
@@ -372,10 +387,13 @@ class Run {
   // The command line of a backend process, without its instances and mode-specific flags.
   std::vector<std::string> command(const std::string& backend, bool reads_corpus) const {
     std::vector<std::string> argv = {program(backend)};
-    if (spec_of(backend).mode_flag) argv.push_back(spec_of(backend).mode_flag);
+    const BackendSpec& spec = spec_of(backend);
+    if (spec.mode_flags)
+      for (const std::string& flag : fields(spec.mode_flags, ' ')) argv.push_back(flag);
     // A variant of a C++ backend (one binary, other flags) says its own name in its results.
-    if (spec_of(backend).mode_flag && !std::strchr(spec_of(backend).program, '/'))
+    if (spec.mode_flags && !std::strchr(spec.program, '/'))
       argv.push_back(fmt::format("--backend_name={}", backend));
+    if (spec.checkpoints) argv.push_back("--checkpoint_dir=" + folder_.dir().string());
     if (spec_of(backend).threaded) argv.push_back(fmt::format("--threads={}", opt_.threads));
     if (reads_corpus) argv.push_back("--data=" + opt_.data);
     return argv;
@@ -1106,11 +1124,18 @@ int main(int argc, char** argv) {
        .threads_of = [&](const std::string& b) { return bp::threads_of(options, b); },
        .runs =
            [](const std::string& b, const bp::WorkloadInfo& w) {
-             const char* only = bp::spec_of(b).only_workload;
-             return !only || w.name == only;
+             const char* only = bp::spec_of(b).only_workloads;
+             if (!only) return true;
+             const std::vector<std::string> names = bp::fields(only, ',');
+             return std::find(names.begin(), names.end(), w.name) != names.end();
            }},
       &error);
   if (!selected) bp::usage_error(error);
+  // A variant none of whose workloads is selected has no column in any table.
+  std::erase_if(options.backends, [&](const std::string& b) {
+    return std::none_of(selected->begin(), selected->end(),
+                        [&](const bp::Selected& s) { return s.names.count(b) > 0; });
+  });
   bp::check_corpus(options, *selected);
   try {
     return bp::Run(std::move(options), std::move(*selected)).main();

@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace bp {
@@ -116,6 +117,30 @@ concept TensorBackend = requires(B& b, typename B::Tensor x, typename B::Indices
   {b.end_step()};
   { b.loss_value(x) } -> std::convertible_to<double>;
   {b.read_grad(x, out)};
+};
+
+// How a backend goes back through time on a recurrent model, as the backend binaries' flags give
+// it (--strategy, --snapshots, --interval, --checkpoint_dir). A backend that has strategies names
+// them in `through_time_strategies`, the first being autograd over the unrolled sequence.
+struct ThroughTime {
+  std::string strategy;   // "": the backend's first
+  int32_t snapshots = 8;  // states kept in memory (our engine's revolve and multistage)
+  int64_t interval = 0;   // multistage: a checkpoint every `interval` states; 0: measured
+  std::string directory = "/var/tmp";  // multistage: where the checkpoint file goes
+};
+
+// A recurrent model (workloads/recurrent.h) as a backend that goes back through time its own way
+// sees it: `length` steps from an initial (batch, hidden) state, each step a cell (state t to
+// state t+1) and a term of the loss (the sum of the terms).
+template <class M, class B>
+concept RecurrentModel = TensorBackend<B> &&
+    requires(M& m, B& be, typename B::Tensor h, int64_t t) {
+  { m.length } -> std::convertible_to<int64_t>;
+  { M::batch } -> std::convertible_to<int32_t>;
+  { M::hidden } -> std::convertible_to<int32_t>;
+  { m.initial_state() } -> std::same_as<typename B::Tensor>;
+  { m.cell(be, h, t) } -> std::same_as<typename B::Tensor>;
+  { m.step_loss(be, h, t) } -> std::same_as<typename B::Tensor>;
 };
 
 }  // namespace bp

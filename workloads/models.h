@@ -39,12 +39,21 @@ struct TrainingRun : Model {
 
   double step(B& be) {
     be.zero_grad();
-    auto loss = this->loss(be, next_batch++ % kBatches);
-    be.backward(loss);
+    const double value = forward_backward(be, next_batch++ % kBatches);
     be.optimizer_step();
-    const double value = be.loss_value(loss);
     be.end_step();
     return value;
+  }
+  // Batch i's loss, and every gradient. A recurrent model on a backend that goes back through
+  // time its own way (workloads/recurrent.h) is handed to it; otherwise autograd reverses `loss`.
+  double forward_backward(B& be, size_t i) {
+    if constexpr (requires(Model & m) { be.through_time(m); }) {
+      return be.through_time(static_cast<Model&>(*this));
+    } else {
+      auto loss = this->loss(be, i);
+      be.backward(loss);
+      return be.loss_value(loss);
+    }
   }
 };
 
