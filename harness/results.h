@@ -57,11 +57,16 @@ inline MedianInterval median_interval(std::vector<double> x) {
 
 // Counters a backend may report beyond time and memory, carried into summary.json as they are:
 // the compiled mode's plan, its time to first step and what choosing its kernels took
-// (engine/compiled.h).
+// (engine/compiled.h); what the recurrent workloads' strategies did in their last sequence.
 inline constexpr const char* kExtraCounters[] = {
-    "arena_bytes",      "planned_arena_bytes",      "lower_bound_bytes",  "unplanned_bytes",
-    "instructions",     "compile_seconds",          "first_step_seconds", "memory_budget_bytes",
-    "recomputed_nodes", "dialect_selection_seconds"};
+    "arena_bytes", "planned_arena_bytes", "lower_bound_bytes", "unplanned_bytes", "instructions",
+    "compile_seconds", "first_step_seconds", "memory_budget_bytes", "recomputed_nodes",
+    "dialect_selection_seconds",
+    // the recurrent workloads' strategies (engine/backend.h, engine/checkpoint.h)
+    "snapshots", "most_snapshots_alive", "advanced_steps", "advanced_per_step",
+    "predicted_advanced_per_step", "advance_seconds", "reverse_seconds", "interval",
+    "interval_given", "records", "bytes_written", "bytes_read", "write_wait_seconds",
+    "read_wait_seconds", "write_seconds_measured", "step_seconds_measured", "o_direct"};
 
 struct BenchmarkResult {
   std::string status = "failed";  // ok | failed | skipped

@@ -12,9 +12,11 @@ Figures, for what the run contains: runtime_<phase>.png (median time per step), 
 phase grad (scalar graphs) and step (training steps); scalar_chain.png (time per node against
 graph size); mini_gpt_batch.png (time per step against batch size); mlp_width.png (time against
 width, crossovers marked); loss_curves.png (mini_gpt's training loss on every backend, overlaid);
-memory_plan.png (the compiled mode's planned arena against its lower bound and the eager engine's
-arena, per model); kernel_dialects.png (each matmul dialect's GFLOP/s on the op shapes of real
-steps, auto's choice marked, against the core's FMA peak measured in the same run).
+recurrent_memory.png and recurrent_time.png (peak RSS, and time relative to the reference, against
+the sequence length of the recurrent workloads, every strategy); memory_plan.png (the compiled
+mode's planned arena against its lower bound and the eager engine's arena, per model);
+kernel_dialects.png (each matmul dialect's GFLOP/s on the op shapes of real steps, auto's choice
+marked, against the core's FMA peak measured in the same run).
 Legends and notes sit outside the plotting area, so they never cover data. Then plots/report.py
 writes <run>/report.html, the page that shows the figures with the tables.
 Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh run of every backend.
@@ -27,12 +29,16 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 import report  # noqa: E402
 
 COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d854",
           "compiled_first_step": "#b3b3b3", "libtorch": "#d95f02", "pytorch": "#7570b3",
-          "torchscript": "#e7298a"}
+          "torchscript": "#e7298a",
+          # the recurrent workloads' strategies, each near its backend's colour
+          "engine_revolve": "#e6ab02", "engine_multistage": "#a6761d",
+          "libtorch_segments": "#fc8d62", "pytorch_checkpoint": "#8da0cb"}
 # The compiled mode's matmul dialects (engine/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
                   "onednn": "#7570b3", "libxsmm": "#e7298a"}
@@ -368,6 +374,63 @@ def kernel_dialects_figure(run):
                                  "flops: 2MNK over the op's three products")
 
 
+RECURRENT = ["char_rnn", "char_rnn_wide"]  # workloads/recurrent.h
+
+
+def recurrent_lines(run, value_of, ylabel, title, note, ratio=False):
+    """One line per (recurrent workload, backend) against the sequence length, log-log; a cell
+    that ran out of memory is an x at its length, on the axis' floor."""
+    fig, ax = plt.subplots(figsize=(9, 5))
+    styles = {"char_rnn": "o-", "char_rnn_wide": "s--"}
+    ooms = []
+    for workload in RECURRENT:
+        for b in backends_of(run):
+            cells = [c for c in run["cells"] if c["workload"] == workload and c["backend"] == b]
+            pts = sorted((c["size"], value_of(c)) for c in cells
+                         if c["status"] == "ok" and value_of(c))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[workload],
+                        label=f"{workload}, {b}", color=COLORS.get(b), markersize=4)
+            ooms += [(c["size"], b) for c in cells if c["status"] == "out_of_memory"]
+    if not ax.lines:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if ooms:
+        floor = ax.get_ylim()[0]
+        for size, b in ooms:
+            ax.plot([size], [floor], "x", color=COLORS.get(b), markersize=9, clip_on=False)
+        note += "\nx on the floor: out of memory at that length (the runner's memory limit)"
+    if ratio:  # 1.5x, not 1.5 x 10^0
+        ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+        ax.yaxis.set_major_formatter(ticks)
+        ax.yaxis.set_minor_formatter(ticks)
+    ax.set_xlabel("sequence length n (log)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(which="major", alpha=0.3)
+    return finish(fig, run, note=note)
+
+
+def recurrent_memory_figure(run):
+    return recurrent_lines(
+        run, lambda c: c["peak_rss_bytes"] / 1e6 if c.get("peak_rss_bytes") else None,
+        "peak RSS of the process (MB, log)",
+        "Recurrent workloads: peak memory against sequence length",
+        "solid: char_rnn (H=64, B=8); dashed: char_rnn_wide (H=512, B=32); "
+        "engine, libtorch, pytorch, torchscript keep every state")
+
+
+def recurrent_time_figure(run):
+    ref = run["reference"]
+    return recurrent_lines(
+        run, lambda c: c.get("ratio_to_reference"),
+        f"time per sequence / {ref}'s (log)",
+        f"Recurrent workloads: time per sequence relative to {ref} (store-all)",
+        "solid: char_rnn; dashed: char_rnn_wide; the reference keeps every state", ratio=True)
+
+
 def figures(run):
     """{file name: figure} for everything this run has data for."""
     out = {}
@@ -381,7 +444,9 @@ def figures(run):
     for name, make in [("scalar_chain.png", chain_figure), ("mini_gpt_batch.png", batch_figure),
                        ("mlp_width.png", width_figure), ("loss_curves.png", loss_figure),
                        ("memory_plan.png", memory_plan_figure),
-                       ("kernel_dialects.png", kernel_dialects_figure)]:
+                       ("kernel_dialects.png", kernel_dialects_figure),
+                       ("recurrent_memory.png", recurrent_memory_figure),
+                       ("recurrent_time.png", recurrent_time_figure)]:
         fig = make(run)
         if fig is not None:
             out[name] = fig

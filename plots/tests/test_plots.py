@@ -295,3 +295,29 @@ def test_kernel_dialects_are_gflops_with_autos_choice_hatched(tmp_path):
     assert_nothing_covers_data(fig)
     del s["kernels"]  # a run without kernel rows has no such figure
     assert "kernel_dialects.png" not in plot.figures(write(tmp_path, s))
+
+
+def test_recurrent_figures_are_log_log_with_out_of_memory_marked(tmp_path):
+    backends = ["engine", "engine_revolve", "engine_multistage", "libtorch", "pytorch"]
+    times = {f"step/char_rnn/length:{n}": {"engine": 1e-5 * n, "engine_revolve": 2e-5 * n,
+                                           "engine_multistage": 1.4e-5 * n,
+                                           "libtorch": 8e-5 * n, "pytorch": 1e-4 * n}
+             for n in (100, 1000, 10000)}
+    times["step/char_rnn/length:10000"]["pytorch"] = "out_of_memory"
+    run = write(tmp_path, summary(times, backends))
+    drawn = plot.figures(run)
+    for name in ("recurrent_memory.png", "recurrent_time.png"):
+        ax = drawn[name].axes[0]
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        labelled = [line.get_label() for line in ax.lines if not line.get_label().startswith("_")]
+        assert labelled == [f"char_rnn, {b}" for b in backends]
+        pytorch = next(line for line in ax.lines if line.get_label() == "char_rnn, pytorch")
+        assert list(pytorch.get_xdata()) == [100, 1000]  # the out-of-memory cell is no point
+        crosses = [line for line in ax.lines if line.get_marker() == "x"]
+        assert [list(line.get_xdata()) for line in crosses] == [[10000]]
+        assert "out of memory" in " ".join(t.get_text() for t in drawn[name].texts)
+    revolve = next(line for line in drawn["recurrent_time.png"].axes[0].lines
+                   if line.get_label() == "char_rnn, engine_revolve")
+    assert list(revolve.get_ydata()) == pytest.approx([2.0, 2.0, 2.0])
+    assert_nothing_covers_data(drawn["recurrent_memory.png"])
+    assert_nothing_covers_data(drawn["recurrent_time.png"])
