@@ -1,6 +1,7 @@
 # backprop-bench: the verbs. CMake does the building (CMakeLists.txt); each verb is one line.
 #   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES="nodes=10,1000 batch=1,8"] [BACKENDS=...]
 #              [REPETITIONS=10] [THREADS=1] [WARMUP=3] [MEMORY=8G [FORCE=1]] [DATA=/usr/share/dict/words]
+#              [CHECKPOINTS=/some/disk]   (where engine_multistage writes; default: the run's folder)
 #   make bench RESUME=results/<run-id>    (finishes an interrupted run)
 #   make compare A=results/<run-A> B=results/<run-B> [THRESHOLD=10] [FORCE=1]   (exit 1: slower)
 #   make test (make sanitize too)     make plots RUN=results/<run-id>     make history
@@ -13,7 +14,7 @@ SOURCES := $(wildcard engine/*.h engine/*.cc workloads/*.h workloads/*.cc harnes
 # single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
 # on in MAKEFLAGS (the make that `cmake --build` runs would expand them).
 USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS WARMUP MEMORY FORCE RUN RESUME \
-             A B THRESHOLD
+             A B THRESHOLD CHECKPOINTS
 unexport $(USER_VARS)
 MAKEOVERRIDES :=
 quote = '$(subst ','\'',$(1))'
@@ -21,7 +22,8 @@ arg = $(if $(value $(1)),$(2) $(call quote,$(value $(1))))
 BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
   $(foreach s,$(value SIZES),--sizes $(call quote,$(s))) $(call arg,BACKENDS,--backends) \
   $(call arg,DATA,--data) $(call arg,REPETITIONS,--repetitions) $(call arg,THREADS,--threads) \
-  $(call arg,WARMUP,--warmup-steps) $(call arg,MEMORY,--memory-limit) $(if $(value FORCE),--force)
+  $(call arg,WARMUP,--warmup-steps) $(call arg,MEMORY,--memory-limit) $(if $(value FORCE),--force) \
+  $(call arg,CHECKPOINTS,--checkpoint-dir)
 # RESUME=results/<run-id> finishes an interrupted run with its own options (bench_run --resume).
 RUN_FOLDER = $(if $(value RESUME),--resume $(call quote,$(value RESUME)),--out results)
 COMPARE_ARGS = $(if $(value A),$(call quote,$(value A))) $(if $(value B),$(call quote,$(value B))) \

@@ -107,6 +107,9 @@ const char* kUsage = R"(usage: bench_run [options]
   --filter REGEX       run only benchmarks whose names match (POSIX extended regex, as Google
                        Benchmark's --benchmark_filter; a leading '-' negates)
   --threads N          intra-op threads for threaded backends (default 1)
+  --checkpoint-dir DIR where engine_multistage writes its checkpoint files, each unlinked as soon
+                       as it is open (default: the run's folder); a missing or unwritable one
+                       fails that backend's benchmarks with one line, and the rest run
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
   --repetitions N      repetitions per benchmark; the median is reported with its interval,
                        from 6 on at 95% or more (default 10: 2nd to 9th smallest, 97.9%)
@@ -167,6 +170,7 @@ struct Options {
   fs::path out = "results", bin_dir;
   std::vector<std::string> backends;  // in kBackends order
   std::string filter, workloads, data = kDefaultCorpus;
+  std::string checkpoint_dir;  // engine_multistage's checkpoint files; empty: the run's folder
   std::vector<std::string> sizes;
   // 10 repetitions: the median's interval is then the 2nd to the 9th of them at 97.9%, and a
   // ratio's the 2nd to 9th of its 10 pairs; 0.1 s each keeps the timed second of 5 x 0.2 s.
@@ -228,6 +232,8 @@ Options parse_options(const std::vector<std::string>& args) {
       o.sizes.push_back(next());
     else if (arg == "--data")
       o.data = next();
+    else if (arg == "--checkpoint-dir")
+      o.checkpoint_dir = next();
     else if (arg == "--threads")
       o.threads = parse_count(arg, next(), 1, 256);
     else if (arg == "--repetitions")
@@ -393,7 +399,9 @@ class Run {
     // A variant of a C++ backend (one binary, other flags) says its own name in its results.
     if (spec.mode_flags && !std::strchr(spec.program, '/'))
       argv.push_back(fmt::format("--backend_name={}", backend));
-    if (spec.checkpoints) argv.push_back("--checkpoint_dir=" + folder_.dir().string());
+    if (spec.checkpoints)
+      argv.push_back("--checkpoint_dir=" +
+                     (opt_.checkpoint_dir.empty() ? folder_.dir().string() : opt_.checkpoint_dir));
     if (spec_of(backend).threaded) argv.push_back(fmt::format("--threads={}", opt_.threads));
     if (reads_corpus) argv.push_back("--data=" + opt_.data);
     return argv;

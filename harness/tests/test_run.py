@@ -746,3 +746,19 @@ def test_results_record_the_flags_the_compiler_was_given(bin_dir):
                  if w.startswith(("-O", "-m", "-f", "-std=", "-W", "-DNDEBUG"))]
         assert claimed == given, (binary, claimed, given)
         assert "-march=native" in claimed and "-std=c++20" in claimed
+
+
+# Multistage checkpointing into a directory that does not exist: that backend stops with one line
+# naming it, the other strategies run, and the run says a benchmark was not run (exit 3).
+def test_missing_checkpoint_directory_stops_multistage_only(bin_dir, tmp_path):
+    missing = tmp_path / "no" / "such" / "dir"
+    r = run(bin_dir, tmp_path, "--workloads", "char_rnn", "--sizes", "length=100", "--backends",
+            "engine,engine_revolve,engine_multistage", "--checkpoint-dir", str(missing), *QUICK)
+    assert r.returncode == 3, r.stdout + r.stderr
+    by_cell = cells(tmp_path)
+    multistage = by_cell[("engine_multistage", "step/char_rnn/length:100")]
+    assert multistage["status"] == "not_run"
+    assert multistage["message"] == (f"check failed: checkpoint directory {missing}: "
+                                      "No such file or directory")
+    assert by_cell[("engine_revolve", "step/char_rnn/length:100")]["status"] == "ok"
+    assert by_cell[("engine", "step/char_rnn/length:100")]["status"] == "ok"
