@@ -130,6 +130,9 @@ struct EngineBackend : EngineTensorInputs {
         {"advanced_steps", double(s.advanced)},
         {"advanced_per_step", double(s.advanced) / double(s.steps)},
         {"advance_seconds", s.advance_seconds},
+        // the recomputation as measured: seconds spent advancing over one plain forward sweep's
+        // (against advanced_per_step, the count; Revolve's prediction is t(n, c) / n)
+        {"measured_advance_ratio", s.advance_seconds / s.sweep_seconds},
         {"reverse_seconds", s.reverse_seconds},
     };
     if (bptt->config().strategy == Bptt::revolve)

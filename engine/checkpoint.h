@@ -60,6 +60,7 @@ struct BpttConfig {
 struct BpttStats {
   int64_t steps = 0, advanced = 0, most_snapshots = 0, interval = 0;
   double advance_seconds = 0, reverse_seconds = 0;
+  double sweep_seconds = 0;  // one untaped forward sweep of n steps, timed apart
   int64_t records = 0, bytes_written = 0, bytes_read = 0;
   double write_wait_seconds = 0, read_wait_seconds = 0;
   // multistage's choice of k: one record's write and one untaped step, measured once
@@ -149,6 +150,8 @@ class BpttRunner {
     start_.resize(chain.state_size());
     chain.initial_state(start_.data());
     std::fill(ws_.dstate.begin(), ws_.dstate.end(), 0.f);  // nothing after the last state
+    if (sweep_steps_ != n) time_sweep(chain, n);
+    stats_.sweep_seconds = sweep_seconds_;
     if (cfg_.strategy == Bptt::revolve)
       return revolve_reverse(chain, 0, n, cfg_.snapshots, start_.data(), ws_, stats_);
     return multistage(chain, n);
@@ -158,6 +161,27 @@ class BpttRunner {
   [[noreturn]] static void usage(const char* flag, const std::string& value, const char* valid) {
     std::fprintf(stderr, "error: %s=%s: need %s\n", flag, value.c_str(), valid);
     std::exit(2);
+  }
+
+  // One plain forward sweep of n steps, untaped: what the seconds spent advancing are measured
+  // against. Timed once per length (in the first sequence, a warm-up one) as the median of three
+  // sweeps of up to 10^5 steps, scaled to n: a step's cost does not depend on n.
+  template <class Chain>
+  void time_sweep(Chain& chain, int64_t n) {
+    const int64_t m = std::min<int64_t>(n, 100000);
+    double sweeps[3];
+    for (double& seconds : sweeps) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const float* at = start_.data();
+      for (int64_t t = 0; t < m; t++) {
+        float* next = ws_.work.data() + size_t(t & 1) * ws_.floats;
+        chain.advance(t, at, next);
+        at = next;
+      }
+      seconds = seconds_since(t0) * double(n) / double(m);
+    }
+    std::sort(sweeps, sweeps + 3);
+    sweep_seconds_ = sweeps[1], sweep_steps_ = n;
   }
 
   template <class Chain>
@@ -245,8 +269,8 @@ class BpttRunner {
   std::vector<float> start_, tail_;
   std::unique_ptr<CheckpointFile> file_;
   std::unique_ptr<CheckpointThread> writer_, reader_;  // reader_ declared last: joined first
-  int64_t k_ = 0;
-  double write_seconds_ = 0, step_seconds_ = 0;
+  int64_t k_ = 0, sweep_steps_ = 0;
+  double write_seconds_ = 0, step_seconds_ = 0, sweep_seconds_ = 0;
 };
 
 }  // namespace bp

@@ -64,8 +64,8 @@ inline constexpr const char* kExtraCounters[] = {
     "dialect_selection_seconds",
     // the recurrent workloads' strategies (engine/backend.h, engine/checkpoint.h)
     "snapshots", "most_snapshots_alive", "advanced_steps", "advanced_per_step",
-    "predicted_advanced_per_step", "advance_seconds", "reverse_seconds", "interval",
-    "interval_given", "records", "bytes_written", "bytes_read", "write_wait_seconds",
+    "predicted_advanced_per_step", "advance_seconds", "measured_advance_ratio", "reverse_seconds",
+    "interval", "interval_given", "records", "bytes_written", "bytes_read", "write_wait_seconds",
     "read_wait_seconds", "write_seconds_measured", "step_seconds_measured", "o_direct"};
 
 struct BenchmarkResult {

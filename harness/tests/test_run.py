@@ -119,7 +119,7 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
     assert {c["status"] for c in check["results"]} == {"ok"}
     text = (latest / "summary.txt").read_text()
     assert "grad/scalar_chain/nodes:100" in text and "crossovers" in text
-    for b in BACKENDS[1:]:
+    for b in EVERY_WORKLOAD[1:]:
         assert f"{b}/engine" in text
     assert len(by_cell[("torchscript", "step/mini_gpt/batch:1")]["check_losses"]) == 50
     # the runner drew every figure this run has data for, and none hides data under a legend
