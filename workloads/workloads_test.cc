@@ -19,12 +19,6 @@
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 template <class W>
 std::array<double, W::num_grads> engine_grads(int64_t size, double* value) {
   bp::EngineBackend be;
@@ -102,9 +96,13 @@ TEST(Workloads, EveryModelTrainsOnTheEngine) {
     if constexpr (bp::ModelWorkload<W>) {
       // Under AddressSanitizer the recurrent workloads run 8 steps: the same ops, a tenth of the
       // time (char_rnn_wide's 100 took most of the sanitized test's 26 s).
+#if defined(__SANITIZE_ADDRESS__)
       constexpr bool recurrent =
           bp::RecurrentModel<typename W::template Run<bp::EngineBackend>, bp::EngineBackend>;
-      const int64_t size = recurrent && kSanitized ? 8 : W::sizes.defaults()[0];
+      const int64_t size = recurrent ? 8 : W::sizes.defaults()[0];
+#else
+      const int64_t size = W::sizes.defaults()[0];
+#endif
       bp::EngineBackend be;
       typename W::template Run<bp::EngineBackend> run(be, size, corpus);
       double first = 0, last = 0;
