@@ -69,8 +69,8 @@ struct BpttStats {
 
 // The states Revolve keeps: c snapshots, two to advance between, the gradient carried back.
 struct RevolveWorkspace {
-  std::vector<float> slots, work, dstate;
-  size_t floats = 0;
+  std::vector<float> slots, work, dstate;  // (c, S), (2, S), (S): S floats a state
+  size_t floats = 0;                       // S
   void size_for(size_t state_floats, int32_t c) {
     floats = state_floats;
     slots.assign(size_t(c) * floats, 0.f);

@@ -39,6 +39,7 @@ struct CheckpointError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Seconds from t0 to now (the compiled mode's timings use it too).
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

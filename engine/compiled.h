@@ -274,9 +274,6 @@ struct CompiledBackend : EngineTensorInputs {
       std::exit(2);
     }
   }
-  static double seconds_since(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  }
   Tensor capture(Tensor t) {
     if (t.id == graph.num_params()) capture_started = std::chrono::steady_clock::now();
     return t;

@@ -45,8 +45,8 @@ struct RnnModel : ParamList<B> {
   using Tn = typename B::Tensor;
   static constexpr int32_t batch = cfg.batch, hidden = cfg.hidden;  // the state is (B, H)
   int64_t length;                                                   // n, the steps of a sequence
-  Tn table, w_h, b_h, w_y, b_y;
-  Tn h0;                                          // (B, H) zeros
+  Tn table, w_h, b_h, w_y, b_y;  // E (V, H), W_h (H, H), b_h (1, H), W_y (V, H), b_y (1, V)
+  Tn h0;                         // (B, H) zeros
   std::vector<typename B::Indices> ids, targets;  // per column: (B) tokens and the next ones
 
   RnnModel(B& be, int64_t steps, const Corpus& corpus) : length(steps) {
