@@ -36,7 +36,7 @@ build: deps ; cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null && c
 # The engine, workloads and harness tests again under AddressSanitizer and UBSan (CMakeLists.txt),
 # built without the optional kernel libraries, so that such a build stays tested too.
 sanitize: deps
-	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Release -DBP_SANITIZE=ON -DBP_KERNEL_LIBRARIES=OFF > /dev/null
+	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DBP_SANITIZE=ON -DBP_KERNEL_LIBRARIES=OFF > /dev/null
 	cmake --build $(BUILD)-sanitize -j2 && cd $(BUILD)-sanitize && ctest --output-on-failure
 test: build sanitize ; cd $(BUILD) && ctest --output-on-failure
 bench: build ; $(BUILD)/bench_run $(RUN_FOLDER) $(BENCH_ARGS)
