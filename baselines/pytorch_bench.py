@@ -234,6 +234,7 @@ def check(spec, mode, corpus):
         os.abort()
     wrong = 1.0 if fault("wrong", name) else math.nan if fault("nan", name) else 0.0
     broken_reset = 1.0 if fault("reset", name) else 0.0
+    start = time.perf_counter()  # step_seconds: the check's time over its steps
     try:
         run = build(spec, mode, corpus)
         if isinstance(run, TrainingRun):
@@ -248,14 +249,16 @@ def check(spec, mode, corpus):
             fresh_run.warm_up()
             fresh = fresh_run.step0(wrong)
             return dict(name=name, status="ok", step0=first, step0_after_reset=again,
-                        step0_fresh_setup=fresh, losses=losses)
+                        step0_fresh_setup=fresh, losses=losses,
+                        step_seconds=(time.perf_counter() - start) / (spec["check_steps"] + 2))
         for _ in range(CHECK_WARMUP_PASSES if mode == "torchscript" else 0):
             run.step()
         steps = []
         for offset in (wrong, wrong + broken_reset):
             value, grads = run.step()
             steps.append(dict(value=finite(value + offset), grads=[finite(g) for g in grads]))
-        return dict(name=name, status="ok", step=steps[0], step_after_reset=steps[1])
+        return dict(name=name, status="ok", step=steps[0], step_after_reset=steps[1],
+                    step_seconds=(time.perf_counter() - start) / 2)
     except Exception as e:  # a backend that cannot run an instance says why
         return dict(name=name, status="out_of_memory" if out_of_memory(e) else "failed",
                     message=f"{type(e).__name__}: {e}")

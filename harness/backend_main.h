@@ -257,10 +257,15 @@ void bench_model(benchmark::State& state, const std::string& name, int64_t size,
 
 // ---- the check: raw numbers, in the records of harness/protocol.h ----
 
+inline double check_seconds(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 template <class W, class B>
 Json check_scalar_graph(const std::string& name, int64_t size) {
   const std::string fault = inject_fault(name, true);
   const double wrong = fault == "wrong" ? 1.0 : fault == "nan" ? NAN : 0.0;
+  const auto start = std::chrono::steady_clock::now();
   B backend;
   configure(backend);
   typename W::template Run<B> run(backend, size);
@@ -275,7 +280,8 @@ Json check_scalar_graph(const std::string& name, int64_t size) {
   return Json::object_of({{"name", name},
                           {"status", "ok"},
                           {"step", std::move(first)},
-                          {"step_after_reset", std::move(second)}});
+                          {"step_after_reset", std::move(second)},
+                          {"step_seconds", check_seconds(start) / 2}});
 }
 
 template <class W, class B>
@@ -299,6 +305,7 @@ Json check_model(const std::string& name, int64_t size, int check_steps) {
     }
     return Json::object_of({{"loss", loss + wrong + offset}, {"grad_norms", norms}});
   };
+  const auto start = std::chrono::steady_clock::now();
   Json record = Json::object_of({{"name", name}, {"status", "ok"}});
   std::vector<double> losses;
   {
@@ -320,6 +327,7 @@ Json check_model(const std::string& name, int64_t size, int check_steps) {
   Run run(backend, size, loaded_corpus());
   record.set("step0_fresh_setup", step0(backend, run));
   backend.end_step();
+  record.set("step_seconds", check_seconds(start) / (check_steps + 2));
   return record.set("losses", Json::numbers(losses));
 }
 

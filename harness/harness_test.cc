@@ -302,7 +302,8 @@ std::optional<std::vector<bp::Selected>> select(std::string workloads,
        .sizes = sizes,
        .filter = filter,
        .threads_of = [](const std::string& b) { return b == "engine" ? 1 : 2; },
-       .runs = nullptr},
+       .runs = nullptr,
+       .default_skip = nullptr},
       error);
 }
 
@@ -323,6 +324,38 @@ TEST(Selection, ExpandsTheRegistryAndNamesEveryBenchmark) {
   EXPECT_EQ((*some)[1].id, "step/mini_gpt/batch:2");
   EXPECT_EQ((*some)[1].names.count("engine"), 0u);  // the filter kept libtorch only
   EXPECT_EQ((*some)[1].names.at("libtorch"), "step/mini_gpt/libtorch/batch:2/threads:2");
+}
+
+// A backend's default_skip is asked about default sizes only: a size given with --sizes runs.
+TEST(Selection, DefaultSkipsApplyToDefaultSizesOnly) {
+  std::string error;
+  auto with_skip = [&](std::vector<std::string> sizes) {
+    return bp::select_instances({.backends = {"engine", "libtorch"},
+                                 .workloads = "char_rnn",
+                                 .sizes = sizes,
+                                 .filter = "",
+                                 .threads_of = [](const std::string&) { return 1; },
+                                 .runs = nullptr,
+                                 .default_skip =
+                                     [](const std::string& b, const bp::WorkloadInfo&, int64_t n) {
+                                       return b == "libtorch" && n > 1000 ? std::string("too long")
+                                                                          : std::string();
+                                     }},
+                                &error);
+  };
+  auto defaults = with_skip({});
+  ASSERT_TRUE(defaults) << error;
+  for (const bp::Selected& s : *defaults) {
+    EXPECT_EQ(s.names.size(), 2u) << s.id;  // named on both: a skipped one is in every table
+    EXPECT_EQ(s.skipped.count("engine"), 0u) << s.id;
+    EXPECT_EQ(s.skipped.count("libtorch") ? s.skipped.at("libtorch") : "",
+              s.size > 1000 ? "too long" : "")
+        << s.id;
+  }
+  auto given = with_skip({"length=100000"});
+  ASSERT_TRUE(given) << error;
+  ASSERT_EQ(given->size(), 1u);
+  EXPECT_TRUE((*given)[0].skipped.empty());
 }
 
 TEST(Selection, BadSelectionsSayWhatIsValid) {

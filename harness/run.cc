@@ -66,8 +66,14 @@ struct BackendSpec {
   bool threaded;
   const char* only_workloads = nullptr;
   bool checkpoints = false;
+  // "key=N": of the workloads sized by key, this backend runs the default sizes up to N and
+  // reports the larger ones skipped (sizes given with --sizes all run). The torch backends take
+  // 1 to 2 s a sequence of 10^4 steps (ten times our engine): at 10^5 their checks and
+  // repetitions alone would be several minutes of the default run.
+  const char* default_sizes_up_to = nullptr;
 };
 constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
+constexpr const char* kTorchLengths = "length=10000";
 const BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, false},
     {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent},
@@ -76,17 +82,32 @@ const BackendSpec kBackends[] = {
     {"compiled", "bench_compiled", nullptr, false},
     {"compiled_budget", "bench_compiled", "--memory_budget=0.5", false, "mini_gpt_wide"},
     {"compiled_first_step", "bench_compiled", "--time_first_step", false},
-    {"libtorch", "bench_libtorch", nullptr, true},
-    {"libtorch_segments", "bench_libtorch", "--strategy=segments", true, kRecurrent},
-    {"pytorch", "baselines/pytorch_bench.py", "--mode=pytorch", true},
-    {"pytorch_checkpoint", "baselines/pytorch_bench.py", "--mode=checkpoint", true, kRecurrent},
-    {"torchscript", "baselines/pytorch_bench.py", "--mode=torchscript", true},
+    {"libtorch", "bench_libtorch", nullptr, true, nullptr, false, kTorchLengths},
+    {"libtorch_segments", "bench_libtorch", "--strategy=segments", true, kRecurrent, false,
+     kTorchLengths},
+    {"pytorch", "baselines/pytorch_bench.py", "--mode=pytorch", true, nullptr, false,
+     kTorchLengths},
+    {"pytorch_checkpoint", "baselines/pytorch_bench.py", "--mode=checkpoint", true, kRecurrent,
+     false, kTorchLengths},
+    {"torchscript", "baselines/pytorch_bench.py", "--mode=torchscript", true, nullptr, false,
+     kTorchLengths},
 };
 
 const BackendSpec& spec_of(const std::string& name) {
   for (const BackendSpec& b : kBackends)
     if (name == b.name) return b;
   std::abort();  // names come from kBackends
+}
+
+// Why `backend` leaves out the default size `size` of `w` ("" if it runs it): default_sizes_up_to.
+std::string default_size_skipped(const std::string& backend, const WorkloadInfo& w, int64_t size) {
+  const char* up_to = spec_of(backend).default_sizes_up_to;
+  if (!up_to || !w.sizes.sized()) return "";
+  const std::vector<std::string> kv = fields(up_to, '=');
+  if (kv[0] != w.sizes.key || size <= std::stoll(kv[1])) return "";
+  return fmt::format(
+      "not in the default sweep, which runs {} up to {}={}; --sizes {}=...,{} runs it", backend,
+      kv[0], kv[1], kv[0], size);
 }
 
 const char* kUsage = R"(usage: bench_run [options]
@@ -103,7 +124,9 @@ const char* kUsage = R"(usage: bench_run [options]
                        recurrent workloads (char_rnn, char_rnn_wide) only
   --workloads A,B      run only these workloads (default: all)
   --sizes KEY=N,...    replace the default sizes of the workloads sized by KEY (e.g. nodes=10,5000);
-                       repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)
+                       repeat it for other keys (--sizes nodes=10 --sizes batch=1,8); of the
+                       default lengths (length=100,...,100000), the torch backends run those
+                       up to 10000 and report the longer ones skipped; given ones all run
   --filter REGEX       run only benchmarks whose names match (POSIX extended regex, as Google
                        Benchmark's --benchmark_filter; a leading '-' negates)
   --threads N          intra-op threads for threaded backends (default 1)
@@ -119,11 +142,17 @@ const char* kUsage = R"(usage: bench_run [options]
                        intervals hold what changes between processes and minutes (default 2;
                        at most --repetitions)
   --warmup-steps N     untimed steps after each setup, on every backend (default 3)
+  --time-budget S      seconds a benchmark aims to take in all, warm-up included (default 10):
+                       one whose step, as its check timed it, is too long for that gets fewer
+                       repetitions (at least 3), two warm-up steps and one round, and says so
   --timeout S          seconds before a backend process is killed (default 600)
   --memory-limit SIZE  address space of each backend process, e.g. 8G or 512M (default: 90% of
                        the memory available when the run starts); beyond it an allocation is
-                       refused and the benchmark reported as out of memory at that size
-  --force              run sizes whose estimated memory exceeds --memory-limit anyway
+                       refused and the benchmark reported as out of memory at that size. A size
+                       beyond a workload's defaults is first estimated on each backend from
+                       three smaller ones: above the limit, it is not run and is reported out
+                       of memory with its estimate
+  --force              no memory estimate: every size runs, capped by --memory-limit
   --check-only         run the correctness check only; exit 1 if any backend disagrees
   --no-plots           do not draw the plots (plots/plot.py) at the end
   --bin-dir DIR        where the backend binaries are (default: next to bench_run)
@@ -178,6 +207,7 @@ struct Options {
   // 0 until given: then 2, or 1 for a single repetition.
   int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
   double min_time = 0.1, timeout = 600;
+  double time_budget = 10;  // seconds a benchmark aims at over all its rounds (Run::plan_of)
   int64_t memory_limit = default_memory_limit();
   bool check_only = false, plots = true, force = false;
   fs::path resume;                // --resume: the interrupted run to finish
@@ -246,6 +276,8 @@ Options parse_options(const std::vector<std::string>& args) {
       o.min_time = parse_number(arg, next(), 0.001, 600);
     else if (arg == "--timeout")
       o.timeout = parse_number(arg, next(), 1, 86400);
+    else if (arg == "--time-budget")
+      o.time_budget = parse_number(arg, next(), 0.001, 86400);
     else if (arg == "--memory-limit") {
       const std::string text = next();
       const std::optional<int64_t> bytes = parse_bytes(text);
@@ -322,7 +354,10 @@ std::map<std::string, Json> read_check_records(const fs::path& path) {
 class Run {
  public:
   Run(Options o, std::vector<Selected> selected)
-      : opt_(std::move(o)), selected_(std::move(selected)) {}
+      : opt_(std::move(o)), selected_(std::move(selected)) {
+    for (const Selected& s : selected_)
+      for (const auto& [b, why] : s.skipped) decide_not_to_run(s, b, "skipped", why);
+  }
 
   int main() {
     for (const std::string& b : opt_.backends)
@@ -423,12 +458,34 @@ class Run {
             "BACKPROP_BENCH_DIALECT_VERDICTS=" + (folder_.dir() / "dialect_verdicts.txt").string()};
   }
 
+  // A benchmark the runner does not run: its record, in place of the check's, says why (status
+  // skipped, or out_of_memory for an estimate above the limit), and the judge, the bench phase
+  // and the summary take it as they take a backend's own.
+  void decide_not_to_run(const Selected& s, const std::string& b, const std::string& status,
+                         const std::string& why) {
+    not_run_[s.id][b] =
+        Json::object_of({{"name", s.names.at(b)}, {"status", status}, {"message", why}});
+  }
+  const Json* not_run(const Selected& s, const std::string& b) const {
+    auto i = not_run_.find(s.id);
+    if (i == not_run_.end()) return nullptr;
+    auto r = i->second.find(b);
+    return r == i->second.end() ? nullptr : &r->second;
+  }
+  void add_not_run(const std::string& b, std::map<std::string, Json>& records) const {
+    for (const Selected& s : selected_)
+      if (s.names.count(b))
+        if (const Json* r = not_run(s, b)) records[s.names.at(b)] = *r;
+  }
+
   // Sizes beyond the defaults (harness/memory.h): each backend measured at three smaller sizes
-  // in a scratch folder, the need extrapolated; a size that would not fit under the memory limit
-  // is refused before anything runs, unless --force (each process stays capped by the limit).
+  // in a scratch folder, the need extrapolated; a benchmark that would not fit under the memory
+  // limit is not run and is reported out of memory at its size, with the estimate, and the rest
+  // of the run goes on. --force skips the estimate: everything runs, each process capped by the
+  // limit, and what does not fit is out of memory as measured.
   void estimate_memory() {
+    if (opt_.force) return;
     std::map<std::pair<std::string_view, std::string>, std::vector<MemorySample>> measured;
-    std::vector<std::string> too_big;
     std::string scratch;
     for (const Selected& s : selected_) {
       const std::vector<int64_t> sizes = probe_sizes(*s.workload, s.size);
@@ -465,18 +522,23 @@ class Run {
         const std::string line =
             fmt::format("{} on {}: about {} (peak RSS {} at {}={})", s.id, b, human_bytes(need),
                         fmt::join(from, ", "), s.workload->sizes.key, fmt::join(sizes, ", "));
-        fmt::print("memory estimate: {}\n", line);
-        estimates_.push(
-            Json::object_of({{"instance", s.id}, {"backend", b}, {"bytes", need}, {"how", line}}));
-        if (opt_.memory_limit > 0 && need > double(opt_.memory_limit)) too_big.push_back(line);
+        const bool too_big = opt_.memory_limit > 0 && need > double(opt_.memory_limit);
+        fmt::print("memory estimate: {}{}\n", line, too_big ? ": above the limit, not run" : "");
+        estimates_.push(Json::object_of({{"instance", s.id},
+                                         {"backend", b},
+                                         {"bytes", need},
+                                         {"how", line},
+                                         {"not_run", too_big}}));
+        if (too_big) not_run_for_memory(s, b, line);
       }
     }
     if (!scratch.empty()) fs::remove_all(scratch);
-    if (!too_big.empty() && !opt_.force)
-      usage_error(fmt::format(
-          "more memory than the limit of {}: {}; choose smaller sizes, raise --memory-limit, or "
-          "add --force (each process stays capped: what does not fit is reported out of memory)",
-          human_bytes(double(opt_.memory_limit)), fmt::join(too_big, "; ")));
+  }
+  void not_run_for_memory(const Selected& s, const std::string& b, const std::string& estimate) {
+    decide_not_to_run(
+        s, b, "out_of_memory",
+        fmt::format("not run: estimated above the limit of {} ({}); --force runs it, capped",
+                    human_bytes(double(opt_.memory_limit)), estimate));
   }
 
   // --resume: the interrupted run's folder, on the commit and processor it was made with
@@ -501,6 +563,13 @@ class Run {
           opt_.resume.string(), fmt::join(differences, "; ")));
     try {
       const Json old = parse_json(read_file(folder_.dir() / "processes.json"));
+      for (const Json& e : old["memory_estimates"].array) {  // as decided then
+        estimates_.push(e);
+        if (e["not_run"].boolean)
+          for (const Selected& s : selected_)
+            if (s.id == e["instance"].str_or("") && s.names.count(e["backend"].str_or("")))
+              not_run_for_memory(s, e["backend"].str_or(""), e["how"].str_or(""));
+      }
       for (const Json& p : old["processes"].array) {
         processes_.push(p);
         if (p["phase"].str_or("") == "bench")
@@ -580,6 +649,7 @@ class Run {
                                     {"rounds", opt_.rounds},
                                     {"min_time", opt_.min_time},
                                     {"warmup_steps", opt_.warmup_steps},
+                                    {"time_budget", opt_.time_budget},
                                     {"memory_limit_bytes", opt_.memory_limit},
                                     {"timeout", opt_.timeout}});
     Json backends = Json::array_of(), sizes = Json::array_of();
@@ -620,11 +690,18 @@ class Run {
         reads_corpus |= s.names.count(b) && s.workload->corpus.context;
       std::vector<std::string> argv = command(b, reads_corpus);
       argv.push_back("--check_out=" + (folder_.dir() / file).string());
-      size_t count = 0;
-      for (const Selected& s : selected_)
-        if (s.names.count(b)) argv.push_back(instance_arg(s, b)), count++;
-      if (count == 0) {  // the filter kept none of its benchmarks: nothing to start
-        fmt::print("nothing selected\n");
+      size_t count = 0, decided = 0;
+      for (const Selected& s : selected_) {
+        if (!s.names.count(b)) continue;
+        if (not_run(s, b))  // the runner's own record stands for it (add_not_run)
+          decided++;
+        else
+          argv.push_back(instance_arg(s, b)), count++;
+      }
+      if (count == 0) {  // the filter kept none of its benchmarks, or none is run: no process
+        add_not_run(b, records[b]);
+        fmt::print("{}\n",
+                   decided ? fmt::format("{} instances not run", decided) : "nothing selected");
         continue;
       }
       if (!opt_.resume.empty()) {  // a check that reported every instance is not run again
@@ -634,6 +711,7 @@ class Run {
           reported += s.names.count(b) && records[b].count(s.names.at(b));
         if (reported == count) {
           fmt::print("{} of {} instances reported by the interrupted run\n", reported, count);
+          add_not_run(b, records[b]);
           continue;
         }
       }
@@ -642,6 +720,7 @@ class Run {
                                           child_env(), opt_.memory_limit);
       if (p.interrupted) return false;
       records[b] = read_check_records(folder_.dir() / file);
+      add_not_run(b, records[b]);
       std::string status = "ok", message;
       if (!p.ok()) {
         status = "failed", message = p.failure() + " (see " + log + ")";
@@ -652,8 +731,9 @@ class Run {
           refuse(fmt::format("{} refused its flags: {}", b, lines.size() > 1 ? lines[1] : "?"));
         }
       }
-      fmt::print("{} of {} instances reported in {:.1f} s{}\n", records[b].size(), count,
-                 p.wall_seconds, p.ok() ? "" : "; " + message);
+      fmt::print("{} of {} instances reported in {:.1f} s{}{}\n", records[b].size() - decided,
+                 count, p.wall_seconds, p.ok() ? "" : "; " + message,
+                 decided ? fmt::format(" ({} not run)", decided) : "");
       add_process(process_json(b, "check", "", file, log, status, message, p));
     }
 
@@ -695,9 +775,13 @@ class Run {
                                       {"max_rel_diff", v.max_rel_diff},
                                       {"at", v.worst_at},
                                       {"tolerance", v.tolerance}}));
-        if (s.workload->model && (v.status == "ok" || v.status == "unverified"))
-          for (const Json& l : records[v.backend][s.names.at(v.backend)]["losses"].array)
-            losses_[s.id][v.backend].push_back(l.num_or(NAN));
+        if (v.status == "ok" || v.status == "unverified") {
+          const Json& record = records[v.backend][s.names.at(v.backend)];
+          step_seconds_[s.id][v.backend] = record["step_seconds"].num_or(NAN);
+          if (s.workload->model)
+            for (const Json& l : record["losses"].array)
+              losses_[s.id][v.backend].push_back(l.num_or(NAN));
+        }
       }
     }
     write_atomically(folder_.dir() / "check.json",
@@ -719,6 +803,38 @@ class Run {
     return all_agree;
   }
 
+  // How a benchmark is run. By default as the run says (--repetitions, --rounds,
+  // --warmup-steps); one whose steps, as its check timed them, would take it past --time-budget
+  // gets as many repetitions as fit (at least 3, at most the run's), two warm-up steps and one
+  // round: the long sequences of the recurrent workloads take seconds a step, and ten
+  // repetitions of each in two rounds would be most of the default run. A repetition lasts at
+  // least --min-time. Two warm-up steps, not one, because our engine reaches its steady state
+  // at its third step: its arena grows block by block in the first, and the one block that
+  // replaces them is paged in during the second (char_rnn at 10^4: 1.05 s a step after one
+  // warm-up step, 0.115 s after two; Zen 5).
+  struct Plan {
+    int repetitions, rounds, warmup_steps;
+    double step_seconds = NAN;  // NAN: not timed (a check from before step_seconds, or none)
+    bool shortened = false;
+    int repetitions_in(int round) const {
+      return round >= rounds ? 0 : repetitions / rounds + (round < repetitions % rounds ? 1 : 0);
+    }
+  };
+  Plan plan_of(const Selected& s, const std::string& b) const {
+    Plan p{opt_.repetitions, opt_.rounds, opt_.warmup_steps};
+    auto i = step_seconds_.find(s.id);
+    if (i == step_seconds_.end() || !i->second.count(b)) return p;
+    const double step = p.step_seconds = i->second.at(b);
+    const double seconds =
+        p.repetitions * std::max(step, opt_.min_time) + p.rounds * p.warmup_steps * step;
+    if (!(seconds > opt_.time_budget)) return p;
+    p.shortened = true, p.rounds = 1, p.warmup_steps = std::min(p.warmup_steps, 2);
+    p.repetitions =
+        std::clamp(int(opt_.time_budget / std::max(step, opt_.min_time)) - p.warmup_steps,
+                   std::min(3, opt_.repetitions), opt_.repetitions);
+    return p;
+  }
+
   // Round by round, row by row: the benchmarks of a row run in processes alive together that
   // take turns, one timed loop at a time (harness/protocol.h, --take_turns), each with its own
   // wait4 peak RSS; then the next row. With K rounds the whole selection is run K times, each
@@ -726,20 +842,30 @@ class Run {
   // in harness/results.h): its repetitions then come from K processes minutes apart, and so do
   // its interval and its pairs.
   void bench() {
-    int total = 0, done = 0;
-    for (const Selected& s : selected_) total += int(s.names.size());
+    int total = 0, done = 0, benchmarks = 0, shortened = 0;
+    for (const Selected& s : selected_)
+      for (const auto& [b, name] : s.names) {
+        const Plan p = plan_of(s, b);
+        benchmarks++, total += p.rounds, shortened += p.shortened;
+      }
     fmt::print(
-        "\nbenchmarks: {} in {} rounds of {} processes, {} repetitions of >= {} s each in all; the "
-        "backends of a row take turns, repetition by repetition; medians\n",
-        total, opt_.rounds, total, opt_.repetitions, opt_.min_time);
-    total *= opt_.rounds;
+        "\nbenchmarks: {} in {} rounds, {} repetitions of >= {} s each in all{}; the backends of "
+        "a row take turns, repetition by repetition; medians\n",
+        benchmarks, opt_.rounds, opt_.repetitions, opt_.min_time,
+        shortened ? fmt::format(" ({} with steps too long for it: fewer, in one round, to take "
+                                "about {} s each)",
+                                shortened, opt_.time_budget)
+                  : "");
     // instance -> backend -> its cell in each round so far
     std::map<std::string, std::map<std::string, std::vector<Cell>>> rounds;
     for (int round = 0; round < opt_.rounds && !g_interrupted; round++)
       for (const Selected& s : selected_) {
         if (g_interrupted) break;
+        int in_row = 0;
+        for (const auto& [b, name] : s.names) in_row += round < plan_of(s, b).rounds;
+        if (in_row == 0) continue;
         const int first = done + 1;
-        done += int(s.names.size());
+        done += in_row;
         const std::string which =
             opt_.rounds > 1 ? fmt::format(" (round {} of {})", round + 1, opt_.rounds) : "";
         if (first == done)
@@ -753,9 +879,13 @@ class Run {
           if (!row.count(b)) continue;
           const Cell& c = row[b];
           fmt::print("    {:<11} {}", b, reused ? "(before the interrupt) " : "");
+          const Plan p = plan_of(s, b);
           if (c.status == "ok")
-            fmt::print("{:>10}  peak RSS {:>9}\n", human_time(c.median_seconds),
-                       human_mb(c.max_rss_bytes));
+            fmt::print("{:>10}  peak RSS {:>9}{}\n", human_time(c.median_seconds),
+                       human_mb(c.max_rss_bytes),
+                       p.shortened ? fmt::format("  ({} repetitions: {} a step in its check)",
+                                                 p.repetitions, human_time(p.step_seconds))
+                                   : "");
           else
             fmt::print("{}: {}\n", c.status, c.message);
           rounds[s.id][b].push_back(c);
@@ -774,12 +904,13 @@ class Run {
   Cell merged(const Selected& s, const std::string& b, const std::vector<Cell>& cells) {
     for (const Cell& c : cells)
       if (c.status != "ok") return c;
-    if (int(cells.size()) < opt_.rounds) {
+    const int planned = plan_of(s, b).rounds;
+    if (int(cells.size()) < planned) {
       Cell c = cells.back();
       c.status = "interrupted", c.message = "interrupted before its last round";
       return c;
     }
-    if (opt_.rounds == 1) return cells[0];
+    if (planned == 1) return cells[0];
     Cell c = cells[0];
     c.file = b + "/" + file_stem(s.names.at(b)) + ".json";
     try {
@@ -803,10 +934,6 @@ class Run {
   // warm-up until all are ready; then turns in the backends' order until every process ended.
   // Resuming, a row whose benchmarks all finished well before the interrupt is read, not run.
   std::map<std::string, Cell> bench_row(const Selected& s, int round, bool* reused) {
-    // this round's share of the repetitions; its files and logs carry its number
-    const int repetitions =
-        opt_.repetitions / opt_.rounds + (round < opt_.repetitions % opt_.rounds ? 1 : 0);
-    const std::string suffix = opt_.rounds > 1 ? fmt::format(".round{}", round + 1) : "";
     struct Running {
       std::string backend, name, log;
       std::vector<std::string> argv;
@@ -816,8 +943,11 @@ class Run {
     std::map<std::string, Cell> cells;
     std::vector<Running> running;
     for (const std::string& b : opt_.backends) {
-      if (!s.names.count(b)) continue;
+      const Plan plan = s.names.count(b) ? plan_of(s, b) : Plan{};
+      if (!s.names.count(b) || round >= plan.rounds) continue;
       const std::string name = s.names.at(b), stem = file_stem(name);
+      // this round's share of the repetitions; its files and logs carry its number
+      const std::string suffix = plan.rounds > 1 ? fmt::format(".round{}", round + 1) : "";
       Cell& c = cells[b];
       const Verdict& v = verdicts_[s.id][b];
       c.verified = v.status == "ok";
@@ -825,6 +955,8 @@ class Run {
       if (v.status != "ok" && v.status != "unverified") {
         c.status = v.status == "skipped" || v.status == "out_of_memory" ? v.status : "not_run";
         if (v.status == "skipped")
+          c.message = v.message;
+        else if (not_run(s, b))
           c.message = v.message;
         else if (v.status == "out_of_memory")
           c.message = fmt::format("out of memory in the check at {} under the limit of {}: {}",
@@ -841,9 +973,10 @@ class Run {
       argv.insert(
           argv.end(),
           {instance_arg(s, b), "--benchmark_out=" + (folder_.dir() / c.file).string() + ".partial",
-           "--benchmark_out_format=json", fmt::format("--benchmark_repetitions={}", repetitions),
+           "--benchmark_out_format=json",
+           fmt::format("--benchmark_repetitions={}", plan.repetitions_in(round)),
            fmt::format("--benchmark_min_time={}", opt_.min_time),
-           fmt::format("--warmup_steps={}", opt_.warmup_steps),
+           fmt::format("--warmup_steps={}", plan.warmup_steps),
            "--benchmark_display_aggregates_only=true", "--take_turns"});
       running.push_back({b, name, log, std::move(argv), nullptr});
     }
@@ -931,7 +1064,11 @@ class Run {
       for (const auto& t : r.child->turns())
         turns.push_back(std::round(std::chrono::duration<double>(t - row_start).count() * 1e4) /
                         1e4);
-      add_process(record.set("round", round + 1).set("turns", Json::numbers(turns)));
+      const Plan plan = plan_of(s, r.backend);
+      add_process(record.set("round", round + 1)
+                      .set("repetitions", plan.repetitions_in(round))
+                      .set("warmup_steps", plan.warmup_steps)
+                      .set("turns", Json::numbers(turns)));
     }
     return cells;
   }
@@ -1052,11 +1189,13 @@ class Run {
   RunFolder folder_;
   Json processes_ = Json::array_of();
   Json estimates_ = Json::array_of();  // sizes beyond the defaults: what each will need
+  std::map<std::string, std::map<std::string, Json>> not_run_;      // instance -> backend -> record
   std::map<std::string, std::map<std::string, Verdict>> verdicts_;  // instance -> backend -> it
   std::map<std::string, std::map<std::string, Cell>> cells_;        // instance -> backend -> it
   std::map<std::string, Json> finished_;  // --resume: benchmark name -> its last bench process
   std::map<std::string, Json> contexts_;  // backend -> the context its result files carry
   std::map<std::string, std::map<std::string, std::vector<double>>> losses_;  // models' checks
+  std::map<std::string, std::map<std::string, double>> step_seconds_;  // as the check timed them
   int failures_ = 0;
 };
 
@@ -1136,7 +1275,8 @@ int main(int argc, char** argv) {
              if (!only) return true;
              const std::vector<std::string> names = bp::fields(only, ',');
              return std::find(names.begin(), names.end(), w.name) != names.end();
-           }},
+           },
+       .default_skip = bp::default_size_skipped},
       &error);
   if (!selected) bp::usage_error(error);
   // A variant none of whose workloads is selected has no column in any table.

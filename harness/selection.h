@@ -30,14 +30,18 @@ struct SelectionRequest {
   std::function<int(const std::string&)> threads_of;  // the thread count in a backend's names
   // Whether a backend is measured on a workload at all (a variant made for one); null: all.
   std::function<bool(const std::string&, const WorkloadInfo&)> runs;
+  // Why a backend leaves out one of a workload's default sizes ("": it does not); asked only
+  // for sizes that came from the defaults, never for sizes given with --sizes; null: none.
+  std::function<std::string(const std::string&, const WorkloadInfo&, int64_t)> default_skip;
 };
 
 // One instance and its benchmark name on each backend the filter kept.
 struct Selected {
   const WorkloadInfo* workload;
   int64_t size;
-  std::string id;                            // the instance (harness/names.h)
-  std::map<std::string, std::string> names;  // backend -> benchmark name, selected ones only
+  std::string id;                              // the instance (harness/names.h)
+  std::map<std::string, std::string> names;    // backend -> benchmark name, selected ones only
+  std::map<std::string, std::string> skipped;  // backend -> why it is not run (default_skip)
 };
 
 // Google Benchmark 1.7.1's filter semantics: POSIX extended regex, a leading '-' negates, and
@@ -120,7 +124,8 @@ inline std::optional<std::vector<Selected>> select_instances(const SelectionRequ
   std::vector<std::string> every_name;  // for the message when the filter matches nothing
   for (const WorkloadInfo& w : kWorkloads) {
     std::vector<int64_t> list(w.sizes.defaults().begin(), w.sizes.defaults().end());
-    if (w.sizes.sized() && sizes.count(std::string(w.sizes.key))) {
+    const bool defaults = !(w.sizes.sized() && sizes.count(std::string(w.sizes.key)));
+    if (!defaults) {
       list = sizes[std::string(w.sizes.key)];
       for (int64_t n : list)  // every workload sized by the key must accept it, selected or not
         if (std::string why = size_error(w, n); !why.empty()) return fail("--sizes: " + why);
@@ -128,12 +133,16 @@ inline std::optional<std::vector<Selected>> select_instances(const SelectionRequ
     if (!chosen.empty() && std::find(chosen.begin(), chosen.end(), w.name) == chosen.end())
       continue;
     for (int64_t size : list) {
-      Selected s{&w, size, instance_id(w, size), {}};
+      Selected s{&w, size, instance_id(w, size), {}, {}};
       for (const std::string& b : r.backends) {
         if (r.runs && !r.runs(b, w)) continue;
         const std::string name = bench_name(w, size, b, r.threads_of(b));
         every_name.push_back(name);
-        if (filter.matches(name)) s.names[b] = name;
+        if (!filter.matches(name)) continue;
+        s.names[b] = name;
+        if (std::string why = defaults && r.default_skip ? r.default_skip(b, w, size) : "";
+            !why.empty())
+          s.skipped[b] = std::move(why);
       }
       if (!s.names.empty()) out.push_back(std::move(s));
     }

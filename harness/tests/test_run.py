@@ -239,12 +239,13 @@ def test_bad_data_file_is_a_clear_error(bin_dir, tmp_path):
         assert message in r.stderr and r.stderr.startswith("error: ")
     # no model that reads the corpus selected: the file is not read
     r = run(bin_dir, tmp_path, "--data", str(short) + "-and-more", "--workloads",
-            "tiny_graph,mlp_width", "--sizes", "width=16", "--check-only")
+            "tiny_graph,mlp_width", "--sizes", "width=16", "--check-only",
+            "--backends", "engine,pytorch")
     assert r.returncode == 0, r.stdout + r.stderr
     # a file too short for mini_gpt_wide (context 64) still serves mini_gpt (context 8)
     short.write_text("a short corpus of text")
     r = run(bin_dir, tmp_path, "--data", str(short), "--workloads", "mini_gpt", "--sizes",
-            "batch=1", "--check-only")
+            "batch=1", "--check-only", "--backends", "engine,pytorch")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -320,9 +321,9 @@ def test_python_backend_crash_and_wrong_answers_are_reported(bin_dir, tmp_path):
     assert r.returncode == 1 and "differs from engine" in r.stdout and "NOT OK" in r.stdout
 
 
-# A size too big for the memory limit (run with --force past its estimate) is out of memory at
-# that size, on every backend (C++ and Python; found by the check), and the other sizes run. An allocation refused while benchmarking
-# (injected) is reported the same way.
+# A size too big for the memory limit (run with --force, which makes no estimate) is out of
+# memory at that size, on every backend (C++ and Python; found by the check), and the other sizes
+# run. An allocation refused while benchmarking (injected) is reported the same way.
 def test_out_of_memory_is_reported_at_its_size(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "mini_gpt_wide", "--sizes", "batch=1,512",
             "--memory-limit", "1500M", "--force", "--backends", "engine,libtorch,pytorch", *QUICK)
@@ -348,22 +349,76 @@ def test_out_of_memory_is_reported_at_its_size(bin_dir, tmp_path):
 
 
 # A size beyond the defaults is measured at three smaller sizes on each backend and estimated;
-# one that would not fit under the memory limit is refused before anything runs, unless --force.
-def test_a_size_too_big_for_memory_is_refused_unless_forced(bin_dir, tmp_path):
-    args = ["--workloads", "mini_gpt_wide", "--sizes", "batch=256", "--memory-limit", "800M",
-            "--backends", "engine", *QUICK]
-    r = run(bin_dir, tmp_path, *args)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "memory estimate: step/mini_gpt_wide/batch:256 on engine: about " in r.stdout
-    assert "(peak RSS " in r.stdout and "at batch=8, 16, 32)" in r.stdout
-    assert r.stderr.startswith("error: more memory than the limit of 838.9 MB: "
-                               "step/mini_gpt_wide/batch:256 on engine: about "), r.stderr
-    assert not run_dirs(tmp_path), "nothing runs, no folder is left"
-    r = run(bin_dir, tmp_path, *args, "--force")
+# a benchmark that would not fit under the memory limit is not run, it is reported out of memory
+# with its estimate, and the run goes on with the rest.
+def test_a_size_too_big_for_memory_is_reported_and_not_run(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "mini_gpt_wide", "--sizes", "batch=1,256",
+            "--memory-limit", "800M", "--backends", "engine", *QUICK)
     assert r.returncode == 3, r.stdout + r.stderr
-    assert cells(tmp_path)[("engine", "step/mini_gpt_wide/batch:256")]["status"] == "out_of_memory"
-    estimate = load(tmp_path / "latest" / "processes.json")["memory_estimates"]
-    assert len(estimate) == 1 and estimate[0]["bytes"] > 800 * 2**20
+    assert "memory estimate: step/mini_gpt_wide/batch:256 on engine: about " in r.stdout
+    assert "(peak RSS " in r.stdout and "at batch=8, 16, 32): above the limit, not run" in r.stdout
+    c = cells(tmp_path)
+    assert c[("engine", "step/mini_gpt_wide/batch:1")]["status"] == "ok"
+    big = c[("engine", "step/mini_gpt_wide/batch:256")]
+    assert big["status"] == "out_of_memory", big
+    assert big["message"].startswith("not run: estimated above the limit of 838.9 MB "
+                                     "(step/mini_gpt_wide/batch:256 on engine: about "), big
+    assert big["message"].endswith("; --force runs it, capped"), big
+    processes = load(tmp_path / "latest" / "processes.json")
+    assert [p["benchmark"] for p in processes["processes"] if p["phase"] == "bench" and
+            p["status"] == "ok"] == ["step/mini_gpt_wide/engine/batch:1/threads:1"]
+    [estimate] = processes["memory_estimates"]
+    assert estimate["bytes"] > 800 * 2**20 and estimate["not_run"] is True
+    check = load(tmp_path / "latest" / "check" / "engine.json")
+    assert [rec["name"] for rec in check["records"]] == [
+        "step/mini_gpt_wide/engine/batch:1/threads:1"], "the check process is not asked"
+
+
+# The default lengths of the recurrent workloads go to 10^5 on our engine's strategies and to
+# 10^4 on the torch backends: beyond, each is reported skipped with the flag that runs it, and
+# no process is started for it; lengths given with --sizes run everywhere.
+def test_default_lengths_beyond_a_backends_sweep_are_skipped_with_why(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--check-only", "--workloads", "char_rnn", "--filter",
+            "length:100000/", "--backends", "libtorch,pytorch_checkpoint")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check libtorch    1 instances not run" in r.stdout, r.stdout
+    [folder] = run_dirs(tmp_path)
+    results = load(folder / "check.json")["results"]
+    assert [(x["backend"], x["status"]) for x in results] == [
+        ("libtorch", "skipped"), ("pytorch_checkpoint", "skipped")]
+    assert results[1]["message"] == (
+        "not in the default sweep, which runs pytorch_checkpoint up to length=10000; "
+        "--sizes length=...,100000 runs it")
+    assert not (folder / "check" / "libtorch.json").exists()
+    r = run(bin_dir, tmp_path / "given", "--check-only", "--workloads", "char_rnn", "--sizes",
+            "length=10001", "--backends", "libtorch")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check libtorch    0 instances agree; 1 unverified" in r.stdout, r.stdout
+
+
+# A benchmark whose steps are too long for --time-budget gets fewer repetitions (at least 3),
+# two warm-up steps and one round, and the progress line and processes.json say so; the others
+# keep the run's repetitions, warm-up and rounds.
+def test_long_steps_get_fewer_repetitions_within_the_time_budget(bin_dir, tmp_path):
+    # mini_gpt_wide at batch 32: tens of ms a step, 10 steps; tiny_graph: 4 x 1 ms, and its steps
+    r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,mini_gpt_wide", "--sizes", "batch=32",
+            "--backends", "engine", "--repetitions", "4", "--warmup-steps", "3",
+            "--min-time", "0.001", "--time-budget", "0.05", "--no-plots")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(1 with steps too long for it: fewer, in one round, to take about 0.05 s each)" \
+        in r.stdout, r.stdout
+    assert "(3 repetitions: " in r.stdout and "a step in its check)" in r.stdout
+    bench = {(p["benchmark"].split("/")[1], p["round"]): p
+             for p in load(tmp_path / "latest" / "processes.json")["processes"]
+             if p["phase"] == "bench"}
+    assert sorted(bench) == [("mini_gpt_wide", 1), ("tiny_graph", 1), ("tiny_graph", 2)]
+    long = bench[("mini_gpt_wide", 1)]
+    assert (long["repetitions"], long["warmup_steps"]) == (3, 2)
+    assert [(bench[("tiny_graph", k)]["repetitions"], bench[("tiny_graph", k)]["warmup_steps"])
+            for k in (1, 2)] == [(2, 3), (2, 3)]
+    c = cells(tmp_path)
+    assert len(c[("engine", "step/mini_gpt_wide/batch:32")]["repetition_seconds"]) == 3
+    assert len(c[("engine", "grad/tiny_graph")]["repetition_seconds"]) == 4
 
 
 # No user string reaches a shell: an --out full of quotes and semicolons is a folder name, and
