@@ -229,6 +229,7 @@ struct Summary {
   Json contexts = Json::object_of({});  // backend -> its result files' context (versions, BLAS)
   std::vector<SummaryRow> rows;         // in registry order
   Json kernels;                         // kernel_summary of kernels.json; null without one
+  Json intervals;                       // intervals.json's rows (bench_run's interval sweep)
 
   // backend time / reference time, with its interval; NaN unless both ran. The benchmarks of a
   // row take turns (harness/protocol.h), so repetition i of the backend and of the reference ran
@@ -365,7 +366,8 @@ inline Json summary_json(const Summary& s) {
                           {"backend_contexts", s.contexts},
                           {"rows", std::move(rows)},
                           {"crossovers", std::move(crossovers)},
-                          {"kernels", s.kernels}});
+                          {"kernels", s.kernels},
+                          {"intervals", s.intervals}});
 }
 
 // The kernel rows of bench_compiled --kernel_rows (harness/kernel_rows.h), per op shape: each
@@ -525,6 +527,21 @@ inline std::string summary_text(const Summary& s) {
                          100 * row["auto_fraction_of_peak"].num_or(NAN));
     }
     out += "  * auto's choice, made in the step's own setup\n";
+  }
+  if (s.intervals.kind == Json::Kind::array && !s.intervals.array.empty()) {
+    out +=
+        "\nmultistage against its checkpoint interval k, time per sequence over store-all's "
+        "(medians of 3):\n";
+    std::map<std::string, std::string> lines;  // "workload length" -> its k's
+    for (const Json& r : s.intervals.array) {
+      std::string& line =
+          lines[fmt::format("{} length {}", r["workload"].str_or("?"), r["length"].num_or(NAN))];
+      const std::string k = r["k"].str_or("?");
+      line += k == "auto" ? fmt::format("  auto (k={:.0f}) {:.2f}x", r["interval"].num_or(NAN),
+                                        r["slowdown"].num_or(NAN))
+                          : fmt::format("  {} {:.2f}x", k, r["slowdown"].num_or(NAN));
+    }
+    for (const auto& [what, line] : lines) out += fmt::format("  {}:{}\n", what, line);
   }
   return out;
 }

@@ -351,6 +351,9 @@ std::map<std::string, Json> read_check_records(const fs::path& path) {
   return out;
 }
 
+// The longest sequence the interval sweep (Run::intervals) runs: a dozen processes of 5 steps.
+constexpr int64_t kIntervalSweepLength = 10000;
+
 class Run {
  public:
   Run(Options o, std::vector<Selected> selected)
@@ -411,6 +414,7 @@ class Run {
     }
     bench();
     if (!g_interrupted) kernels();
+    if (!g_interrupted) intervals();
     summarize();
     if (g_interrupted) return stopped();
     folder_.finished();
@@ -1117,6 +1121,97 @@ class Run {
     add_process(process_json("compiled", "kernels", "", "kernels.json", log, status, message, p));
   }
 
+  // The paper's experiment (arXiv 1806.01117, its figure of slowdown against interval): our
+  // multistage strategy at checkpoint intervals k = 1, 2, 4, ... and at the k it chooses from
+  // its measured write and step times, against store-all on the same sequence, for each
+  // recurrent workload (a state size) selected with engine_multistage, at its longest selected
+  // length up to 10^4. One process per k, 3 repetitions after 2 warm-up steps each:
+  // intervals.json, the `intervals` plot and a line per workload in the summary.
+  void intervals() {
+    const fs::path out = folder_.dir() / "intervals.json";
+    if (!opt_.resume.empty() && fs::exists(out)) return;
+    std::map<std::string, const Selected*> chosen;  // workload -> the instance swept
+    for (const Selected& s : selected_)
+      if (s.workload->sizes.key == "length" && s.names.count("engine_multistage") &&
+          verdicts_[s.id]["engine_multistage"].status == "ok" && s.size <= kIntervalSweepLength &&
+          s.size >= 8 &&
+          (!chosen.count(std::string(s.workload->name)) ||
+           chosen[std::string(s.workload->name)]->size < s.size))
+        chosen[std::string(s.workload->name)] = &s;
+    if (chosen.empty()) return;
+    fmt::print(
+        "\nintervals: multistage at k = 1, 2, 4, ... and its own choice, against store-all\n");
+    Json rows = Json::array_of();
+    for (const auto& [w, s] : chosen) {
+      std::vector<std::string> ks = {"store_all", "auto"};
+      for (int64_t k = 1; k <= s->size / 2; k *= 2) ks.push_back(std::to_string(k));
+      double store_all = NAN;
+      fmt::print("  {:<30}", s->id);
+      for (const std::string& k : ks) {
+        if (g_interrupted) return;
+        std::vector<std::string> argv = command("engine_multistage", true);
+        if (k == "store_all")  // the same binary in its plain mode
+          std::erase_if(argv, [](const std::string& a) {
+            return a.rfind("--strategy=", 0) == 0 || a.rfind("--snapshots=", 0) == 0 ||
+                   a.rfind("--checkpoint_dir=", 0) == 0 || a.rfind("--backend_name=", 0) == 0;
+          });
+        else
+          argv.push_back("--interval=" + k);
+        const std::string file = fmt::format("intervals/{}-{}.json", w, k);
+        const std::string log = fmt::format("logs/intervals/{}-{}.log", w, k);
+        for (const fs::path& folder :
+             {folder_.dir() / "intervals", folder_.dir() / "logs/intervals"})
+          if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
+            throw WriteError(folder, ec.value());
+        argv.insert(argv.end(), {instance_arg(*s, "engine_multistage"),
+                                 "--benchmark_out=" + (folder_.dir() / file).string(),
+                                 "--benchmark_out_format=json", "--benchmark_repetitions=3",
+                                 fmt::format("--benchmark_min_time={}", opt_.min_time),
+                                 "--warmup_steps=2", "--benchmark_display_aggregates_only=true"});
+        const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
+                                            child_env(), opt_.memory_limit);
+        if (p.interrupted) return;
+        std::string status = "ok", message;
+        BenchmarkResult r;
+        if (p.ok()) {
+          try {
+            r = read_benchmark_result(parse_benchmark_json(read_file(folder_.dir() / file)));
+          } catch (const std::exception& e) {
+            r.message = e.what();
+          }
+        }
+        if (!p.ok() || r.status != "ok") {
+          status = "failed", message = p.ok() ? r.message : p.failure() + " (see " + log + ")";
+          fmt::print(" k={}: failed", k);
+          failures_++;
+        } else if (k == "store_all") {
+          store_all = r.median_seconds;
+        } else {
+          const double interval = r.counters.count("interval") ? r.counters["interval"] : NAN;
+          fmt::print(" {}{}", k == "auto" ? fmt::format("auto (k={:.0f}) ", interval) : "",
+                     fmt::format("{:.2f}x", r.median_seconds / store_all));
+          Json row = Json::object_of({{"workload", w},
+                                      {"length", s->size},
+                                      {"k", k},
+                                      {"interval", interval},
+                                      {"seconds", r.median_seconds},
+                                      {"store_all_seconds", store_all},
+                                      {"slowdown", r.median_seconds / store_all}});
+          for (const char* c :
+               {"write_seconds_measured", "step_seconds_measured", "write_wait_seconds",
+                "read_wait_seconds", "records", "bytes_written"})
+            row.set(c, r.counters.count(c) ? r.counters[c] : NAN);
+          rows.push(std::move(row));
+        }
+        std::fflush(stdout);
+        add_process(
+            process_json("engine_multistage", "intervals", k, file, log, status, message, p));
+      }
+      fmt::print("\n");
+    }
+    write_atomically(out, Json::object_of({{"rows", rows}}).dump(2, 2) + "\n");
+  }
+
   void summarize() {
     Summary s;
     s.run_id = folder_.id();
@@ -1133,6 +1228,8 @@ class Run {
                                  {"load_average_end", load_average_1min()},
                                  {"other_benchmarks", std::move(others)}});
     s.options = run_options_json();
+    if (fs::exists(folder_.dir() / "intervals.json"))
+      s.intervals = parse_json(read_file(folder_.dir() / "intervals.json"))["rows"];
     if (fs::exists(folder_.dir() / "kernels.json"))
       s.kernels = kernel_summary(parse_benchmark_json(read_file(folder_.dir() / "kernels.json")));
     for (const auto& [b, context] : contexts_) s.contexts.set(b, context);

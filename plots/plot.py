@@ -13,7 +13,9 @@ phase grad (scalar graphs) and step (training steps); scalar_chain.png (time per
 graph size); mini_gpt_batch.png (time per step against batch size); mlp_width.png (time against
 width, crossovers marked); loss_curves.png (mini_gpt's training loss on every backend, overlaid);
 recurrent_memory.png and recurrent_time.png (peak RSS, and time relative to the reference, against
-the sequence length of the recurrent workloads, every strategy); memory_plan.png (the compiled
+the sequence length of the recurrent workloads, every strategy); intervals.png (multistage's time
+over store-all's against its checkpoint interval, per state size, its own choice starred);
+memory_plan.png (the compiled
 mode's planned arena against its lower bound and the eager engine's arena, per model);
 kernel_dialects.png (each matmul dialect's GFLOP/s on the op shapes of real steps, auto's choice
 marked, against the core's FMA peak measured in the same run).
@@ -431,6 +433,44 @@ def recurrent_time_figure(run):
         "solid: char_rnn; dashed: char_rnn_wide; the reference keeps every state", ratio=True)
 
 
+def intervals_figure(run):
+    """The paper's experiment: multistage's time over store-all's against its checkpoint
+    interval k, one line per state size; a star at the k it chose from its measured write and
+    step times."""
+    rows = run.get("intervals") or []
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 5))
+    styles = {"char_rnn": "o-", "char_rnn_wide": "s--"}
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        mine = [r for r in rows if r["workload"] == workload]
+        swept = sorted((int(r["k"]), r["slowdown"]) for r in mine if r["k"] != "auto")
+        chosen = [r for r in mine if r["k"] == "auto"]
+        state = ""
+        if mine[0].get("records") and mine[0].get("bytes_written"):
+            state = f", {mine[0]['bytes_written'] / mine[0]['records'] / 1024:.0f} KiB a record"
+        name = f"{workload}, n={mine[0]['length']}{state}"
+        line = ax.plot([k for k, _ in swept], [v for _, v in swept], styles.get(workload, "o-"),
+                       label=name, markersize=4)[0]
+        for r in chosen:
+            ax.plot([r["interval"]], [r["slowdown"]], "*", color=line.get_color(), markersize=14,
+                    label=f"its choice, k={r['interval']:.0f}: write "
+                          f"{r['write_seconds_measured'] * 1e6:.0f} us, step "
+                          f"{r['step_seconds_measured'] * 1e6:.1f} us")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.axhline(1, color="gray", linewidth=0.8)
+    ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+    ax.yaxis.set_major_formatter(ticks)
+    ax.yaxis.set_minor_formatter(ticks)
+    ax.set_xlabel("checkpoint interval k: a state written to disk every k steps (log)")
+    ax.set_ylabel("time per sequence / store-all's (log)")
+    ax.set_title("Multistage: slowdown against checkpoint interval")
+    ax.grid(which="major", alpha=0.3)
+    return finish(fig, run, note="engine_multistage with 8 in-memory snapshots per interval, "
+                                 "each point the median of 3 sequences; 1x: store-all")
+
+
 def figures(run):
     """{file name: figure} for everything this run has data for."""
     out = {}
@@ -446,7 +486,8 @@ def figures(run):
                        ("memory_plan.png", memory_plan_figure),
                        ("kernel_dialects.png", kernel_dialects_figure),
                        ("recurrent_memory.png", recurrent_memory_figure),
-                       ("recurrent_time.png", recurrent_time_figure)]:
+                       ("recurrent_time.png", recurrent_time_figure),
+                       ("intervals.png", intervals_figure)]:
         fig = make(run)
         if fig is not None:
             out[name] = fig

@@ -817,3 +817,24 @@ def test_missing_checkpoint_directory_stops_multistage_only(bin_dir, tmp_path):
                                       "No such file or directory")
     assert by_cell[("engine_revolve", "step/char_rnn/length:100")]["status"] == "ok"
     assert by_cell[("engine", "step/char_rnn/length:100")]["status"] == "ok"
+
+
+# The paper's experiment: multistage at k = 1, 2, 4, ... and its own k, against store-all, for
+# each recurrent workload selected with engine_multistage (here one, at length 64).
+def test_the_interval_sweep_is_run_summarised_and_drawn(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--workloads", "char_rnn", "--sizes", "length=64", "--backends",
+            "engine,engine_multistage", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "intervals: multistage at k = 1, 2, 4, ... and its own choice, against store-all" \
+        in r.stdout
+    summary = load(tmp_path / "latest" / "summary.json")
+    rows = summary["intervals"]
+    assert [row["k"] for row in rows] == ["auto", "1", "2", "4", "8", "16", "32"], rows
+    for row in rows:
+        assert row["workload"] == "char_rnn" and row["length"] == 64
+        assert row["slowdown"] == pytest.approx(row["seconds"] / row["store_all_seconds"])
+        assert row["records"] >= 1 and row["bytes_written"] > 0
+    assert [row["interval"] for row in rows[1:]] == [1, 2, 4, 8, 16, 32]
+    text = (tmp_path / "latest" / "summary.txt").read_text()
+    assert "char_rnn length 64:  auto (k=" in text and "  32 " in text
+    assert "intervals.png" in plot.figures(plot.load_run(tmp_path / "latest"))
