@@ -554,7 +554,7 @@ BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInfo& info
     if (!spec.size) spec.size = w->sizes.defaults()[0];  // 0 for an unsized workload
     if (std::string why = size_error(*w, *spec.size); !why.empty()) backend_usage_error(why);
     if (spec.name.empty()) spec.name = bench_name(*w, *spec.size, B::name, flags.threads);
-    if (spec.check_steps == 0) spec.check_steps = w->check_steps;
+    if (spec.check_steps == 0) spec.check_steps = w->check_steps_at(spec.size.value_or(0));
   }
   return flags;
 }

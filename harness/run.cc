@@ -449,7 +449,7 @@ class Run {
     return instance_flag({.workload = std::string(s.workload->name),
                           .size = s.workload->sizes.sized() ? std::optional(s.size) : std::nullopt,
                           .name = s.names.at(backend),
-                          .check_steps = s.workload->check_steps});
+                          .check_steps = s.workload->check_steps_at(s.size)});
   }
   // Thread counts are each backend's own business (--threads): bench_libtorch sets OpenBLAS's,
   // pytorch_bench.py its environment before importing torch.
@@ -756,7 +756,9 @@ class Run {
       }
       PlainAnswer plain;  // scalar graphs: the answer without autodiff
       const bool has_plain = plain_answer(*s.workload, s.size, &plain);
-      for (const Verdict& v : judge_instance(*s.workload, in, has_plain ? &plain : nullptr)) {
+      WorkloadInfo checked = *s.workload;  // with the check steps of this size
+      checked.check_steps = checked.check_steps_at(s.size);
+      for (const Verdict& v : judge_instance(checked, in, has_plain ? &plain : nullptr)) {
         verdicts_[s.id][v.backend] = v;
         if (v.status == "unverified") {
           unverified_count[v.backend]++;

@@ -166,14 +166,24 @@ struct WorkloadInfo {
   KnownAnswer known;  // scalar graphs; none for models
   int check_steps;    // models; 0 for scalar graphs
   CorpusUse corpus;   // models; none for scalar graphs
+  // A model whose steps get long with its size may check one training step from this size on
+  // (0: never): the updates between steps are checked at its smaller sizes, and each step
+  // saved in a check is a sequence of seconds at the recurrent workloads' long lengths.
+  int64_t one_check_step_from = 0;
+  int check_steps_at(int64_t size) const {
+    return one_check_step_from > 0 && size >= one_check_step_from ? 1 : check_steps;
+  }
 };
 
 template <class W>
 constexpr WorkloadInfo info_of() {
-  if constexpr (ModelWorkload<W>)
-    return {W::name, W::times,        true,           "step",   W::sizes, W::tolerance,
-            0,       no_known_answer, W::check_steps, W::corpus};
-  else
+  if constexpr (ModelWorkload<W>) {
+    WorkloadInfo info{W::name, W::times,        true,           "step",   W::sizes, W::tolerance,
+                      0,       no_known_answer, W::check_steps, W::corpus};
+    if constexpr (requires { W::one_check_step_from; })
+      info.one_check_step_from = W::one_check_step_from;
+    return info;
+  } else
     return {W::name,      W::times,     false,    "grad", W::sizes,
             W::tolerance, W::num_grads, W::known, 0,      no_corpus};
 }
