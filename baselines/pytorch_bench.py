@@ -9,7 +9,8 @@ no copy of the registry: bench_run names every instance, validates its size and 
 training steps a check reports. TorchScript: torch.jit.script for the scalar graphs and the
 recurrent models (their loop over n steps), torch.jit.trace for the other models.
 
-Timing loop, per repetition: set up (untimed), --warmup_steps steps (untimed, as on every
+Timing loop, per repetition (with --warm_once only the first sets up and warms up, and the others
+go on with its run): set up (untimed), --warmup_steps steps (untimed, as on every
 backend: TorchScript's profiling executor records and optimises the graph over its first runs,
 which PyTorch's docs say to exclude), then steps back to back until --benchmark_min_time seconds
 have passed; with --take_turns (harness/protocol.h) it says ready on fd 4 and waits for its turn
@@ -100,7 +101,8 @@ def parse_instance(text):
 
 def parse_flags(argv):
     flags = dict(mode="pytorch", instances=[], threads=1, data=None, check_out=None, out=None,
-                 repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False)
+                 repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False,
+                 warm_once=False)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         if key == "--mode" and value in ("pytorch", "torchscript", "checkpoint"):
@@ -115,6 +117,8 @@ def parse_flags(argv):
             flags["warmup_steps"] = int(value)
         elif arg == "--take_turns":
             flags["take_turns"] = True
+        elif arg == "--warm_once":
+            flags["warm_once"] = True
         elif key == "--check_out":
             flags["check_out"] = value
         elif key == "--benchmark_out":
@@ -350,11 +354,13 @@ def benchmark(spec, flags, corpus):
         time.sleep(1)
     if fault("oom", name):
         raise MemoryError("BACKPROP_BENCH_FAULT: out of memory")
+    run = None
     for rep in range(flags["repetitions"]):
-        reset_peak_rss()
-        run = build(spec, flags["mode"], corpus)
-        for _ in range(flags["warmup_steps"]):
-            run.step()
+        reset_peak_rss()  # the run kept by --warm_once, still held, counts in the peak
+        if run is None:
+            run = build(spec, flags["mode"], corpus)
+            for _ in range(flags["warmup_steps"]):
+                run.step()
         if flags["take_turns"]:
             wait_for_turn()
         iterations, start_real, start_cpu = 0, time.perf_counter(), time.process_time()
@@ -373,7 +379,8 @@ def benchmark(spec, flags, corpus):
         if isinstance(run, ScalarRun) and spec["size"]:  # SetItemsProcessed: nodes per second
             runs[-1]["items_per_second"] = spec["size"] * iterations / elapsed
         print(f"{name:<50} {runs[-1]['real_time']:>12.3f} us {iterations:>10}", flush=True)
-        del run
+        if not flags["warm_once"]:
+            run = None  # freed before the next repetition's setup
     if len(runs) > 1:  # Google Benchmark's aggregates, over the repetitions only
         for agg, f, unit in [("mean", statistics.mean, "time"),
                              ("median", statistics.median, "time"),

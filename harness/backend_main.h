@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <new>
 #include <optional>
 #include <span>
@@ -207,22 +208,52 @@ void bench_first_step(benchmark::State& state, int64_t size, const Corpus&... co
   report_counters(state, *backend);
 }
 
+// --warm_once (harness/protocol.h): a benchmark's setup, warmed up, is kept from one call to
+// the next of the same benchmark (Google Benchmark calls the function once per repetition, after
+// the calls of its iteration search), so the repetitions of a long step follow one another on
+// one run. A call takes it and puts it back only when it returns normally: an exception drops it.
+inline bool g_warm_once = false;
+template <class Setup>
+struct KeptSetup {
+  static inline std::unique_ptr<Setup> setup;
+  static inline std::string owner;
+  static std::unique_ptr<Setup> take(const std::string& name) {
+    if (owner != name) setup.reset();  // another benchmark's: freed before this one starts
+    owner = name;
+    return std::move(setup);
+  }
+  static void keep(std::unique_ptr<Setup> s) {
+    if (g_warm_once) setup = std::move(s);
+  }
+};
+
 template <class W, class B>
 void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_t size,
                         int warmup_steps) {
   const int slow = slowdown(inject_fault(name, false));
+  struct Setup {
+    B backend;
+    std::optional<typename W::template Run<B>> run;
+  };
+  std::unique_ptr<Setup> setup = KeptSetup<Setup>::take(name);
   proc_reset_peak_rss();
   if (g_time_first_step) return bench_first_step<W, B>(state, size);
-  B backend;
-  configure(backend);
-  typename W::template Run<B> run(backend, size);
+  const bool fresh = !setup;
+  if (fresh) {
+    setup = std::make_unique<Setup>();
+    configure(setup->backend);
+    setup->run.emplace(setup->backend, size);
+  }
+  B& backend = setup->backend;
+  typename W::template Run<B>& run = *setup->run;
   std::array<double, W::num_grads> grads{};
   auto step = [&] {
     const double out = scalar_step<W>(backend, run, std::span<double, W::num_grads>(grads));
     benchmark::DoNotOptimize(out);
     if constexpr (W::num_grads > 0) benchmark::DoNotOptimize(grads);
   };
-  for (int i = 0; i < warmup_steps; i++) step();
+  if (fresh)
+    for (int i = 0; i < warmup_steps; i++) step();
   wait_for_turn(name, state.max_iterations);
   if (slow)  // two loops, so that the hook costs the timed one nothing
     for (auto _ : state)
@@ -231,21 +262,32 @@ void bench_scalar_graph(benchmark::State& state, const std::string& name, int64_
     for (auto _ : state) step();
   report_counters(state, backend);
   if (W::sizes.sized()) state.SetItemsProcessed(state.iterations() * size);  // nodes/s
+  KeptSetup<Setup>::keep(std::move(setup));
 }
 
 template <class W, class B>
 void bench_model(benchmark::State& state, const std::string& name, int64_t size, int warmup_steps) {
   const int slow = slowdown(inject_fault(name, false));
+  struct Setup {
+    B backend;
+    std::optional<typename W::template Run<B>> run;
+  };
+  std::unique_ptr<Setup> setup = KeptSetup<Setup>::take(name);
   proc_reset_peak_rss();
   if (g_time_first_step) return bench_first_step<W, B>(state, size, loaded_corpus());
-  B backend;
-  configure(backend);
-  typename W::template Run<B> run(backend, size, loaded_corpus());
+  const bool fresh = !setup;
+  if (fresh) {
+    setup = std::make_unique<Setup>();
+    configure(setup->backend);
+    setup->run.emplace(setup->backend, size, loaded_corpus());
+  }
+  B& backend = setup->backend;
   auto step = [&] {
-    const double out = run.step(backend);
+    const double out = setup->run->step(backend);
     benchmark::DoNotOptimize(out);
   };
-  for (int i = 0; i < warmup_steps; i++) step();
+  if (fresh)
+    for (int i = 0; i < warmup_steps; i++) step();
   wait_for_turn(name, state.max_iterations);
   if (slow)
     for (auto _ : state)
@@ -253,6 +295,7 @@ void bench_model(benchmark::State& state, const std::string& name, int64_t size,
   else
     for (auto _ : state) step();
   report_counters(state, backend);
+  KeptSetup<Setup>::keep(std::move(setup));
 }
 
 // ---- the check: raw numbers, in the records of harness/protocol.h ----
@@ -488,6 +531,8 @@ BackendFlags parse_backend_flags(int& argc, char** argv, const BackendInfo& info
       flags.check_out = v;
     } else if (arg == "--take_turns") {
       g_take_turns = true;
+    } else if (arg == "--warm_once") {
+      g_warm_once = true;
     } else if (const char* v = value_of(arg, "--data=")) {
       flags.data = v;
     } else if (const char* v = value_of(arg, "--warmup_steps=")) {

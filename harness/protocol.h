@@ -14,6 +14,10 @@
 //   --warmup_steps=N   untimed steps after each setup, before the timed ones (default 3): every
 //                   backend times its steady state (TorchScript optimises its graph over the
 //                   first runs; an engine touches its arena's fresh pages in the first two)
+//   --warm_once     set up and warm up once, on a benchmark's first repetition, and time every
+//                   later repetition on that same run, which goes on training (bench_run gives
+//                   it to benchmarks whose step lasts --benchmark_min_time or longer, a step a
+//                   repetition: their setups and warm-ups would be most of their time)
 //   --check_out=FILE   run the correctness check of every instance instead of benchmarks
 //   --take_turns    benchmarks of one row run in processes alive together, one timing at a time:
 //                   before each repetition's timed loop, after its setup and warm-up, the

@@ -136,7 +136,9 @@ const char* kUsage = R"(usage: bench_run [options]
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
   --repetitions N      repetitions per benchmark; the median is reported with its interval,
                        from 6 on at 95% or more (default 10: 2nd to 9th smallest, 97.9%)
-  --min-time S         minimum seconds per repetition (default 0.1)
+  --min-time S         minimum seconds per repetition (default 0.1); a benchmark whose step,
+                       as its check timed it, lasts that long sets up and warms up once in each
+                       process instead of for each repetition
   --rounds K           run every row K times, round after round over the whole selection, each
                        time in fresh processes with its share of the repetitions, so that the
                        intervals hold what changes between processes and minutes (default 2;
@@ -810,18 +812,20 @@ class Run {
   }
 
   // How a benchmark is run. By default as the run says (--repetitions, --rounds,
-  // --warmup-steps); one whose steps, as its check timed them, would take it past --time-budget
-  // gets as many repetitions as fit (at least 3, at most the run's), two warm-up steps and one
-  // round: the long sequences of the recurrent workloads take seconds a step, and ten
-  // repetitions of each in two rounds would be most of the default run. A repetition lasts at
-  // least --min-time. Two warm-up steps, not one, because our engine reaches its steady state
-  // at its third step: its arena grows block by block in the first, and the one block that
-  // replaces them is paged in during the second (char_rnn at 10^4: 1.05 s a step after one
-  // warm-up step, 0.115 s after two; Zen 5).
+  // --warmup-steps), each repetition on a setup of its own. One whose steps, as its check timed
+  // them, last at least --min-time (a step a repetition) sets up and warms up once per process
+  // and times its repetitions one after another on that run (--warm_once, harness/protocol.h):
+  // a setup and warm-up each would be most of its time (char_rnn at 10^5 pages 3.4 GB in a
+  // setup). One that would still take past --time-budget gets as many repetitions as fit (at
+  // least 3, at most the run's), two warm-up steps and one round: the long sequences of the
+  // recurrent workloads take seconds a step, and ten repetitions of each in two rounds would be
+  // most of the default run. Two warm-up steps, not one: our engine's first step grows its
+  // arenas block by block, and its second still runs slower than the third (char_rnn at 10^4:
+  // 174 against 114 ms, Zen 5).
   struct Plan {
     int repetitions, rounds, warmup_steps;
     double step_seconds = NAN;  // NAN: not timed (a check from before step_seconds, or none)
-    bool shortened = false;
+    bool warm_once = false, shortened = false;
     int repetitions_in(int round) const {
       return round >= rounds ? 0 : repetitions / rounds + (round < repetitions % rounds ? 1 : 0);
     }
@@ -831,8 +835,9 @@ class Run {
     auto i = step_seconds_.find(s.id);
     if (i == step_seconds_.end() || !i->second.count(b)) return p;
     const double step = p.step_seconds = i->second.at(b);
-    const double seconds =
-        p.repetitions * std::max(step, opt_.min_time) + p.rounds * p.warmup_steps * step;
+    p.warm_once = step >= opt_.min_time;
+    const double seconds = p.repetitions * std::max(step, opt_.min_time) +
+                           (p.warm_once ? p.rounds : p.repetitions) * p.warmup_steps * step;
     if (!(seconds > opt_.time_budget)) return p;
     p.shortened = true, p.rounds = 1, p.warmup_steps = std::min(p.warmup_steps, 2);
     p.repetitions =
@@ -984,6 +989,7 @@ class Run {
            fmt::format("--benchmark_min_time={}", opt_.min_time),
            fmt::format("--warmup_steps={}", plan.warmup_steps),
            "--benchmark_display_aggregates_only=true", "--take_turns"});
+      if (plan.warm_once) argv.push_back("--warm_once");
       running.push_back({b, name, log, std::move(argv), nullptr});
     }
     if (!running.empty() && !opt_.resume.empty()) {
@@ -1074,6 +1080,7 @@ class Run {
       add_process(record.set("round", round + 1)
                       .set("repetitions", plan.repetitions_in(round))
                       .set("warmup_steps", plan.warmup_steps)
+                      .set("warm_once", plan.warm_once)
                       .set("turns", Json::numbers(turns)));
     }
     return cells;
@@ -1127,7 +1134,7 @@ class Run {
   // multistage strategy at checkpoint intervals k = 1, 2, 4, ... and at the k it chooses from
   // its measured write and step times, against store-all on the same sequence, for each
   // recurrent workload (a state size) selected with engine_multistage, at its longest selected
-  // length up to 10^4. One process per k, 3 repetitions after 2 warm-up steps each:
+  // length up to 10^4. One process per k, 3 repetitions after 2 warm-up steps on one setup:
   // intervals.json, the `intervals` plot and a line per workload in the summary.
   void intervals() {
     const fs::path out = folder_.dir() / "intervals.json";
@@ -1165,11 +1172,12 @@ class Run {
              {folder_.dir() / "intervals", folder_.dir() / "logs/intervals"})
           if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
             throw WriteError(folder, ec.value());
-        argv.insert(argv.end(), {instance_arg(*s, "engine_multistage"),
-                                 "--benchmark_out=" + (folder_.dir() / file).string(),
-                                 "--benchmark_out_format=json", "--benchmark_repetitions=3",
-                                 fmt::format("--benchmark_min_time={}", opt_.min_time),
-                                 "--warmup_steps=2", "--benchmark_display_aggregates_only=true"});
+        argv.insert(
+            argv.end(),
+            {instance_arg(*s, "engine_multistage"),
+             "--benchmark_out=" + (folder_.dir() / file).string(), "--benchmark_out_format=json",
+             "--benchmark_repetitions=3", fmt::format("--benchmark_min_time={}", opt_.min_time),
+             "--warmup_steps=2", "--warm_once", "--benchmark_display_aggregates_only=true"});
         const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
                                             child_env(), opt_.memory_limit);
         if (p.interrupted) return;

@@ -397,8 +397,8 @@ def test_default_lengths_beyond_a_backends_sweep_are_skipped_with_why(bin_dir, t
 
 
 # A benchmark whose steps are too long for --time-budget gets fewer repetitions (at least 3),
-# two warm-up steps and one round, and the progress line and processes.json say so; the others
-# keep the run's repetitions, warm-up and rounds.
+# two warm-up steps and one round, on one setup (--warm_once), and the progress line and
+# processes.json say so; the others keep the run's repetitions, warm-up and rounds.
 def test_long_steps_get_fewer_repetitions_within_the_time_budget(bin_dir, tmp_path):
     # mini_gpt_wide at batch 32: tens of ms a step, 10 steps; tiny_graph: 4 x 1 ms, and its steps
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,mini_gpt_wide", "--sizes", "batch=32",
@@ -413,7 +413,9 @@ def test_long_steps_get_fewer_repetitions_within_the_time_budget(bin_dir, tmp_pa
              if p["phase"] == "bench"}
     assert sorted(bench) == [("mini_gpt_wide", 1), ("tiny_graph", 1), ("tiny_graph", 2)]
     long = bench[("mini_gpt_wide", 1)]
-    assert (long["repetitions"], long["warmup_steps"]) == (3, 2)
+    assert (long["repetitions"], long["warmup_steps"], long["warm_once"]) == (3, 2, True)
+    # a step of at least --min-time: one setup and warm-up for all its repetitions
+    assert "--warm_once" in (tmp_path / "latest" / long["log"]).read_text().splitlines()[0]
     assert [(bench[("tiny_graph", k)]["repetitions"], bench[("tiny_graph", k)]["warmup_steps"])
             for k in (1, 2)] == [(2, 3), (2, 3)]
     c = cells(tmp_path)
