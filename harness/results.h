@@ -531,7 +531,7 @@ inline std::string summary_text(const Summary& s) {
   if (s.intervals.kind == Json::Kind::array && !s.intervals.array.empty()) {
     out +=
         "\nmultistage against its checkpoint interval k, time per sequence over store-all's "
-        "(medians of 3):\n";
+        "(medians of 5 ratios of repetitions that took turns):\n";
     std::map<std::string, std::string> lines;  // "workload length" -> its k's
     for (const Json& r : s.intervals.array) {
       std::string& line =

@@ -941,15 +941,40 @@ class Run {
     return c;
   }
 
-  // One row's benchmarks: the runnable ones started together, each waiting after its setup and
-  // warm-up until all are ready; then turns in the backends' order until every process ended.
+  // Processes started with --take_turns (harness/protocol.h), one turn each in the order they
+  // were added, round after round, until every one has ended. add() waits until the process is
+  // ready, so that the next one starts only then: setups and warm-ups run one at a time, as
+  // alone as the timed loops (engine_multistage measures the write and step times that choose
+  // its k there; with fifteen processes warming up at once on two cores it chose k = 3842
+  // instead of about 150 at char_rnn 10^4).
+  class Turns {
+   public:
+    void add(Child& c) { waiting_.push_back({&c, c.wait_ready() == Child::Turn::ready}); }
+    void take() {
+      for (bool any = true; any && !g_interrupted;) {
+        any = false;
+        for (auto& [child, ready] : waiting_) {
+          if (!ready || g_interrupted) continue;
+          child->go();
+          ready = child->wait_ready() == Child::Turn::ready;
+          any = true;
+        }
+      }
+    }
+
+   private:
+    std::vector<std::pair<Child*, bool>> waiting_;
+  };
+
+  // One row's benchmarks: the runnable ones started one after another, each once the one before
+  // is ready (set up and warmed up), and kept waiting; then turns in the backends' order until
+  // every process ended (Turns).
   // Resuming, a row whose benchmarks all finished well before the interrupt is read, not run.
   std::map<std::string, Cell> bench_row(const Selected& s, int round, bool* reused) {
     struct Running {
       std::string backend, name, log;
       std::vector<std::string> argv;
       std::unique_ptr<Child> child;
-      bool waiting = false;  // ready for its next turn
     };
     std::map<std::string, Cell> cells;
     std::vector<Running> running;
@@ -1013,6 +1038,7 @@ class Run {
       if ((*reused = reused_cells == running.size())) return kept;
     }
     const auto row_start = std::chrono::steady_clock::now();
+    Turns turns;
     for (Running& r : running) {
       for (const fs::path& folder : {folder_.dir() / r.backend, folder_.dir() / "logs" / r.backend})
         if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
@@ -1020,17 +1046,9 @@ class Run {
       note_other_benchmarks();
       r.child = std::make_unique<Child>(r.argv, (folder_.dir() / r.log).string(), opt_.timeout,
                                         child_env(), opt_.memory_limit, /*takes_turns=*/true);
+      turns.add(*r.child);
     }
-    for (Running& r : running) r.waiting = r.child->wait_ready() == Child::Turn::ready;
-    for (bool any = true; any && !g_interrupted;) {
-      any = false;
-      for (Running& r : running) {
-        if (!r.waiting || g_interrupted) continue;
-        r.child->go();
-        r.waiting = r.child->wait_ready() == Child::Turn::ready;
-        any = true;
-      }
-    }
+    turns.take();
     for (Running& r : running) {
       const ProcessResult p = r.child->finish();
       Cell& c = cells[r.backend];
@@ -1134,8 +1152,12 @@ class Run {
   // multistage strategy at checkpoint intervals k = 1, 2, 4, ... and at the k it chooses from
   // its measured write and step times, against store-all on the same sequence, for each
   // recurrent workload (a state size) selected with engine_multistage, at its longest selected
-  // length up to 10^4. One process per k, 3 repetitions after 2 warm-up steps on one setup:
-  // intervals.json, the `intervals` plot and a line per workload in the summary.
+  // length up to 10^4. A workload's processes, one per k and store-all's, run as one row taking
+  // turns (--take_turns), 5 repetitions each after 2 warm-up steps on one setup; a slowdown is
+  // the median of the ratios of repetition i to store-all's repetition i, so the machine's drift
+  // over the sweep hits both sides of every ratio (measured one after another, the same k gave
+  // ratios 30% apart on this VM). intervals.json, the `intervals` plot and a line per workload in
+  // the summary.
   void intervals() {
     const fs::path out = folder_.dir() / "intervals.json";
     if (!opt_.resume.empty() && fs::exists(out)) return;
@@ -1149,15 +1171,22 @@ class Run {
         chosen[std::string(s.workload->name)] = &s;
     if (chosen.empty()) return;
     fmt::print(
-        "\nintervals: multistage at k = 1, 2, 4, ... and its own choice, against store-all\n");
+        "\nintervals: multistage at k = 1, 2, 4, ... and its own choice, against store-all, "
+        "taking turns\n");
+    for (const fs::path& folder : {folder_.dir() / "intervals", folder_.dir() / "logs/intervals"})
+      if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
+        throw WriteError(folder, ec.value());
     Json rows = Json::array_of();
     for (const auto& [w, s] : chosen) {
       std::vector<std::string> ks = {"store_all", "auto"};
       for (int64_t k = 1; k <= s->size / 2; k *= 2) ks.push_back(std::to_string(k));
-      double store_all = NAN;
       fmt::print("  {:<30}", s->id);
+      std::fflush(stdout);
+      std::vector<std::unique_ptr<Child>> children;
+      Turns turns;
+      note_other_benchmarks();
+      const auto start = std::chrono::steady_clock::now();
       for (const std::string& k : ks) {
-        if (g_interrupted) return;
         std::vector<std::string> argv = command("engine_multistage", true);
         if (k == "store_all")  // the same binary in its plain mode
           std::erase_if(argv, [](const std::string& a) {
@@ -1166,60 +1195,85 @@ class Run {
           });
         else
           argv.push_back("--interval=" + k);
-        const std::string file = fmt::format("intervals/{}-{}.json", w, k);
-        const std::string log = fmt::format("logs/intervals/{}-{}.log", w, k);
-        for (const fs::path& folder :
-             {folder_.dir() / "intervals", folder_.dir() / "logs/intervals"})
-          if (std::error_code ec; !fs::create_directories(folder, ec) && ec)
-            throw WriteError(folder, ec.value());
-        argv.insert(
-            argv.end(),
-            {instance_arg(*s, "engine_multistage"),
-             "--benchmark_out=" + (folder_.dir() / file).string(), "--benchmark_out_format=json",
-             "--benchmark_repetitions=3", fmt::format("--benchmark_min_time={}", opt_.min_time),
-             "--warmup_steps=2", "--warm_once", "--benchmark_display_aggregates_only=true"});
-        const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
-                                            child_env(), opt_.memory_limit);
-        if (p.interrupted) return;
-        std::string status = "ok", message;
-        BenchmarkResult r;
-        if (p.ok()) {
-          try {
-            r = read_benchmark_result(parse_benchmark_json(read_file(folder_.dir() / file)));
-          } catch (const std::exception& e) {
-            r.message = e.what();
-          }
+        argv.insert(argv.end(),
+                    {instance_arg(*s, "engine_multistage"),
+                     "--benchmark_out=" + (folder_.dir() / interval_file(w, k)).string(),
+                     "--benchmark_out_format=json", "--benchmark_repetitions=5",
+                     fmt::format("--benchmark_min_time={}", opt_.min_time), "--warmup_steps=2",
+                     "--warm_once", "--benchmark_display_aggregates_only=true", "--take_turns"});
+        children.push_back(std::make_unique<Child>(
+            argv, (folder_.dir() / interval_log(w, k)).string(), opt_.timeout, child_env(),
+            opt_.memory_limit, /*takes_turns=*/true));
+        turns.add(*children.back());
+      }
+      turns.take();
+      std::vector<BenchmarkResult> results(ks.size());
+      std::vector<ProcessResult> processes(ks.size());
+      for (size_t i = 0; i < ks.size(); i++) {
+        processes[i] = children[i]->finish();
+        if (processes[i].interrupted) return;
+        results[i].status = "failed";
+        if (!processes[i].ok()) {
+          results[i].message = processes[i].failure() + " (see " + interval_log(w, ks[i]) + ")";
+          continue;
         }
-        if (!p.ok() || r.status != "ok") {
-          status = "failed", message = p.ok() ? r.message : p.failure() + " (see " + log + ")";
-          fmt::print(" k={}: failed", k);
+        try {
+          results[i] = read_benchmark_result(
+              parse_benchmark_json(read_file(folder_.dir() / interval_file(w, ks[i]))));
+        } catch (const std::exception& e) {
+          results[i].status = "failed", results[i].message = e.what();
+        }
+      }
+      const BenchmarkResult& store_all = results[0];
+      for (size_t i = 0; i < ks.size(); i++) {
+        const BenchmarkResult& r = results[i];
+        std::string status = r.status, message = r.message;
+        if (status == "ok" && i > 0 && store_all.status != "ok")
+          status = "failed", message = "store-all failed: " + store_all.message;
+        std::vector<double> turns;  // seconds from the sweep's start
+        for (const auto& t : children[i]->turns())
+          turns.push_back(std::round(std::chrono::duration<double>(t - start).count() * 1e4) / 1e4);
+        add_process(process_json("engine_multistage", "intervals", ks[i], interval_file(w, ks[i]),
+                                 interval_log(w, ks[i]), status, message, processes[i])
+                        .set("turns", Json::numbers(turns)));
+        if (status != "ok") {
+          fmt::print(" k={}: failed", ks[i]);
           failures_++;
-        } else if (k == "store_all") {
-          store_all = r.median_seconds;
-        } else {
-          const double interval = r.counters.count("interval") ? r.counters["interval"] : NAN;
-          fmt::print(" {}{}", k == "auto" ? fmt::format("auto (k={:.0f}) ", interval) : "",
-                     fmt::format("{:.2f}x", r.median_seconds / store_all));
-          Json row = Json::object_of({{"workload", w},
-                                      {"length", s->size},
-                                      {"k", k},
-                                      {"interval", interval},
-                                      {"seconds", r.median_seconds},
-                                      {"store_all_seconds", store_all},
-                                      {"slowdown", r.median_seconds / store_all}});
-          for (const char* c :
-               {"write_seconds_measured", "step_seconds_measured", "write_wait_seconds",
-                "read_wait_seconds", "records", "bytes_written"})
-            row.set(c, r.counters.count(c) ? r.counters[c] : NAN);
-          rows.push(std::move(row));
+          continue;
         }
-        std::fflush(stdout);
-        add_process(
-            process_json("engine_multistage", "intervals", k, file, log, status, message, p));
+        if (i == 0) continue;
+        std::vector<double> ratios;  // repetition j against store-all's repetition j
+        for (size_t j = 0;
+             j < r.repetition_seconds.size() && j < store_all.repetition_seconds.size(); j++)
+          ratios.push_back(r.repetition_seconds[j] / store_all.repetition_seconds[j]);
+        const double slowdown = median_of(ratios);
+        const double interval = r.counters.count("interval") ? r.counters.at("interval") : NAN;
+        fmt::print(" {}{:.2f}x", ks[i] == "auto" ? fmt::format("auto (k={:.0f}) ", interval) : "",
+                   slowdown);
+        Json row = Json::object_of({{"workload", w},
+                                    {"length", s->size},
+                                    {"k", ks[i]},
+                                    {"interval", interval},
+                                    {"seconds", r.median_seconds},
+                                    {"store_all_seconds", store_all.median_seconds},
+                                    {"slowdown", slowdown},
+                                    {"slowdowns", Json::numbers(ratios)}});
+        for (const char* c :
+             {"write_seconds_measured", "step_seconds_measured", "write_wait_seconds",
+              "read_wait_seconds", "records", "bytes_written"})
+          row.set(c, r.counters.count(c) ? r.counters.at(c) : NAN);
+        rows.push(std::move(row));
       }
       fmt::print("\n");
+      std::fflush(stdout);
     }
     write_atomically(out, Json::object_of({{"rows", rows}}).dump(2, 2) + "\n");
+  }
+  static std::string interval_file(const std::string& w, const std::string& k) {
+    return fmt::format("intervals/{}-{}.json", w, k);
+  }
+  static std::string interval_log(const std::string& w, const std::string& k) {
+    return fmt::format("logs/intervals/{}-{}.log", w, k);
   }
 
   void summarize() {

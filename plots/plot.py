@@ -467,8 +467,9 @@ def intervals_figure(run):
     ax.set_ylabel("time per sequence / store-all's (log)")
     ax.set_title("Multistage: slowdown against checkpoint interval")
     ax.grid(which="major", alpha=0.3)
-    return finish(fig, run, note="engine_multistage with 8 in-memory snapshots per interval, "
-                                 "each point the median of 3 sequences; 1x: store-all")
+    return finish(fig, run, note="engine_multistage with 8 in-memory snapshots per interval; each "
+                                 "point the median of 5 sequences over store-all's, taking turns; "
+                                 "1x: store-all")
 
 
 def figures(run):
