@@ -506,6 +506,8 @@ class Run {
           }
           for (int64_t size : sizes) {
             std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
+            for (std::string& a : argv)  // the run's folder, multistage's default, is not made yet
+              if (a == "--checkpoint_dir=") a += scratch;
             argv.push_back("--check_out=" + scratch + "/probe.json");
             argv.push_back(instance_flag({.workload = std::string(s.workload->name),
                                           .size = size,
