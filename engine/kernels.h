@@ -91,10 +91,25 @@ inline size_t scratch_round(size_t n) {
   return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
 
+// The register tile of the products, from the vector registers the build targets (-march=native):
+// AVX-512 has 32 of 16 floats, AVX2 16 of 8. A tile of MR rows x NR columns keeps MR * NR / lanes
+// accumulators, plus the vectors of b's row and a broadcast of a: 8 x 32 floats is 16 of
+// AVX-512's 32 registers, but would be 32 of AVX2's 16 and spill every k; there 6 x 16 (12
+// accumulators) is the tile (on Zen 3, 32x512 @ 512x512: 35 -> 58 GFLOP/s). The tile changes
+// only which sums run side by side: each element of c adds its k terms in the same order, so the
+// bits are those of any other tile.
+#if defined(__AVX512F__)
+inline constexpr int32_t kVectorBytes = 64, kTileRows = 8;
+#else
+inline constexpr int32_t kVectorBytes = 32, kTileRows = 6;
+#endif
+template <class T>
+inline constexpr int32_t kPanel = 2 * kVectorBytes / int32_t(sizeof(T));  // NR: two vectors
+
 // c (M, N) += a (M, K) @ b (K, N), row-major, c's rows ldc apart and b's ldb. The output is
 // computed in tiles of MR rows x NR columns held in registers across the whole k loop: per k,
-// NR/16 vector loads of b, MR broadcasts of a, MR*NR/16 fused multiply-adds (AVX-512). Columns
-// go by panels of NR so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
+// two vector loads of b, MR broadcasts of a, 2 MR fused multiply-adds. Columns go by panels of NR
+// so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
 template <class T, int MR, int NR>
 inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
                       int32_t ldb, int32_t K) {
@@ -112,45 +127,47 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) c[size_t(i) * ldc + j] = acc[i][j];
 }
-// MR = 8 rows keep 8 x NR/16 independent accumulator chains in flight (of AVX-512's 32 vector
-// registers), enough to hide the FMA latency even on the 24-wide matrices of mini_gpt.
+// kTileRows rows keep 2 kTileRows independent accumulator chains in flight, enough to hide the
+// FMA latency even on the 24-wide matrices of mini_gpt; the last rows go by 4, then one by one.
 template <class T, int NR>
 inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
                        int32_t ldb, int32_t M, int32_t K) {
   int32_t m = 0;
-  for (; m + 8 <= M; m += 8)
-    gemm_tile<T, 8, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
+  for (; m + kTileRows <= M; m += kTileRows)
+    gemm_tile<T, kTileRows, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
   for (; m + 4 <= M; m += 4)
     gemm_tile<T, 4, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
   for (; m < M; m++)
     gemm_tile<T, 1, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
 }
-// A 32-wide panel of b is packed (its K rows made contiguous) when at least kPackMinRows rows of
-// a pass over it: b's rows are N floats apart, a page apart at N = 1024, so an unpacked panel
-// costs a TLB entry per row and its lines share the same few L1 sets. The copy is 1/M of the
-// panel's arithmetic. Packing moves data only: the sums are the same, in the same order.
+// A panel of b is packed (its K rows made contiguous) when at least kPackMinRows rows of a pass
+// over it: b's rows are N floats apart, a page apart at N = 1024, so an unpacked panel costs a
+// TLB entry per row and its lines share the same few L1 sets. The copy is 1/M of the panel's
+// arithmetic. Packing moves data only: the sums are the same, in the same order.
+// Scratch is counted in elements of either type, so the rule is float's, the wider panel.
 inline constexpr int32_t kPackMinRows = 16;
 inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
-  return M >= kPackMinRows && N >= 32 ? scratch_round(size_t(K) * 32) : 0;
+  return M >= kPackMinRows && N >= kPanel<float> ? scratch_round(size_t(K) * kPanel<float>) : 0;
 }
 // c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs]. pack holds
 // gemm_pack_elems(M, K, N) elements (null when that is 0).
 template <class T>
 inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
                  int32_t N, T* pack) {
+  constexpr int32_t NR = kPanel<T>;
   int32_t n = 0;
   const bool packing = gemm_pack_elems(M, K, N) > 0;
-  for (; n + 32 <= N; n += 32) {
+  for (; n + NR <= N; n += NR) {
     if (packing) {
       for (int32_t k = 0; k < K; k++)
-        std::memcpy(pack + size_t(k) * 32, b + size_t(k) * N + n, 32 * sizeof(T));
-      gemm_panel<T, 32>(c + n, N, a, rs, cs, pack, 32, M, K);
+        std::memcpy(pack + size_t(k) * NR, b + size_t(k) * N + n, NR * sizeof(T));
+      gemm_panel<T, NR>(c + n, N, a, rs, cs, pack, NR, M, K);
     } else {
-      gemm_panel<T, 32>(c + n, N, a, rs, cs, b + n, N, M, K);
+      gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K);
     }
   }
-  for (; n + 16 <= N; n += 16) gemm_panel<T, 16>(c + n, N, a, rs, cs, b + n, N, M, K);
-  for (; n + 8 <= N; n += 8) gemm_panel<T, 8>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n + NR / 2 <= N; n += NR / 2) gemm_panel<T, NR / 2>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n + NR / 4 <= N; n += NR / 4) gemm_panel<T, NR / 4>(c + n, N, a, rs, cs, b + n, N, M, K);
   for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K);
 }
 // out (C, R) = in (R, C)^T. Small matrices (all of them in L1) row by row of the output; larger
