@@ -432,7 +432,10 @@ class Run {
     return (opt_.bin_dir / p).string();
   }
   // The command line of a backend process, without its instances and mode-specific flags.
-  std::vector<std::string> command(const std::string& backend, bool reads_corpus) const {
+  // Checkpoints go to --checkpoint-dir, or else to `folder` (default: the run's folder; the
+  // memory probes, which run before that folder exists, give their scratch folder).
+  std::vector<std::string> command(const std::string& backend, bool reads_corpus,
+                                   const std::string& folder = {}) const {
     std::vector<std::string> argv = {program(backend)};
     const BackendSpec& spec = spec_of(backend);
     if (spec.mode_flags)
@@ -440,9 +443,11 @@ class Run {
     // A variant of a C++ backend (one binary, other flags) says its own name in its results.
     if (spec.mode_flags && !std::strchr(spec.program, '/'))
       argv.push_back(fmt::format("--backend_name={}", backend));
-    if (spec.checkpoints)
+    if (spec.checkpoints) {
+      const std::string fallback = folder.empty() ? folder_.dir().string() : folder;
       argv.push_back("--checkpoint_dir=" +
-                     (opt_.checkpoint_dir.empty() ? folder_.dir().string() : opt_.checkpoint_dir));
+                     (opt_.checkpoint_dir.empty() ? fallback : opt_.checkpoint_dir));
+    }
     if (spec_of(backend).threaded) argv.push_back(fmt::format("--threads={}", opt_.threads));
     if (reads_corpus) argv.push_back("--data=" + opt_.data);
     return argv;
@@ -505,9 +510,7 @@ class Run {
             scratch = folder;
           }
           for (int64_t size : sizes) {
-            std::vector<std::string> argv = command(b, s.workload->corpus.context > 0);
-            for (std::string& a : argv)  // the run's folder, multistage's default, is not made yet
-              if (a == "--checkpoint_dir=") a += scratch;
+            std::vector<std::string> argv = command(b, s.workload->corpus.context > 0, scratch);
             argv.push_back("--check_out=" + scratch + "/probe.json");
             argv.push_back(instance_flag({.workload = std::string(s.workload->name),
                                           .size = size,
