@@ -51,12 +51,6 @@ namespace bp {
 struct CompiledBackend : EngineTensorInputs {
   static constexpr std::string_view name = "compiled";
   static constexpr Implements implements = Implements::both;
-  // Not run on the recurrent workloads (reported as skipped, with this reason).
-  static constexpr std::string_view recurrent_skip_reason =
-      "the compiled mode plans the whole unrolled sequence as one program, and its placement is "
-      "quadratic in buffers (203 s of planning at length 10^4, Zen 5); not run on recurrent "
-      "workloads";
-
   // ---- scalar graphs, double precision: captured once, replayed (engine/compiled_scalar.h) ----
   using Scalar = CompiledScalar::Value;
   CompiledScalar scalars;

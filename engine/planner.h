@@ -7,19 +7,32 @@
 // instruction. (Placement is NP-hard in general: it is two-dimensional strip packing with fixed
 // x-positions. The arena can exceed the bound when the buffers live at the peak leave holes.)
 //
-// Placement: largest buffer first, each at the lowest offset where it fits among the buffers
-// already placed whose lifetimes overlap its own (the "greedy by size" of TensorFlow Lite's
-// arena planner, Pisarchyk and Lee 2020, arXiv 2001.03288). Large buffers fix the layout; small
-// ones fill the holes between them. Deterministic: ties go by first use, then by index.
+// Two placements; the smaller arena wins (ties: the first):
+//  - Greedy by size: largest buffer first, each at the lowest offset where it fits among the
+//    buffers already placed whose lifetimes overlap its own (TensorFlow Lite's arena planner,
+//    Pisarchyk and Lee 2020, arXiv 2001.03288). Large buffers fix the layout; small ones fill the
+//    holes between them. Each placement scans the placed buffers in offset order: quadratic, so it
+//    runs up to kGreedyBySizeLimit buffers (a model's step has hundreds; an RNN unrolled over 10^4
+//    steps has 10^5, whose scan took minutes).
+//  - Best fit in time order: a simulated allocator, O(n log n). At each instruction the buffers
+//    whose lifetime ended are freed (neighbouring holes merge) and those that start are placed,
+//    largest first, in the smallest hole that holds them, else at the top. A training step frees
+//    in roughly the reverse of the order it allocates (the backward undoes the forward), the case
+//    a first-fit stack handles with few holes.
+// Deterministic: ties go by first use, then by index.
 //
 // Not here: which buffers exist, their lifetimes, aliasing (engine/program.h decides those).
 // Tests: engine/compiled_test.cc (no two live buffers overlap; lower bound <= arena; arena within
-// 10% of the bound on every workload).
+// 10% of the bound on every workload), engine/planner_test.cc (both placements on made-up
+// lifetimes, a long chain's time).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
 #include <vector>
 
 namespace bp {
@@ -38,6 +51,7 @@ struct MemoryPlan {
 };
 
 inline constexpr size_t kPlanAlign = 64;  // every buffer on its own cache lines
+inline constexpr size_t kGreedyBySizeLimit = 20000;
 
 inline size_t plan_aligned(size_t bytes) {
   return (bytes + kPlanAlign - 1) / kPlanAlign * kPlanAlign;
@@ -63,14 +77,8 @@ inline size_t plan_memory_bound(const std::vector<PlannedBuffer>& buffers, int32
   return bound;
 }
 
-inline MemoryPlan plan_memory(std::vector<PlannedBuffer>& buffers, int32_t num_instructions) {
-  MemoryPlan plan;
-  for (PlannedBuffer& b : buffers) {
-    b.bytes = plan_aligned(b.bytes);
-    plan.unplanned_bytes += b.bytes;
-  }
-  plan.lower_bound_bytes = plan_memory_bound(buffers, num_instructions);
-
+// Largest first, by first use, by index: the order both placements take their buffers in.
+inline std::vector<uint32_t> plan_order_by_size(const std::vector<PlannedBuffer>& buffers) {
   std::vector<uint32_t> order(buffers.size());
   for (uint32_t i = 0; i < order.size(); i++) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
@@ -78,25 +86,111 @@ inline MemoryPlan plan_memory(std::vector<PlannedBuffer>& buffers, int32_t num_i
     if (buffers[a].first != buffers[b].first) return buffers[a].first < buffers[b].first;
     return a < b;
   });
-  std::vector<uint32_t> placed;  // by offset
-  std::vector<std::pair<size_t, size_t>> taken;
-  for (uint32_t i : order) {
-    PlannedBuffer& b = buffers[i];
-    taken.clear();  // [offset, end) of placed buffers alive at the same time, by offset
+  return order;
+}
+
+// Greedy by size (see the top). offsets[i]: buffer i's; returns the arena's size.
+inline size_t plan_greedy_by_size(const std::vector<PlannedBuffer>& buffers,
+                                  std::vector<size_t>& offsets) {
+  offsets.assign(buffers.size(), 0);
+  size_t arena = 0;
+  std::vector<uint32_t> placed;  // kept sorted by offset, so each scan meets the holes in order
+  for (uint32_t i : plan_order_by_size(buffers)) {
+    const PlannedBuffer& b = buffers[i];
+    size_t offset = 0;
     for (uint32_t j : placed) {
       const PlannedBuffer& o = buffers[j];
-      if (o.first <= b.last && b.first <= o.last) taken.push_back({o.offset, o.offset + o.bytes});
+      if (o.first > b.last || b.first > o.last) continue;  // never live together
+      if (offsets[j] >= offset + b.bytes) break;           // the gap below it holds b
+      offset = std::max(offset, offsets[j] + o.bytes);
     }
-    std::sort(taken.begin(), taken.end());
-    size_t offset = 0;
-    for (const auto& [start, end] : taken) {
-      if (start >= offset + b.bytes) break;  // the gap below `start` holds it
-      offset = std::max(offset, end);
-    }
-    b.offset = offset;
-    plan.arena_bytes = std::max(plan.arena_bytes, offset + b.bytes);
-    placed.push_back(i);
+    offsets[i] = offset;
+    arena = std::max(arena, offset + b.bytes);
+    const auto at = std::upper_bound(placed.begin(), placed.end(), offset,
+                                     [&](size_t x, uint32_t j) { return x < offsets[j]; });
+    placed.insert(at, i);
   }
+  return arena;
+}
+
+// Best fit in time order (see the top). offsets[i]: buffer i's; returns the arena's size.
+inline size_t plan_best_fit_in_time(const std::vector<PlannedBuffer>& buffers,
+                                    int32_t num_instructions, std::vector<size_t>& offsets) {
+  offsets.assign(buffers.size(), 0);
+  // Buffers by first use (largest first within an instruction), and by last use.
+  std::vector<uint32_t> by_first = plan_order_by_size(buffers);
+  std::stable_sort(by_first.begin(), by_first.end(),
+                   [&](uint32_t a, uint32_t b) { return buffers[a].first < buffers[b].first; });
+  std::vector<uint32_t> by_last(buffers.size());
+  for (uint32_t i = 0; i < by_last.size(); i++) by_last[i] = i;
+  std::stable_sort(by_last.begin(), by_last.end(),
+                   [&](uint32_t a, uint32_t b) { return buffers[a].last < buffers[b].last; });
+  std::map<size_t, size_t> holes;             // offset -> bytes, below the top
+  std::set<std::pair<size_t, size_t>> sizes;  // (bytes, offset) of the same holes
+  size_t top = 0, arena = 0;
+  auto release = [&](size_t offset, size_t bytes) {
+    auto next = holes.lower_bound(offset);
+    if (next != holes.end() && offset + bytes == next->first) {  // merge with the hole above
+      bytes += next->second;
+      sizes.erase({next->second, next->first});
+      next = holes.erase(next);
+    }
+    if (next != holes.begin()) {  // and with the one below
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first, bytes += prev->second;
+        sizes.erase({prev->second, prev->first});
+        holes.erase(prev);
+      }
+    }
+    if (offset + bytes == top) {  // the top comes down instead
+      top = offset;
+      return;
+    }
+    holes[offset] = bytes;
+    sizes.insert({bytes, offset});
+  };
+  size_t next_first = 0, next_last = 0;
+  for (int32_t t = 0; t < num_instructions && next_first < by_first.size(); t++) {
+    for (; next_last < by_last.size() && buffers[by_last[next_last]].last < t; next_last++)
+      release(offsets[by_last[next_last]], buffers[by_last[next_last]].bytes);
+    for (; next_first < by_first.size() && buffers[by_first[next_first]].first == t; next_first++) {
+      const uint32_t i = by_first[next_first];
+      const size_t bytes = buffers[i].bytes;
+      const auto fit = sizes.lower_bound({bytes, 0});
+      if (fit != sizes.end()) {
+        const auto [hole_bytes, offset] = *fit;
+        sizes.erase(fit);
+        holes.erase(offset);
+        offsets[i] = offset;
+        if (hole_bytes > bytes) {
+          holes[offset + bytes] = hole_bytes - bytes;
+          sizes.insert({hole_bytes - bytes, offset + bytes});
+        }
+      } else {
+        offsets[i] = top;
+        top += bytes;
+      }
+      arena = std::max(arena, top);
+    }
+  }
+  return arena;
+}
+
+inline MemoryPlan plan_memory(std::vector<PlannedBuffer>& buffers, int32_t num_instructions) {
+  MemoryPlan plan;
+  for (PlannedBuffer& b : buffers) {
+    b.bytes = plan_aligned(b.bytes);
+    plan.unplanned_bytes += b.bytes;
+  }
+  plan.lower_bound_bytes = plan_memory_bound(buffers, num_instructions);
+  std::vector<size_t> offsets, other;
+  plan.arena_bytes = plan_best_fit_in_time(buffers, num_instructions, offsets);
+  if (buffers.size() <= kGreedyBySizeLimit) {
+    const size_t greedy = plan_greedy_by_size(buffers, other);
+    if (greedy <= plan.arena_bytes) plan.arena_bytes = greedy, offsets.swap(other);
+  }
+  for (size_t i = 0; i < buffers.size(); i++) buffers[i].offset = offsets[i];
   return plan;
 }
 

@@ -394,8 +394,11 @@ class Program {
         const int32_t in = find(l.buffers, p.in[k].buffer);
         if (in != out && l.buffers[in].elems == l.buffers[out].elems && l.last[in] == int32_t(t) &&
             l.first[out] == int32_t(t) && out != e.loss_buffer) {
+          // The merged buffer's lifetime is the union of both (what touches() would find again,
+          // without a pass over the whole program per merge: an unrolled RNN has 10^4 of them).
           l.buffers[out].parent = in;
-          touches(code, l.buffers, l.first, l.last);
+          l.first[in] = std::min(l.first[in], l.first[out]);
+          l.last[in] = std::max(l.last[in], l.last[out]);
           break;
         }
       }

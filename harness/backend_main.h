@@ -421,16 +421,11 @@ Job make_job(const InstanceSpec& spec, int warmup) {
       }
     } else {
       if constexpr (implements_models(B::implements)) {
-        if constexpr (RecurrentModel<typename W::template Run<B>, B> &&
-                      requires { B::recurrent_skip_reason; }) {
-          skipped(std::string(B::recurrent_skip_reason));
-        } else {
-          const int steps = spec.check_steps;
-          job.bench = [name, size, warmup](benchmark::State& s) {
-            reporting_exceptions(s, [&] { bench_model<W, B>(s, name, size, warmup); });
-          };
-          job.check = guarded([name, size, steps] { return check_model<W, B>(name, size, steps); });
-        }
+        const int steps = spec.check_steps;
+        job.bench = [name, size, warmup](benchmark::State& s) {
+          reporting_exceptions(s, [&] { bench_model<W, B>(s, name, size, warmup); });
+        };
+        job.check = guarded([name, size, steps] { return check_model<W, B>(name, size, steps); });
       } else {
         skipped(fmt::format("{} does not implement models (TensorBackend)", B::name));
       }
