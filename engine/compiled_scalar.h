@@ -1,12 +1,16 @@
 // engine/compiled_scalar.h: the compiled mode for scalar graphs (one number per value).
 //
 // The first step's graph is recorded (ops and operands, no arithmetic); at its backward() it
-// becomes one threaded program over a values array and a gradients array, indexed by node: the
-// forward in creation order, the gradients zeroed and seeded, the chain rule in reverse creation
-// order. Each instruction holds the address of its handler, which runs its op's scalar_forward or
-// scalar_backward (engine/scalar.h, the eager tape's own rules) on its operands' slots and jumps
-// straight to the next instruction's handler: no call, no switch, no node to build. Gradients
-// are bitwise the eager tape's (tested): same arithmetic, same order, zeroed as the tape zeroes.
+// becomes one program over a values array and a gradients array, indexed by node: the forward in
+// creation order, the gradients zeroed and seeded, the chain rule in reverse creation order,
+// leaving out the gradients no parameter needs (a literal's: `x * 2.0` updates x's gradient
+// only). Its first run is threaded code: each instruction holds the address of its handler,
+// which runs its op's scalar_forward or scalar_backward on its operands' slots and jumps straight
+// to the next instruction's handler. From its second run on, where the machine has AVX and FMA
+// and the step is at most kJitMaxInstructions long, it runs as x86-64 code generated for it
+// (engine/scalar_jit.h: straight-line, values kept in registers). Both run the rules of
+// engine/scalar.h, the eager tape's own, operation for operation: gradients are bitwise the eager
+// tape's (tested, each executor), and zeroed as the tape zeroes them.
 //
 // Two ways to run a later step:
 //  - replay(): the step alone. A scalar graph has no input that changes between steps (its
@@ -34,6 +38,7 @@
 #include <vector>
 
 #include "engine/scalar.h"
+#include "engine/scalar_jit.h"
 
 namespace bp {
 
@@ -109,14 +114,14 @@ class CompiledScalar {
       std::abort();
     }
     backward_done_ = true;
-    execute(code_.data(), values_.data(), grads_.data());
+    run();
   }
   // The step without the workload's code (see the top of this file); grads as finish_step's.
   bool can_replay() const { return replay_ready_; }
   double replay(std::span<double> grads) {
     if (grads.size() != grad_reads_.size())
       misuse("replay", "the captured step read a different number of gradients");
-    execute(code_.data(), values_.data(), grads_.data());
+    run();
     for (size_t i = 0; i < grads.size(); i++) grads[i] = grads_[grad_reads_[i]];
     return values_[value_read_];
   }
@@ -127,8 +132,10 @@ class CompiledScalar {
   }
   double grad(Value x) {
     check(x, ScalarOp::count, "grad");
+    if (compiled() && x.id < needs_grad_.size() && !needs_grad_[x.id]) [[unlikely]]
+      no_gradient(x.id);
     if (capturing_reads()) grad_reads_.push_back(x.id);
-    return grads_.empty() ? 0.0 : grads_[x.id];
+    return grads_.empty() || x.id >= grads_.size() ? 0.0 : grads_[x.id];
   }
   void reset() {
     if (!compiled()) nodes_.resize(num_params_);  // a step with no backward: nothing to keep
@@ -141,10 +148,13 @@ class CompiledScalar {
   bool compiled() const { return !values_.empty(); }
   size_t arena_bytes() const {
     return nodes_.capacity() * sizeof(Node) + (values_.capacity() + grads_.capacity()) * 8 +
-           code_.capacity() * sizeof(Instr);
+           code_.capacity() * sizeof(Instr) + jit_.code_bytes();
   }
   std::vector<std::pair<const char*, double>> counters() const {
-    return {{"instructions", double(code_.size())}, {"compile_seconds", compile_seconds_}};
+    return {{"instructions", double(instructions_)},
+            {"generated_code_bytes", double(jit_.code_bytes())},
+            {"jit_seconds", jit_seconds_},
+            {"compile_seconds", compile_seconds_}};
   }
 
  private:
@@ -160,35 +170,40 @@ class CompiledScalar {
   // The handlers, in one function so that each ends in its own indirect jump to the next
   // instruction's (threaded code: each jump site learns its own successors, where a switch or a
   // loop of calls shares one). Called with null code, returns its table: forward handlers in
-  // ScalarOp order, then backward ones, then `start_backward` and `stop`.
+  // ScalarOp order, then backward ones updating both operands' gradients, then the left's only,
+  // then the right's only, then `start_backward` and `stop`.
+  static constexpr int kOps = int(ScalarOp::count);
   enum : int {
-    kBackwardHandlers = int(ScalarOp::count),
-    kStartBackward = 2 * int(ScalarOp::count),
+    kBackwardHandlers = kOps,
+    kLhsHandlers = 2 * kOps,
+    kRhsHandlers = 3 * kOps,
+    kStartBackward = 4 * kOps,
     kStop,
     kHandlers
   };
   static const void* const* execute(const Instr* ip, double* v, double* g) {
-#define BP_FORWARD(op) &&forward_##op
-#define BP_BACKWARD(op) &&backward_##op
-    static const void* const table[kHandlers] = {
-        nullptr,           BP_FORWARD(add),   BP_FORWARD(sub),  BP_FORWARD(mul),
-        BP_FORWARD(div),   BP_FORWARD(neg),   BP_FORWARD(pow),  BP_FORWARD(exp),
-        BP_FORWARD(log),   BP_FORWARD(tanh),  BP_FORWARD(relu), nullptr,
-        BP_BACKWARD(add),  BP_BACKWARD(sub),  BP_BACKWARD(mul), BP_BACKWARD(div),
-        BP_BACKWARD(neg),  BP_BACKWARD(pow),  BP_BACKWARD(exp), BP_BACKWARD(log),
-        BP_BACKWARD(tanh), BP_BACKWARD(relu), &&start_backward, &&stop};
-#undef BP_FORWARD
-#undef BP_BACKWARD
+#define BP_ROW(prefix)                                                                \
+  nullptr, &&prefix##add, &&prefix##sub, &&prefix##mul, &&prefix##div, &&prefix##neg, \
+      &&prefix##pow, &&prefix##exp, &&prefix##log, &&prefix##tanh, &&prefix##relu
+    static const void* const table[kHandlers] = {BP_ROW(forward_),      BP_ROW(backward_),
+                                                 BP_ROW(backward_lhs_), BP_ROW(backward_rhs_),
+                                                 &&start_backward,      &&stop};
+#undef BP_ROW
     if (!ip) return table;
     goto * ip->handler;
-#define BP_HANDLERS(op)                                                                     \
-  forward_##op : v[ip->out] = scalar_forward<ScalarOp::op>(v[ip->a], v[ip->b]);             \
-  ip++;                                                                                     \
-  goto * ip->handler;                                                                       \
-  backward_##op : scalar_backward<ScalarOp::op>(g[ip->out], v[ip->out], v[ip->a], v[ip->b], \
-                                                g[ip->a], g[ip->b]);                        \
-  ip++;                                                                                     \
+#define BP_BACKWARD(label, op, which)                                                      \
+  label:                                                                                   \
+  scalar_backward<ScalarOp::op, double, which>(g[ip->out], v[ip->out], v[ip->a], v[ip->b], \
+                                               g[ip->a], g[ip->b]);                        \
+  ip++;                                                                                    \
   goto * ip->handler;
+#define BP_HANDLERS(op)                                                         \
+  forward_##op : v[ip->out] = scalar_forward<ScalarOp::op>(v[ip->a], v[ip->b]); \
+  ip++;                                                                         \
+  goto * ip->handler;                                                           \
+  BP_BACKWARD(backward_##op, op, ScalarGrads::both)                             \
+  BP_BACKWARD(backward_lhs_##op, op, ScalarGrads::lhs)                          \
+  BP_BACKWARD(backward_rhs_##op, op, ScalarGrads::rhs)
     BP_HANDLERS(add)
     BP_HANDLERS(sub)
     BP_HANDLERS(mul)
@@ -200,6 +215,7 @@ class CompiledScalar {
     BP_HANDLERS(tanh)
     BP_HANDLERS(relu)
 #undef BP_HANDLERS
+#undef BP_BACKWARD
   start_backward:  // every gradient zeroed, as the tape zeroes its nodes; then d(root)/d(root)
     std::memset(g, 0, size_t(ip->a) * sizeof(double));
     g[ip->out] += 1.0;
@@ -210,6 +226,29 @@ class CompiledScalar {
   }
   static Instr instr(int handler, uint32_t out, uint32_t a, uint32_t b) {
     return {execute(nullptr, nullptr, nullptr)[handler], out, a, b};
+  }
+  // The step on this machine. Tiered, as JIT compilers are: the captured step runs threaded code,
+  // so that the time to a first step carries no code generation; the second run generates the
+  // code (jit_seconds), which runs from then on where it could be built.
+  void run() {
+    if (jit_.built()) {
+      jit_.run(values_.data(), grads_.data());
+      return;
+    }
+    if (runs_++ == 1 && kScalarJitBuilt && instructions_ <= kJitMaxInstructions) {
+      const auto started = std::chrono::steady_clock::now();
+      std::vector<ScalarJitInstr> program;
+      program.reserve(instructions_);
+      for_each_instruction([&](const ScalarJitInstr& in) { program.push_back(in); });
+      if (jit_.build(program, uint32_t(nodes_.size()))) {
+        jit_seconds_ =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        std::vector<Instr>().swap(code_);
+        jit_.run(values_.data(), grads_.data());
+        return;
+      }
+    }
+    execute(code_.data(), values_.data(), grads_.data());
   }
 
   [[noreturn]] static void misuse(const char* op, const char* what) {
@@ -239,6 +278,13 @@ class CompiledScalar {
     cursor_++;
     return {this, id, steps_};
   }
+  [[noreturn]] [[gnu::cold]] void no_gradient(uint32_t id) const {
+    std::fprintf(stderr,
+                 "bp::CompiledScalar::grad: node %u depends on no parameter (a literal, or an op "
+                 "on literals only): the compiled step computes no gradient for it\n",
+                 id);
+    std::abort();
+  }
   [[noreturn]] [[gnu::cold]] void diverged(uint32_t id, ScalarOp op, uint32_t lhs, uint32_t rhs,
                                            double c, const char* name) const {
     if (id >= nodes_.size())
@@ -263,30 +309,70 @@ class CompiledScalar {
   void compile(uint32_t root) {
     root_ = root;
     nodes_.resize(root + 1);  // nodes after the root change no gradient
-    values_.assign(nodes_.size(), 0.0);
-    grads_.assign(nodes_.size(), 0.0);
-    // Sized once: grown by doubling, the program was copied about twice over into fresh pages,
-    // and a page fault costs microseconds on these VMs (time to first step, README).
-    const size_t ops = size_t(std::count_if(nodes_.begin() + num_params_, nodes_.end(),
-                                            [](const Node& n) { return n.op != ScalarOp::leaf; }));
-    code_.reserve(2 * ops + 2);
-    for (uint32_t i = 0; i <= root; i++) {
-      const Node& n = nodes_[i];
-      if (n.op == ScalarOp::leaf)
-        values_[i] = n.constant;
-      else
-        code_.push_back(instr(int(n.op), i, n.lhs, n.rhs));
+    const uint32_t n = uint32_t(nodes_.size());
+    // After the nodes, the generated code's constants (engine/scalar_jit.h).
+    values_.assign(n + kJitConstants, 0.0);
+    values_[n] = 1.0, values_[n + 1] = -0.0;
+    grads_.assign(n, 0.0);
+    // A node needs a gradient when a parameter reaches it: a literal's, and that of an op on
+    // literals only, would be computed and never read (a constant has none, as in PyTorch).
+    needs_grad_.assign(n, false);
+    for (uint32_t i = 0; i < n; i++) {
+      const Node& x = nodes_[i];
+      needs_grad_[i] =
+          i < num_params_ ||
+          (x.op != ScalarOp::leaf && (needs_grad_[x.lhs] || (binary(x.op) && needs_grad_[x.rhs])));
     }
-    code_.push_back(instr(kStartBackward, root, uint32_t(grads_.size()), 0));
-    for (uint32_t i = root + 1; i-- > num_params_;)
-      if (nodes_[i].op != ScalarOp::leaf)
-        code_.push_back(
-            instr(kBackwardHandlers + int(nodes_[i].op), i, nodes_[i].lhs, nodes_[i].rhs));
+    for (uint32_t i = 0; i < n; i++)
+      if (nodes_[i].op == ScalarOp::leaf) values_[i] = nodes_[i].constant;
+    // Threaded code, run first and wherever generated code does not (engine/scalar_jit.h); sized
+    // once (grown by doubling it was copied into fresh pages, at microseconds a page fault here).
+    instructions_ = 0;
+    for_each_instruction([&](const ScalarJitInstr&) { instructions_++; });
+    code_.reserve(instructions_ + 1);
+    for_each_instruction([&](const ScalarJitInstr& in) {
+      const int row = in.kind == ScalarJitInstr::forward          ? 0
+                      : in.kind == ScalarJitInstr::start_backward ? kStartBackward
+                      : in.grads == ScalarGrads::both             ? kBackwardHandlers
+                      : in.grads == ScalarGrads::lhs              ? kLhsHandlers
+                                                                  : kRhsHandlers;
+      code_.push_back(in.kind == ScalarJitInstr::start_backward
+                          ? instr(kStartBackward, in.out, in.a, 0)
+                          : instr(row + int(in.op), in.out, in.a, in.b));
+    });
     code_.push_back(instr(kStop, 0, 0, 0));
     cursor_ = root + 1;
     captured_step_ = steps_;
     compile_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_started_).count();
+  }
+  // The step, instruction by instruction: the forward in creation order, start_backward, the
+  // chain rule in reverse creation order, each backward updating only the gradients that a
+  // parameter needs (needs_grad_).
+  template <class F>
+  void for_each_instruction(F&& emit) const {
+    const uint32_t n = uint32_t(nodes_.size());
+    for (uint32_t i = 0; i < n; i++) {
+      const Node& x = nodes_[i];
+      if (x.op != ScalarOp::leaf)
+        emit(ScalarJitInstr{ScalarJitInstr::forward, x.op, ScalarGrads::both, i, x.lhs, x.rhs,
+                            nodes_[x.rhs].constant});
+    }
+    emit(ScalarJitInstr{ScalarJitInstr::start_backward, ScalarOp::count, ScalarGrads::both, root_,
+                        n, 0, 0});
+    for (uint32_t i = n; i-- > num_params_;) {
+      const Node& x = nodes_[i];
+      if (x.op == ScalarOp::leaf || !needs_grad_[i]) continue;
+      const bool to_x = needs_grad_[x.lhs], to_y = binary(x.op) && needs_grad_[x.rhs];
+      emit(ScalarJitInstr{ScalarJitInstr::backward, x.op,
+                          to_x && to_y ? ScalarGrads::both
+                          : to_x       ? ScalarGrads::lhs
+                                       : ScalarGrads::rhs,
+                          i, x.lhs, x.rhs, nodes_[x.rhs].constant});
+    }
+  }
+  static bool binary(ScalarOp op) {
+    return op == ScalarOp::add || op == ScalarOp::sub || op == ScalarOp::mul || op == ScalarOp::div;
   }
   // The captured step's reads after its backward, which replay() repeats.
   bool capturing_reads() const { return compiled() && steps_ == captured_step_; }
@@ -294,8 +380,13 @@ class CompiledScalar {
   static constexpr uint32_t kNone = ~0u;
   std::vector<Node> nodes_;             // parameters first, then the captured step
   std::vector<double> values_, grads_;  // (nodes up to the root), by node index
-  std::vector<Instr> code_;             // forward, start_backward, backward, stop
-  std::vector<uint32_t> grad_reads_;    // the captured step's reads after its backward
+  std::vector<Instr> code_;             // threaded: forward, start_backward, backward, stop
+  ScalarJit jit_;                       // the generated code, from the second run on
+  std::vector<bool> needs_grad_;        // by node: a parameter reaches it
+  size_t instructions_ = 0;
+  uint32_t runs_ = 0;
+  double jit_seconds_ = 0;
+  std::vector<uint32_t> grad_reads_;  // the captured step's reads after its backward
   uint32_t value_read_ = kNone;
   bool replay_ready_ = false;
   size_t num_params_ = 0;

@@ -61,10 +61,27 @@ inline T scalar_pow(T x, T k) {
   return result;
 }
 
+// a * b + c. With FMA hardware one fused operation, stated here rather than left to GCC's
+// contraction (-ffp-contract=fast fuses a product into the sum that consumes it): the rules'
+// rounding is then fixed by their text, so the compiled mode's generated code
+// (engine/scalar_jit.h) can repeat it instruction for instruction.
+template <class T>
+[[gnu::always_inline]] inline T madd(T a, T b, T c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// Which operands' gradients a backward updates: both, or one when the other needs none (a
+// literal, in the compiled mode).
+enum class ScalarGrads : uint8_t { both, lhs, rhs };
+
 // Every op's forward and chain rule, one template each, so that the eager tape (its switches below)
 // and the compiled program (engine/compiled_scalar.h) run the same arithmetic. x and y are the
 // operands' values (y: pow's exponent), out the op's value, g its gradient; backward adds into the
-// operands' gradients dx and dy.
+// operands' gradients dx and dy (only dx, or only dy, for ScalarGrads::lhs or rhs).
 template <ScalarOp op, class T>
 [[gnu::always_inline]] inline T scalar_forward(T x, T y) {
   if constexpr (op == ScalarOp::add) return x + y;
@@ -78,24 +95,34 @@ template <ScalarOp op, class T>
   if constexpr (op == ScalarOp::tanh) return std::tanh(x);
   if constexpr (op == ScalarOp::relu) return x > T(0) ? x : T(0);
 }
-template <ScalarOp op, class T>
+template <ScalarOp op, class T, ScalarGrads which = ScalarGrads::both>
 [[gnu::always_inline]] inline void scalar_backward(T g, T out, T x, T y, T& dx, T& dy) {
-  if constexpr (op == ScalarOp::add) dx += g, dy += g;
-  if constexpr (op == ScalarOp::sub) dx += g, dy -= g;
-  if constexpr (op == ScalarOp::mul) dx += g * y, dy += g * x;
+  constexpr bool to_x = which != ScalarGrads::rhs, to_y = which != ScalarGrads::lhs;
+  if constexpr (op == ScalarOp::add) {
+    if constexpr (to_x) dx += g;
+    if constexpr (to_y) dy += g;
+  }
+  if constexpr (op == ScalarOp::sub) {
+    if constexpr (to_x) dx += g;
+    if constexpr (to_y) dy -= g;
+  }
+  if constexpr (op == ScalarOp::mul) {
+    if constexpr (to_x) dx = madd(g, y, dx);
+    if constexpr (to_y) dy = madd(g, x, dy);
+  }
   if constexpr (op == ScalarOp::div) {  // out = x / y: d/dx = 1/y, d/dy = -x/y^2 = -out/y
     const T inv_y = T(1) / y;
-    dx += g * inv_y;
-    dy -= g * out * inv_y;
+    if constexpr (to_x) dx = madd(g, inv_y, dx);
+    if constexpr (to_y) dy = madd(-(g * out), inv_y, dy);
   }
   if constexpr (op == ScalarOp::neg) dx -= g;
   // d(x^k)/dx = k x^(k-1); k is a constant: no gradient for it. k = 0: x^0 is constant, so 0 even
   // at x = 0, where k x^(k-1) would be 0 * inf (PyTorch gives 0 too).
   if constexpr (op == ScalarOp::pow)
-    if (y != T(0)) dx += g * y * scalar_pow(x, y - T(1));
-  if constexpr (op == ScalarOp::exp) dx += g * out;
+    if (y != T(0)) dx = madd(g * y, scalar_pow(x, y - T(1)), dx);
+  if constexpr (op == ScalarOp::exp) dx = madd(g, out, dx);
   if constexpr (op == ScalarOp::log) dx += g / x;
-  if constexpr (op == ScalarOp::tanh) dx += g * (T(1) - out * out);
+  if constexpr (op == ScalarOp::tanh) dx = madd(g, madd(-out, out, T(1)), dx);
   if constexpr (op == ScalarOp::relu) dx += out > T(0) ? g : T(0);
 }
 
