@@ -85,6 +85,7 @@ struct CompiledBackend : EngineTensorInputs {
   double budget_fraction = 0;
   DialectSpec dialects;          // how kernels are chosen (engine/dialects.h); priority unless set
   double selection_seconds = 0;  // of compile_seconds, what choosing kernels took
+  std::string libraries_left_out;  // by auto, as not worth their memory (engine/dialects.h)
   // Time to first step: from the first op of the captured step to its program being ready
   // (capture, planning), and to the end of its first backward (running it once too).
   std::chrono::steady_clock::time_point capture_started;
@@ -222,6 +223,8 @@ struct CompiledBackend : EngineTensorInputs {
     std::string text = dialects.text + ":";
     for (size_t i = 0; i < uses.size(); i++)
       text += (i ? ", " : " ") + uses[i].first + " x" + std::to_string(uses[i].second);
+    if (!libraries_left_out.empty())
+      text += " (left out, gaining under 2% of the step: " + libraries_left_out + ")";
     return text;
   }
 
@@ -255,6 +258,8 @@ struct CompiledBackend : EngineTensorInputs {
       DialectSelector<float> selector(dialects, !budgeted);
       Program<float> p(graph, root, ArenaBudget{budget_bytes, budget_fraction}, &selector);
       selection_seconds = selector.seconds_measuring();
+      for (const std::string& l : selector.libraries_left_out())
+        libraries_left_out += (libraries_left_out.empty() ? "" : ", ") + l;
       return p;
     } catch (const DialectError& e) {
       std::fprintf(stderr, "error: --dialect=%s: %s\n", dialects.text.c_str(), e.message.c_str());

@@ -37,6 +37,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
@@ -348,6 +349,39 @@ class DialectSelector {
   // A file shared by the processes of a run (below): "" for none.
   static void share_verdicts(std::string path) { verdict_file() = std::move(path); }
 
+  // A library is resident memory from its first use (LIBXSMM's code registry alone is 10 MB,
+  // oneDNN with its tables 26 MB on mini_gpt_wide), so auto takes one for a program only if it
+  // pays: before the program's kernels are chosen, each library's ops are weighed by what auto
+  // measured (the verdicts, or timing now what has none): the seconds they would take on the
+  // fastest kernel that runs no library's code, less their own. Under kLibraryGain of the
+  // program's timed kernels, the library is left out and its ops take that kernel. On
+  // mini_gpt_wide batch 32 (Zen 4) oneDNN's head saved 0.9 of 98 ms and cost 26 MB.
+  static constexpr double kLibraryGain = 0.02;
+  void weigh_libraries(const std::vector<std::pair<TensorOp, OpArgs<T>>>& nodes) {
+    if (!spec_.timed || !libraries_) return;
+    std::map<std::string, double> gain;
+    double total = 0;
+    for (const auto& [op, a] : nodes) {
+      const OpFamily f = family_of(op);
+      if (f == OpFamily::count || !spec_.forced[size_t(f)].empty()) continue;
+      std::optional<KernelChoice<T>> c = verdict(op, a);
+      if (!c) {
+        (void)choose(op, a);  // timed now, and kept as a verdict
+        c = verdict(op, a);
+      }
+      if (!c || c->seconds.empty()) continue;
+      const double own = seconds_of(*c, c->kernel->dialect);
+      total += own;
+      if (!c->kernel->library) continue;
+      if (const Kernel<T>* k = fastest_without_libraries(op, *c))
+        gain[c->kernel->dialect] += seconds_of(*c, k->dialect) - own;
+    }
+    for (const auto& [dialect, saved] : gain)
+      if (saved < kLibraryGain * total) excluded_.insert(dialect);
+  }
+  // The libraries weigh_libraries left out, for results.
+  const std::set<std::string>& libraries_left_out() const { return excluded_; }
+
   // `a` carries the node's shapes, arguments and indices (pointers to data are not read).
   KernelChoice<T> choose(TensorOp op, const OpArgs<T>& a) {
     const std::span<const Kernel<T>> all = kernels_of<T>(op);
@@ -372,19 +406,17 @@ class DialectSelector {
       for (const Kernel<T>* k : in_build)
         if (k->available(a)) return {k, {}};
     }
-    const Key key{op,
-                  a.rows,
-                  a.cols,
-                  {a.in_rows[0], a.in_rows[1], a.in_rows[2]},
-                  {a.in_cols[0], a.in_cols[1], a.in_cols[2]},
-                  {a.arg[0], a.arg[1], a.arg[2]}};
+    const Key key = key_of(op, a);
     std::map<Key, KernelChoice<T>>& measured = verdicts();
     if (!measured.count(key)) read_verdict_file();
     // (library first: asking a library kernel whether it can run opens the library)
-    if (auto hit = measured.find(key); hit != measured.end() &&
-                                       (libraries_ || !hit->second.kernel->library) &&
-                                       hit->second.kernel->available(a))
-      return hit->second;
+    if (auto hit = measured.find(key); hit != measured.end()) {
+      if (hit->second.kernel->library && libraries_ && excluded_.count(hit->second.kernel->dialect))
+        if (const Kernel<T>* k = fastest_without_libraries(op, hit->second); k && k->available(a))
+          return {k, hit->second.seconds};
+      if ((libraries_ || !hit->second.kernel->library) && hit->second.kernel->available(a))
+        return hit->second;
+    }
     std::vector<const Kernel<T>*> candidates;
     for (const Kernel<T>* k : in_build)
       if (k->available(a)) candidates.push_back(k);
@@ -425,6 +457,41 @@ class DialectSelector {
              std::tie(o.op, o.rows, o.cols, o.in_rows, o.in_cols, o.arg);
     }
   };
+
+  static Key key_of(TensorOp op, const OpArgs<T>& a) {
+    return Key{op,
+               a.rows,
+               a.cols,
+               {a.in_rows[0], a.in_rows[1], a.in_rows[2]},
+               {a.in_cols[0], a.in_cols[1], a.in_cols[2]},
+               {a.arg[0], a.arg[1], a.arg[2]}};
+  }
+  // Auto's verdict on this shape, if there is one (opens no library).
+  static std::optional<KernelChoice<T>> verdict(TensorOp op, const OpArgs<T>& a) {
+    const Key key = key_of(op, a);
+    if (!verdicts().count(key)) read_verdict_file();
+    const auto hit = verdicts().find(key);
+    if (hit == verdicts().end()) return std::nullopt;
+    return hit->second;
+  }
+  static double seconds_of(const KernelChoice<T>& c, std::string_view dialect) {
+    for (const auto& [d, sec] : c.seconds)
+      if (dialect == d) return sec;
+    return 0;
+  }
+  // Among the kernels a verdict timed, the one auto would have chosen had no library been
+  // there (the same near-tie rule: a higher priority within kNearTie of the fastest wins).
+  static const Kernel<T>* fastest_without_libraries(TensorOp op, const KernelChoice<T>& c) {
+    double fastest = 1e300;
+    for (const auto& [d, sec] : c.seconds)
+      if (const Kernel<T>* k = kernel_named(op, d); k && !k->library)
+        fastest = std::min(fastest, sec);
+    for (const auto& [d, sec] : c.seconds)  // in priority order
+      if (const Kernel<T>* k = kernel_named(op, d);
+          k && !k->library && sec <= fastest * (1 + kNearTie))
+        return k;
+    return nullptr;
+  }
 
   // Every candidate's forward then backward on buffers of the node's shapes, in interleaved
   // rounds (so the machine's drift falls on all alike), until each has run kRounds times and at
@@ -533,6 +600,7 @@ class DialectSelector {
 
   DialectSpec spec_;
   bool libraries_;
+  std::set<std::string> excluded_;  // libraries weigh_libraries left out
   double seconds_measuring_ = 0;
 };
 

@@ -76,6 +76,9 @@ void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager
 struct ArenaBudget {
   size_t bytes = 0;
   double fraction = 0;
+  // Without a budget: recompute what costs almost nothing (choose_recomputation). A budget of
+  // the plan's own peak (fraction 1) recomputes nothing.
+  bool free_recomputation = true;
 };
 
 // A budget no plan of this program meets: the smallest arena this planner placed by recomputation
@@ -214,6 +217,12 @@ class Program {
       data[j] = {-1, g.node_at(j).data}, grad[j] = {-1, g.node_at(j).grad};
     std::vector<Pending>& code = e.code;
 
+    // Whether each library pays for its memory, weighed over the whole step (engine/dialects.h).
+    std::vector<std::pair<TensorOp, OpArgs<T>>> ops;
+    for (uint32_t i = P; i < N; i++)
+      if (g.node_at(i).op != TensorOp::view && g.node_at(i).op != TensorOp::leaf)
+        ops.push_back({g.node_at(i).op, shapes_of(g, g.node_at(i))});
+    dialects.weigh_libraries(ops);
     // Forward, in creation order: every node gets its buffers here (a view its operand's).
     for (uint32_t i = P; i < N; i++) {
       const auto& n = g.node_at(i);
@@ -451,36 +460,64 @@ class Program {
     return plan_memory_bound(b, int32_t(l.code.size()), mean_live);
   }
 
-  // Rematerialisation under a budget (RAF, arXiv 2303.04759, after Chen et al. 2016's
-  // checkpointing): while the plan needs more than `budget` bytes, drop and recompute the
-  // candidate that lowers the peak the most per FLOP of recomputation. When no single candidate
-  // lowers it (two instructions tie at the peak), the one that lowers the bytes live on average
-  // the most per FLOP, so that the next can. A recomputation that needs another dropped value
-  // has it recomputed first (lower() places them), so chains of cheap ops can go together.
+  // Rematerialisation (RAF, arXiv 2303.04759, after Chen et al. 2016's checkpointing): drop an
+  // activation after the forward and recompute it before the backward that needs it. RAF's
+  // greedy choice: the candidate that lowers the peak the most per unit of recomputation cost.
+  // When no single candidate lowers it (two instructions tie at the peak), the one that lowers
+  // the bytes live on average the most per unit of cost, so that the next can. A recomputation
+  // that needs another dropped value has it recomputed first (lower() places them), so chains of
+  // cheap ops can go together. Two uses:
+  //  - a memory budget (`budget` bytes): choose until the plan fits, at whatever cost;
+  //  - without one, what costs almost nothing (ArenaBudget::free_recomputation): elementwise ops
+  //    and layernorm only, a pass over memory each (a FLOP model prices attention's exp and
+  //    softmax at a tenth of their time: recomputing two of mini_gpt_wide's made its step 7-9%
+  //    slower), each lowering the peak by at least kFreeMinBytes, all of them together costing
+  //    at most kFreeCost of the step; the choices are kept up to the one that reached the lowest
+  //    peak.
+  // Cost: the forward's FLOPs (flops()) plus kCallCost for the kernel call itself.
+  static constexpr double kCallCost = 1e4;   // a small kernel's fixed cost, in FLOPs
+  static constexpr double kFreeCost = 0.01;  // of the step's modelled cost
+  static constexpr size_t kFreeMinBytes = 256 << 10;
+  static constexpr size_t kFreeMaxCandidates = 512;  // the search is candidates x program long
   std::vector<uint32_t> choose_recomputation(const Emitted& e, size_t budget, size_t* unbudgeted,
                                              size_t* reached) const {
+    const bool free = budget == 0;
     std::vector<uint32_t> chosen;
     double mean = 0;
     size_t peak = lower_bound_of(lower(e, chosen), &mean);
-    *unbudgeted = peak;
+    *unbudgeted = *reached = peak;
+    if (free && e.candidates.size() > kFreeMaxCandidates) return chosen;
+    double allowance = 1e300;
+    if (free) {
+      allowance = 0;
+      for (double c : e.cost) allowance += 3 * c;  // forward and backward, roughly
+      allowance = kFreeCost * (allowance + kCallCost * double(e.code.size()));
+    }
     std::vector<bool> dropped(e.cost.size(), false);
-    while (peak > budget) {
+    size_t lowest = peak, lowest_at = 0;
+    while (free || peak > budget) {
       double best_peak_score = 0, best_mean_score = 0;
       int64_t best_peak = -1, best_mean = -1;
       size_t peak_of_best = peak;
       double mean_of_best = mean, mean_of_best_mean = mean;
       size_t peak_of_best_mean = peak;
       for (uint32_t c : e.candidates) {
-        if (dropped[c - first_node_]) continue;
+        const double cost = e.cost[c - first_node_] + kCallCost;
+        if (dropped[c - first_node_] || cost > allowance) continue;
+        if (free) {
+          const TensorOp op = e.code[e.forward_of[c - first_node_]].op;
+          if (!op_rules<T>[int(op)].elementwise && op != TensorOp::layernorm) continue;
+        }
         std::vector<uint32_t> trial = chosen;
         trial.push_back(c);
         double m = 0;
         const size_t p = lower_bound_of(lower(e, trial), &m);
-        const double cost = std::max(1.0, e.cost[c - first_node_]);
-        if (p<peak&& double(peak - p) / cost> best_peak_score)
+        if (p < peak && (!free || peak - p >= kFreeMinBytes) &&
+            double(peak - p) / cost > best_peak_score)
           best_peak_score = double(peak - p) / cost, best_peak = c, peak_of_best = p,
           mean_of_best = m;
-        if (p <= peak && m < mean && (mean - m) / cost > best_mean_score)
+        if (p <= peak && m < mean && (mean - m) / cost > best_mean_score &&
+            (!free || mean - m >= double(kFreeMinBytes)))
           best_mean_score = (mean - m) / cost, best_mean = c, peak_of_best_mean = p,
           mean_of_best_mean = m;
       }
@@ -488,9 +525,12 @@ class Program {
       if (best < 0) break;
       chosen.push_back(uint32_t(best));
       dropped[best - first_node_] = true;
+      if (free) allowance -= e.cost[best - first_node_] + kCallCost;
       peak = best_peak >= 0 ? peak_of_best : peak_of_best_mean;
       mean = best_peak >= 0 ? mean_of_best : mean_of_best_mean;
+      if (peak < lowest) lowest = peak, lowest_at = chosen.size();
     }
+    if (free) chosen.resize(lowest_at), peak = lowest;
     *reached = peak;
     return chosen;
   }
@@ -513,7 +553,8 @@ class Program {
     size_t target = budget, smallest = SIZE_MAX, unbudgeted = 0;
     for (int attempt = 0;; attempt++) {
       size_t reached = 0;
-      if (budget) recomputed = choose_recomputation(e, target, &unbudgeted, &reached);
+      if (budget || limit.free_recomputation)
+        recomputed = choose_recomputation(e, target, &unbudgeted, &reached);
       l = lower(e, recomputed);
       planned_ = lifetimes(l, &slot);
       plan_ = plan_memory(planned_, int32_t(l.code.size()));
