@@ -505,8 +505,13 @@ class Program {
         const double cost = e.cost[c - first_node_] + kCallCost;
         if (dropped[c - first_node_] || cost > allowance) continue;
         if (free) {
-          const TensorOp op = e.code[e.forward_of[c - first_node_]].op;
-          if (!op_rules<T>[int(op)].elementwise && op != TensorOp::layernorm) continue;
+          // A pass over memory, and one that frees at least kFreeMinBytes itself (its output and
+          // aux), or trying it is wasted: an unrolled RNN has hundreds of 2 KiB candidates.
+          const Pending& f = e.code[e.forward_of[c - first_node_]];
+          if (!op_rules<T>[int(f.op)].elementwise && f.op != TensorOp::layernorm) continue;
+          size_t frees = buffers_[f.out.buffer].elems;
+          if (f.aux.buffer >= 0) frees += buffers_[f.aux.buffer].elems;
+          if (frees * sizeof(T) < kFreeMinBytes) continue;
         }
         std::vector<uint32_t> trial = chosen;
         trial.push_back(c);
