@@ -443,8 +443,9 @@ struct BackendFlags {
 };
 
 // --memory_budget=BYTES or a fraction in (0, 1]: the compiled mode's planned-arena budget
-// (engine/compiled.h), for every benchmark and check of the process. Backends without a budget
-// refuse the flag.
+// (engine/compiled.h), for every benchmark and check of the process; a fraction of the plan's
+// peak without recomputation, so 1 recomputes nothing (without the flag the planner recomputes
+// what is nearly free: engine/program.h). Backends without a budget refuse the flag.
 struct MemoryBudget {
   size_t bytes = 0;
   double fraction = 0;
