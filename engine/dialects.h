@@ -20,8 +20,10 @@
 // backward, interleaved rounds, the fastest unless a higher-priority kernel is within 10% of it)
 // and keeps the verdict per shape for the rest of the process (so a second setup runs the same
 // kernels, bit for bit); a forced FAMILY:NAME takes that kernel or refuses with one line
-// (DialectError). A selector told to leave libraries out (a program under a memory budget)
-// chooses only among the kernels that run no library's code.
+// (DialectError). Before a program's kernels are chosen, auto weighs each library over the whole
+// program (weigh_libraries): one that gains under 2% of the step is left out, so that its
+// resident memory is not paid for nothing. A selector told to leave libraries out (a program
+// under a memory budget) chooses only among the kernels that run no library's code.
 // Tests: engine/dialects_test.cc.
 #pragma once
 
