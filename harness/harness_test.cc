@@ -436,6 +436,28 @@ TEST(Results, MedianInSecondsWhateverTheUnit) {
   EXPECT_EQ(bp::read_benchmark_result(empty).status, "failed");
 }
 
+// A process's peak is the larger of wait4's and every repetition's own high-water mark: each
+// repetition resets the mark (and with it the kernel's ru_maxrss), so a setup run once before
+// them (--warm_once) peaks only in the first repetition's counter.
+TEST(Results, AProcesssPeakIsTheLargestOfWait4AndEveryRepetition) {
+  Json first = gb_run("iteration", 10, "ms");
+  first.set("peak_rss_bytes", 224e6);  // the compile, then two steps' peaks
+  Json later = gb_run("iteration", 10, "ms"), last = gb_run("iteration", 10, "ms");
+  later.set("peak_rss_bytes", 162e6), last.set("peak_rss_bytes", 162e6);
+  Json file = Json::object_of(
+      {{"benchmarks",
+        Json::array_of({first, later, last, gb_run("aggregate", 10, "ms", "median")})}});
+  const bp::BenchmarkResult r = bp::read_benchmark_result(file);
+  EXPECT_EQ(r.largest_peak_rss_bytes, 224e6);
+  bp::Cell c;
+  c.max_rss_bytes = 162e6;  // wait4
+  c.take(r);
+  EXPECT_EQ(c.max_rss_bytes, 224e6);
+  c.max_rss_bytes = 300e6;  // a peak the counters did not see (before the first reset)
+  c.take(r);
+  EXPECT_EQ(c.max_rss_bytes, 300e6);
+}
+
 // The median's interval from order statistics: exact levels, and the widest 95% one when the
 // repetitions allow it.
 TEST(Results, MedianIntervalFromOrderStatistics) {

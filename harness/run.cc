@@ -1034,10 +1034,10 @@ class Run {
         Cell& c = kept[r.backend];
         try {
           const Json file = parse_benchmark_json(read_file(folder_.dir() / c.file));
+          c.max_rss_bytes = p->second["max_rss_bytes"].num_or(NAN);
           c.take(read_benchmark_result(file));
           if (c.status != "ok") break;
           if (!contexts_.count(r.backend)) contexts_[r.backend] = file["context"];
-          c.max_rss_bytes = p->second["max_rss_bytes"].num_or(NAN);
           reused_cells++;
         } catch (const std::exception&) {
           break;
