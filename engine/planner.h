@@ -24,7 +24,7 @@
 // Not here: which buffers exist, their lifetimes, aliasing (engine/program.h decides those).
 // Tests: engine/compiled_test.cc (no two live buffers overlap; lower bound <= arena; arena within
 // 10% of the bound on every workload), engine/planner_test.cc (both placements on made-up
-// lifetimes, a long chain's time).
+// lifetimes, a million-buffer chain at its bound).
 #pragma once
 
 #include <algorithm>
