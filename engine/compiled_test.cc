@@ -99,8 +99,8 @@ TEST(CompiledScalarGraphs, BitwiseEqualToTheEagerTapeOnEveryWorkload) {
 // Every scalar op, on both executors of the compiled mode (the captured step runs threaded code,
 // later ones generated code where the machine has it: engine/scalar_jit.h), against the eager
 // tape, bitwise. The graph mixes each op with parameters and literals on either side, an operand
-// used twice (x * x, x / x), integer powers inline and negative, a non-integer power and
-// exponents 0 and 1 (called and special), so that every instruction the generator emits and
+// used twice (x * x, x / x), integer powers inline and negative, non-integer powers (called) and
+// exponents 0 and 1 (no gradient; a derivative of x^0), so that every instruction emitted and
 // each one-sided gradient is exercised; long enough that values leave the register cache.
 template <class B>
 double every_op(B& be, typename B::Scalar a, typename B::Scalar b, typename B::Scalar c) {
