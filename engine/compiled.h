@@ -224,7 +224,9 @@ struct CompiledBackend : EngineTensorInputs {
     for (size_t i = 0; i < uses.size(); i++)
       text += (i ? ", " : " ") + uses[i].first + " x" + std::to_string(uses[i].second);
     if (!libraries_left_out.empty())
-      text += " (left out, gaining under 2% of the step: " + libraries_left_out + ")";
+      text += " (left out, gaining under " +
+              std::to_string(int(DialectSelector<float>::kLibraryGain * 100)) +
+              "% of the step: " + libraries_left_out + ")";
     return text;
   }
 

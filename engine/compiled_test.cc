@@ -146,7 +146,9 @@ TEST(CompiledScalarGraphs, EveryOpOnBothExecutorsIsBitwiseTheEagerTape) {
       "  every op, 4 steps: max |compiled - eager| %.1e (must be bitwise 0); generated "
       "code: %.0f bytes%s\n",
       worst, code_bytes, bp::kScalarJitBuilt ? "" : " (not built for this machine)");
-  if (bp::kScalarJitBuilt) EXPECT_GT(code_bytes, 0) << "steps 1 to 3 ran threaded code";
+  if (bp::kScalarJitBuilt) {
+    EXPECT_GT(code_bytes, 0) << "steps 1 to 3 ran threaded code";
+  }
 }
 
 // A literal has no gradient in the compiled mode (as in PyTorch): asking for one is refused.

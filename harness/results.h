@@ -201,8 +201,7 @@ struct Cell {
   // What its result file says (everything but the runner's own view: max_rss_bytes, file). The
   // process's peak is the larger of wait4's and the repetitions' own (BenchmarkResult).
   void take(const BenchmarkResult& r) {
-    if (r.largest_peak_rss_bytes > max_rss_bytes || std::isnan(max_rss_bytes))
-      max_rss_bytes = r.largest_peak_rss_bytes;
+    max_rss_bytes = std::fmax(max_rss_bytes, r.largest_peak_rss_bytes);  // either may be NaN
     status = r.status, message = r.message;
     median_seconds = r.median_seconds, peak_rss_bytes = r.peak_rss_bytes;
     interval = r.interval, repetition_seconds = r.repetition_seconds;
