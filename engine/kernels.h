@@ -17,6 +17,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 namespace bp {
 
 // ---- exp and tanh that GCC vectorises (libm's are scalar calls) ----
@@ -76,6 +80,21 @@ inline T tanh_t(T x) {
     return std::tanh(x);
 }
 
+// a * b + c. With FMA hardware one fused operation, stated here rather than left to GCC's
+// contraction (-ffp-contract=fast fuses a product into the sum that consumes it, but not always:
+// the one-column tiles of the products were left unfused). The rounding is then fixed by the
+// text: the products' every element is the in-order chain of fused multiply-adds whatever the
+// path, tile or block (engine/tensor_test.cc), and the compiled mode's generated code
+// (engine/scalar_jit.h) repeats the scalar rules instruction for instruction.
+template <class T>
+[[gnu::always_inline]] inline T madd(T a, T b, T c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 template <class T>
 inline void axpy(T* y, T a, const T* x, int32_t n) {  // y += a x
 #pragma omp simd
@@ -108,8 +127,8 @@ inline constexpr int32_t kPanel = 2 * kVectorBytes / int32_t(sizeof(T));  // NR:
 
 // c (M, N) += a (M, K) @ b (K, N), row-major, c's rows ldc apart and b's ldb. The output is
 // computed in tiles of MR rows x NR columns held in registers across the whole k loop: per k,
-// two vector loads of b, MR broadcasts of a, 2 MR fused multiply-adds. Columns go by panels of NR
-// so a (K x NR) panel of b stays in L1/L2 while every row of a passes over it.
+// two vector loads of b, MR broadcasts of a, 2 MR fused multiply-adds. a(i, k) is
+// a[i * rs + k * cs].
 template <class T, int MR, int NR>
 inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
                       int32_t ldb, int32_t K) {
@@ -121,14 +140,29 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
     for (int i = 0; i < MR; i++) {
       const T av = a[size_t(i) * rs + size_t(k) * cs];
 #pragma omp simd
-      for (int j = 0; j < NR; j++) acc[i][j] += av * bk[j];
+      for (int j = 0; j < NR; j++) acc[i][j] = madd(av, bk[j], acc[i][j]);
     }
   }
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) c[size_t(i) * ldc + j] = acc[i][j];
 }
-// kTileRows rows keep 2 kTileRows independent accumulator chains in flight, enough to hide the
-// FMA latency even on the 24-wide matrices of mini_gpt; the last rows go by 4, then one by one.
+// A tile at c's edge, rows x cols of it real: the same full tile on a copy, a and b padded with
+// zeros (packed), so the k loop is the one above and only the copy in and out is cut.
+template <class T, int MR, int NR>
+inline void gemm_edge_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
+                           int32_t ldb, int32_t K, int32_t rows, int32_t cols) {
+  T part[MR * NR] = {};
+  for (int32_t i = 0; i < rows; i++)
+    for (int32_t j = 0; j < cols; j++) part[i * NR + j] = c[size_t(i) * ldc + j];
+  gemm_tile<T, MR, NR>(part, NR, a, rs, cs, b, ldb, K);
+  for (int32_t i = 0; i < rows; i++)
+    for (int32_t j = 0; j < cols; j++) c[size_t(i) * ldc + j] = part[i * NR + j];
+}
+// The products of fewer than kPackMinRows rows read a and b in place, a panel of NR columns at a
+// time (then NR / 2, NR / 4, one). kTileRows rows keep 2 kTileRows independent accumulator chains
+// in flight, enough to hide the FMA latency even on the 24-wide matrices of mini_gpt; the last
+// rows go by 4, by 2 (a full panel's four chains still cover the latency: M = 10, 8 + 2, took
+// 0.049 ms where 8 + 1 + 1 took 0.091; Zen 4), then one.
 template <class T, int NR>
 inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
                        int32_t ldb, int32_t M, int32_t K) {
@@ -137,41 +171,146 @@ inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, co
     gemm_tile<T, kTileRows, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
   for (; m + 4 <= M; m += 4)
     gemm_tile<T, 4, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
+  for (; m + 2 <= M; m += 2)
+    gemm_tile<T, 2, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
   for (; m < M; m++)
     gemm_tile<T, 1, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
 }
-// A panel of b is packed (its K rows made contiguous) when at least kPackMinRows rows of a pass
-// over it: b's rows are N floats apart, a page apart at N = 1024, so an unpacked panel costs a
-// TLB entry per row and its lines share the same few L1 sets. The copy is 1/M of the panel's
-// arithmetic. Packing moves data only: the sums are the same, in the same order.
-// Scratch is counted in elements of either type, so the rule is float's, the wider panel.
+
+// Packed products (M >= kPackMinRows), blocked as in BLIS (Van Zee and van de Geijn 2015): b is
+// taken a block of kc rows x nc columns at a time, at most kPackBlockElems (half a Zen 4 L2), and
+// copied into panels of NR columns, kc rows each, contiguous: a panel then costs no TLB entry per
+// row and its lines do not crowd the same few L1 sets (b's rows are N floats apart: a page at
+// N = 1024). Within a block, each band of MR rows of c runs across every panel, so c streams
+// row by row (the weight gradients, K = the batch, have a 2048 x 2048 c: walked down its columns
+// a panel at a time, a quarter of the time went to loading c's tiles; perf, Zen 4), and the
+// block is read from b a few KB of each row at a time, which the prefetchers follow (a panel at a
+// time, 128 bytes of each row 8 KB apart, the copy took a third of dx = g w at 2048; perf).
+// When all of b fits one block it is one block: c is loaded and stored once.
+// The last panel is padded with zero columns to NR, or to NR / 2 when that covers it (N = 10 runs
+// one 16-wide tile, not ten one-column ones). A band of a is packed too ([kc][MR], zero rows past
+// M) when its k-th elements are a row of transposed a (rs = 1: kc lines M floats apart, one L1
+// set at M = 1024) or when it is the last, partial band; a band of whole rows is read in place,
+// MR streams. Blocking and packing move data only: every element of c adds its k terms in the
+// same order, so the bits are those of the unblocked loop.
 inline constexpr int32_t kPackMinRows = 16;
-inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
-  return M >= kPackMinRows && N >= kPanel<float> ? scratch_round(size_t(K) * kPanel<float>) : 0;
+inline constexpr size_t kPackBlockElems = size_t(128) << 10;
+inline constexpr int32_t kBlockDepth = 256;
+inline int32_t round_up(int32_t n, int32_t to) { return (n + to - 1) / to * to; }
+// The block of b: kc rows x nc columns (nc a multiple of float's panel).
+struct GemmBlock {
+  int32_t kc, nc;
+};
+inline GemmBlock gemm_block(int32_t K, int32_t N) {
+  const int32_t padded = round_up(N, kPanel<float>);
+  if (size_t(K) * padded <= kPackBlockElems) return {K, padded};
+  const int32_t kc = std::min(K, kBlockDepth);
+  const int32_t nc = int32_t(kPackBlockElems / size_t(kc)) / kPanel<float> * kPanel<float>;
+  return {kc, std::min(padded, std::max(nc, kPanel<float>))};
 }
+// Scratch is counted in elements of either type, so the rule is float's, the wider panel.
+inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
+  if (M < kPackMinRows) return 0;
+  const GemmBlock blk = gemm_block(K, N);
+  return scratch_round(size_t(blk.kc) * blk.nc) + scratch_round(size_t(blk.kc) * 8);
+}
+
+// One band of MR rows of c (rows of them real) over a block of packed b: `panels` panels, kc
+// deep, the last `last_cols` wide.
+template <class T, int MR>
+inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int32_t rows,
+                      const T* bpack, int32_t kc, int32_t panels, int32_t last_cols, T* apack) {
+  constexpr int32_t NR = kPanel<T>;
+  if (rows < MR || rs == 1) {
+    for (int32_t k = 0; k < kc; k++)
+      for (int32_t i = 0; i < MR; i++)
+        apack[size_t(k) * MR + i] = i < rows ? a[size_t(i) * rs + size_t(k) * cs] : T(0);
+    a = apack, rs = 1, cs = MR;
+  }
+  for (int32_t p = 0; p < panels; p++) {
+    const int32_t cols = p + 1 < panels ? NR : last_cols;
+    T* ct = c + size_t(p) * NR;
+    const T* panel = bpack + size_t(p) * kc * NR;
+    if (rows == MR && cols == NR)
+      gemm_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc);
+    else if (cols > NR / 2)
+      gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows, cols);
+    else
+      gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, NR / 2, kc, rows, cols);
+  }
+}
+
 // c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs]. pack holds
 // gemm_pack_elems(M, K, N) elements (null when that is 0).
 template <class T>
 inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
                  int32_t N, T* pack) {
   constexpr int32_t NR = kPanel<T>;
-  int32_t n = 0;
-  const bool packing = gemm_pack_elems(M, K, N) > 0;
-  for (; n + NR <= N; n += NR) {
-    if (packing) {
-      for (int32_t k = 0; k < K; k++)
-        std::memcpy(pack + size_t(k) * NR, b + size_t(k) * N + n, NR * sizeof(T));
-      gemm_panel<T, NR>(c + n, N, a, rs, cs, pack, NR, M, K);
-    } else {
-      gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K);
-    }
+  if (M >= kPackMinRows) {
+    const GemmBlock blk = gemm_block(K, N);
+    T* apack = pack + scratch_round(size_t(blk.kc) * blk.nc);
+    for (int32_t n0 = 0; n0 < N; n0 += blk.nc)
+      for (int32_t k0 = 0; k0 < K; k0 += blk.kc) {
+        const int32_t nc = std::min(blk.nc, N - n0), kc = std::min(blk.kc, K - k0);
+        const int32_t panels = (nc + NR - 1) / NR, last_cols = nc - (panels - 1) * NR;
+        const int32_t last_width = last_cols > NR / 2 ? NR : NR / 2;
+        for (int32_t k = 0; k < kc; k++) {  // row k0 + k of the block, into every panel
+          const T* row = b + size_t(k0 + k) * N + n0;
+          for (int32_t p = 0; p + 1 < panels; p++)
+            std::memcpy(pack + (size_t(p) * kc + k) * NR, row + size_t(p) * NR, NR * sizeof(T));
+          T* last = pack + size_t(panels - 1) * kc * NR + size_t(k) * last_width;
+          for (int32_t j = 0; j < last_width; j++)
+            last[j] = j < last_cols ? row[size_t(panels - 1) * NR + j] : T(0);
+        }
+        for (int32_t m = 0; m < M; m += kTileRows) {
+          T* cb = c + size_t(m) * N + n0;
+          const T* ab = a + size_t(m) * rs + size_t(k0) * cs;
+          const int32_t rows = std::min(kTileRows, M - m);
+          if (rows <= kTileRows / 2)
+            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols,
+                                        apack);
+          else
+            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols, apack);
+        }
+      }
+    return;
   }
+  int32_t n = 0;
+  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K);
   for (; n + NR / 2 <= N; n += NR / 2) gemm_panel<T, NR / 2>(c + n, N, a, rs, cs, b + n, N, M, K);
   for (; n + NR / 4 <= N; n += NR / 4) gemm_panel<T, NR / 4>(c + n, N, a, rs, cs, b + n, N, M, K);
   for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K);
 }
+#if defined(__AVX__)
+// out's 8 x 8 block = in's 8 x 8 block transposed, in registers: rows interleaved by pairs, then
+// by fours, then the 128-bit halves exchanged (24 shuffles for 64 floats, where the scalar loop
+// moved one float per load and store).
+inline void transpose8x8(float* out, int32_t ldo, const float* in, int32_t ldi) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(in + size_t(i) * ldi);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int j = 0; j < 2; j++) {
+      r[i + j] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[i + j + 2] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+  // r[0], r[2], r[1], r[3]: columns 0-3 of rows 0-3 in their low halves, columns 4-7 in their
+  // high halves; r[4..7] the same of rows 4-7
+  constexpr int order[4] = {0, 2, 1, 3};
+  for (int j = 0; j < 4; j++) {
+    _mm256_storeu_ps(out + size_t(j) * ldo,
+                     _mm256_permute2f128_ps(r[order[j]], r[4 + order[j]], 0x20));
+    _mm256_storeu_ps(out + size_t(j + 4) * ldo,
+                     _mm256_permute2f128_ps(r[order[j]], r[4 + order[j]], 0x31));
+  }
+}
+#endif
 // out (C, R) = in (R, C)^T. Small matrices (all of them in L1) row by row of the output; larger
-// ones in 16 x 16 blocks so that both sides move a cache line at a time.
+// ones in 16 x 16 blocks so that both sides move a cache line at a time, floats 8 x 8 in
+// registers.
 template <class T>
 inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
   if (size_t(R) * C <= 4096) {
@@ -183,6 +322,15 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
   for (int32_t r0 = 0; r0 < R; r0 += kB)
     for (int32_t c0 = 0; c0 < C; c0 += kB) {
       const int32_t r1 = std::min(R, r0 + kB), c1 = std::min(C, c0 + kB);
+#if defined(__AVX__)
+      if constexpr (std::is_same_v<T, float>)
+        if (r1 - r0 == kB && c1 - c0 == kB) {
+          for (int32_t r = r0; r < r1; r += 8)
+            for (int32_t c = c0; c < c1; c += 8)
+              transpose8x8(out + size_t(c) * R + r, R, in + size_t(r) * C + c, C);
+          continue;
+        }
+#endif
       for (int32_t r = r0; r < r1; r++)
         for (int32_t c = c0; c < c1; c++) out[size_t(c) * R + r] = in[size_t(r) * C + c];
     }

@@ -29,6 +29,8 @@
 #include <new>
 #include <type_traits>
 
+#include "engine/kernels.h"
+
 namespace bp {
 
 // The closed set of primitive ops. Each has its forward in scalar_forward and its chain rule in
@@ -61,18 +63,9 @@ inline T scalar_pow(T x, T k) {
   return result;
 }
 
-// a * b + c. With FMA hardware one fused operation, stated here rather than left to GCC's
-// contraction (-ffp-contract=fast fuses a product into the sum that consumes it): the rules'
-// rounding is then fixed by their text, so the compiled mode's generated code
-// (engine/scalar_jit.h) can repeat it instruction for instruction.
-template <class T>
-[[gnu::always_inline]] inline T madd(T a, T b, T c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
+// a * b + c is madd (engine/kernels.h): one fused operation with FMA hardware, stated in the
+// rules' text so that the compiled mode's generated code (engine/scalar_jit.h) repeats their
+// rounding instruction for instruction.
 
 // Which operands' gradients a backward updates: both, or one when the other needs none (a
 // literal, in the compiled mode).

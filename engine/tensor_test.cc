@@ -134,17 +134,15 @@ TEST(Kernels, ExpEdges) {
   EXPECT_EQ(bp::tanh_f32(-1e-30f), -1e-30f);
 }
 
-// Cross-entropy is a log-sum-exp: a target logit 100 below the row's maximum costs 100, as in
-// PyTorch (torch.nn.functional.cross_entropy(torch.tensor([[100., 0.]]), torch.tensor([1])) is
-// 100.); -log of the underflowed probability gave 87.3.
 // matmul_accumulate's paths on shapes the op cases are too small for: b transposed by a copy or
-// through c^T, and gemm's packed panels (M >= kPackMinRows, N >= 32), in double against the
-// reference dialect's one-dot-product-per-element loop (engine/kernels_reference.h).
+// through c^T, and gemm's packed blocks (M >= kPackMinRows; b in one block or several), in double
+// against the reference dialect's one-dot-product-per-element loop (engine/kernels_reference.h).
 TEST(Kernels, MatmulPathsMatchAPlainProductOnLargeShapes) {
   struct Shape {
     int32_t M, N, K;
   };
-  for (const Shape& s : {Shape{33, 70, 65}, Shape{16, 32, 5}, Shape{32, 2048, 64}, Shape{7, 96, 9}})
+  for (const Shape& s : {Shape{33, 70, 65}, Shape{16, 32, 5}, Shape{32, 2048, 64}, Shape{7, 96, 9},
+                         Shape{17, 500, 300}, Shape{64, 10, 40}})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
         const std::vector<double> a = values(size_t(s.M) * s.K, -1, 1, 3),
@@ -165,6 +163,51 @@ TEST(Kernels, MatmulPathsMatchAPlainProductOnLargeShapes) {
       }
 }
 
+// Every path of the products (in place or packed; one block of b or several, kc = 256 deep;
+// edge tiles cut in rows, in columns, to a half-width panel; a transposed, b transposed through a
+// copy or through c^T) computes each element of c as the in-order chain of fused multiply-adds
+// over k, bit for bit: blocking and packing move data only, and madd states the fusion that
+// GCC's contraction had left out of the one-column tiles. So no choice of path, tile or block
+// changes a result, and the compiled mode's recomputation and the eager engine agree bitwise.
+#if defined(__FMA__)
+TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
+  struct Shape {
+    int32_t M, N, K;
+  };
+  size_t checked = 0;
+  for (const Shape& s : {Shape{13, 100, 64}, Shape{37, 1000, 64}, Shape{64, 10, 300},
+                         Shape{21, 70, 33}, Shape{17, 500, 300}, Shape{8, 33, 7}})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const std::vector<double> a64 = values(size_t(s.M) * s.K, -1, 1, 6),
+                                  b64 = values(size_t(s.K) * s.N, -1, 1, 7),
+                                  c64 = values(size_t(s.M) * s.N, -1, 1, 8);
+        const std::vector<float> a(a64.begin(), a64.end()), b(b64.begin(), b64.end());
+        std::vector<float> got(c64.begin(), c64.end()), want = got;
+        std::vector<float> scratch(bp::matmul_scratch_elems(s.M, s.N, s.K, ta, tb) + 1);
+        bp::matmul_accumulate(got.data(), a.data(), ta, b.data(), tb, s.M, s.N, s.K,
+                              scratch.data());
+        for (int32_t i = 0; i < s.M; i++)
+          for (int32_t j = 0; j < s.N; j++) {
+            float acc = want[size_t(i) * s.N + j];
+            for (int32_t k = 0; k < s.K; k++)
+              acc = std::fma(ta ? a[size_t(k) * s.M + i] : a[size_t(i) * s.K + k],
+                             tb ? b[size_t(j) * s.K + k] : b[size_t(k) * s.N + j], acc);
+            want[size_t(i) * s.N + j] = acc;
+          }
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); i++)
+          differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0u) << s.M << "x" << s.N << "x" << s.K << " ta " << ta << " tb " << tb;
+        checked += got.size();
+      }
+  std::printf("  %zu elements of c, each its in-order fused chain bit for bit\n", checked);
+}
+#endif
+
+// Cross-entropy is a log-sum-exp: a target logit 100 below the row's maximum costs 100, as in
+// PyTorch (torch.nn.functional.cross_entropy(torch.tensor([[100., 0.]]), torch.tensor([1])) is
+// 100.); -log of the underflowed probability gave 87.3.
 TEST(Kernels, CrossEntropyOfAFarTarget) {
   bp::TensorGraph<float> g;
   const int32_t target = 1;
