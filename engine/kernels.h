@@ -308,32 +308,26 @@ inline void transpose8x8(float* out, int32_t ldo, const float* in, int32_t ldi) 
   }
 }
 #endif
-// out (C, R) = in (R, C)^T. Small matrices (all of them in L1) row by row of the output; larger
-// ones in 16 x 16 blocks so that both sides move a cache line at a time, floats 8 x 8 in
-// registers.
+// out (C, R) = in (R, C)^T, in 16 x 16 blocks so that both sides move a cache line at a time;
+// within them floats go 8 x 8 in registers, the edges (and doubles) one by one.
 template <class T>
 inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
-  if (size_t(R) * C <= 4096) {
-    for (int32_t c = 0; c < C; c++)
-      for (int32_t r = 0; r < R; r++) out[size_t(c) * R + r] = in[size_t(r) * C + c];
-    return;
-  }
   constexpr int32_t kB = 16;
   for (int32_t r0 = 0; r0 < R; r0 += kB)
-    for (int32_t c0 = 0; c0 < C; c0 += kB) {
-      const int32_t r1 = std::min(R, r0 + kB), c1 = std::min(C, c0 + kB);
+    for (int32_t c0 = 0; c0 < C; c0 += kB)
+      for (int32_t r8 = r0; r8 < std::min(R, r0 + kB); r8 += 8)
+        for (int32_t c8 = c0; c8 < std::min(C, c0 + kB); c8 += 8) {
+          const int32_t r1 = std::min(R, r8 + 8), c1 = std::min(C, c8 + 8);
 #if defined(__AVX__)
-      if constexpr (std::is_same_v<T, float>)
-        if (r1 - r0 == kB && c1 - c0 == kB) {
-          for (int32_t r = r0; r < r1; r += 8)
-            for (int32_t c = c0; c < c1; c += 8)
-              transpose8x8(out + size_t(c) * R + r, R, in + size_t(r) * C + c, C);
-          continue;
-        }
+          if constexpr (std::is_same_v<T, float>)
+            if (r1 - r8 == 8 && c1 - c8 == 8) {
+              transpose8x8(out + size_t(c8) * R + r8, R, in + size_t(r8) * C + c8, C);
+              continue;
+            }
 #endif
-      for (int32_t r = r0; r < r1; r++)
-        for (int32_t c = c0; c < c1; c++) out[size_t(c) * R + r] = in[size_t(r) * C + c];
-    }
+          for (int32_t r = r8; r < r1; r++)
+            for (int32_t c = c8; c < c1; c++) out[size_t(c) * R + r] = in[size_t(r) * C + c];
+        }
 }
 
 // The scratch matmul_accumulate needs for these sizes (elements): one transposed copy, or two,
