@@ -158,6 +158,15 @@ inline void gemm_edge_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs
   for (int32_t i = 0; i < rows; i++)
     for (int32_t j = 0; j < cols; j++) c[size_t(i) * ldc + j] = part[i * NR + j];
 }
+// A tile whose columns all exist, rows of its MR real: in place when the band is whole.
+template <class T, int MR, int NR>
+inline void gemm_cut_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
+                          int32_t ldb, int32_t K, int32_t rows) {
+  if (rows == MR)
+    gemm_tile<T, MR, NR>(c, ldc, a, rs, cs, b, ldb, K);
+  else
+    gemm_edge_tile<T, MR, NR>(c, ldc, a, rs, cs, b, ldb, K, rows, NR);
+}
 // The products of fewer than kPackMinRows rows read a and b in place, a panel of NR columns at a
 // time (then NR / 2, NR / 4, one). kTileRows rows keep 2 kTileRows independent accumulator chains
 // in flight, enough to hide the FMA latency even on the 24-wide matrices of mini_gpt; the last
@@ -187,12 +196,14 @@ inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, co
 // block is read from b a few KB of each row at a time, which the prefetchers follow (a panel at a
 // time, 128 bytes of each row 8 KB apart, the copy took a third of dx = g w at 2048; perf).
 // When all of b fits one block it is one block: c is loaded and stored once.
-// The last panel is padded with zero columns to NR, or to NR / 2 when that covers it (N = 10 runs
-// one 16-wide tile, not ten one-column ones). A band of a is packed too ([kc][MR], zero rows past
-// M) when its k-th elements are a row of transposed a (rs = 1: kc lines M floats apart, one L1
-// set at M = 1024) or when it is the last, partial band; a band of whole rows is read in place,
-// MR streams. Blocking and packing move data only: every element of c adds its k terms in the
-// same order, so the bits are those of the unblocked loop.
+// The last panel, when it is not whole vectors wide, is padded with zero columns to NR, or to
+// NR / 2 when that covers it (N = 10 runs one 16-wide tile, not ten one-column ones); whole
+// vectors (N = 24: 16 + 8) run tiles of their width in place, without the edge tile's copy,
+// which costs as much as the arithmetic when K is a handful (mini_gpt's 24-wide products). A band
+// of a is packed too ([kc][MR], zero rows past M) when its k-th elements are a row of transposed a
+// (rs = 1: kc lines M floats apart, one L1 set at M = 1024) or when it is the last, partial band; a
+// band of whole rows is read in place, MR streams. Blocking and packing move data only: every
+// element of c adds its k terms in the same order, so the bits are those of the unblocked loop.
 inline constexpr int32_t kPackMinRows = 16;
 inline constexpr size_t kPackBlockElems = size_t(128) << 10;
 inline constexpr int32_t kBlockDepth = 256;
@@ -231,12 +242,17 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
     const int32_t cols = p + 1 < panels ? NR : last_cols;
     T* ct = c + size_t(p) * NR;
     const T* panel = bpack + size_t(p) * kc * NR;
-    if (rows == MR && cols == NR)
-      gemm_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc);
-    else if (cols > NR / 2)
+    if (cols == NR) {
+      gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows);
+    } else if (cols % (NR / 4) == 0) {  // whole vectors: tiles of NR / 2 and NR / 4, no padding
+      const int32_t j = cols >= NR / 2 ? NR / 2 : 0;
+      if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, cols, kc, rows);
+      if (cols > j) gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, cols, kc, rows);
+    } else if (cols > NR / 2) {
       gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows, cols);
-    else
+    } else {
       gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, NR / 2, kc, rows, cols);
+    }
   }
 }
 
@@ -253,7 +269,9 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
       for (int32_t k0 = 0; k0 < K; k0 += blk.kc) {
         const int32_t nc = std::min(blk.nc, N - n0), kc = std::min(blk.kc, K - k0);
         const int32_t panels = (nc + NR - 1) / NR, last_cols = nc - (panels - 1) * NR;
-        const int32_t last_width = last_cols > NR / 2 ? NR : NR / 2;
+        const int32_t last_width = last_cols % (NR / 4) == 0 ? last_cols
+                                   : last_cols > NR / 2      ? NR
+                                                             : NR / 2;
         for (int32_t k = 0; k < kc; k++) {  // row k0 + k of the block, into every panel
           const T* row = b + size_t(k0 + k) * N + n0;
           for (int32_t p = 0; p + 1 < panels; p++)

@@ -176,7 +176,7 @@ TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
   };
   size_t checked = 0;
   for (const Shape& s : {Shape{13, 100, 64}, Shape{37, 1000, 64}, Shape{64, 10, 300},
-                         Shape{21, 70, 33}, Shape{17, 500, 300}, Shape{8, 33, 7}})
+                         Shape{21, 70, 33}, Shape{17, 500, 300}, Shape{8, 33, 7}, Shape{20, 88, 8}})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
         const std::vector<double> a64 = values(size_t(s.M) * s.K, -1, 1, 6),
