@@ -146,6 +146,35 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) c[size_t(i) * ldc + j] = acc[i][j];
 }
+#if defined(__AVX512F__)
+// The main tile of float products, 8 x 32, with its 16 accumulators named: GCC kept the generic
+// tile's accumulators in registers through the k loop but moved them through the stack on the
+// way in and out (32 extra vector moves a tile), which the weight gradients (K = 64) pay per 64
+// steps. The same fused multiply-adds in the same order: the bits are the generic tile's.
+template <>
+inline void gemm_tile<float, 8, 32>(float* c, int32_t ldc, const float* a, int32_t rs, int32_t cs,
+                                    const float* b, int32_t ldb, int32_t K) {
+  __m512 lo[8], hi[8];
+  for (int i = 0; i < 8; i++) {
+    lo[i] = _mm512_loadu_ps(c + size_t(i) * ldc);
+    hi[i] = _mm512_loadu_ps(c + size_t(i) * ldc + 16);
+  }
+  for (int32_t k = 0; k < K; k++) {
+    const float* bk = b + size_t(k) * ldb;
+    const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16);
+    const float* ak = a + size_t(k) * cs;
+    for (int i = 0; i < 8; i++) {
+      const __m512 av = _mm512_set1_ps(ak[size_t(i) * rs]);
+      lo[i] = _mm512_fmadd_ps(av, b0, lo[i]);
+      hi[i] = _mm512_fmadd_ps(av, b1, hi[i]);
+    }
+  }
+  for (int i = 0; i < 8; i++) {
+    _mm512_storeu_ps(c + size_t(i) * ldc, lo[i]);
+    _mm512_storeu_ps(c + size_t(i) * ldc + 16, hi[i]);
+  }
+}
+#endif
 // A tile at c's edge, rows x cols of it real: the same full tile on a copy, a and b padded with
 // zeros (packed), so the k loop is the one above and only the copy in and out is cut.
 template <class T, int MR, int NR>
@@ -186,119 +215,6 @@ inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, co
     gemm_tile<T, 1, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
 }
 
-// Packed products (M >= kPackMinRows), blocked as in BLIS (Van Zee and van de Geijn 2015): b is
-// taken a block of kc rows x nc columns at a time, at most kPackBlockElems (half a Zen 4 L2), and
-// copied into panels of NR columns, kc rows each, contiguous: a panel then costs no TLB entry per
-// row and its lines do not crowd the same few L1 sets (b's rows are N floats apart: a page at
-// N = 1024). Within a block, each band of MR rows of c runs across every panel, so c streams
-// row by row (the weight gradients, K = the batch, have a 2048 x 2048 c: walked down its columns
-// a panel at a time, a quarter of the time went to loading c's tiles; perf, Zen 4), and the
-// block is read from b a few KB of each row at a time, which the prefetchers follow (a panel at a
-// time, 128 bytes of each row 8 KB apart, the copy took a third of dx = g w at 2048; perf).
-// When all of b fits one block it is one block: c is loaded and stored once.
-// The last panel, when it is not whole vectors wide, is padded with zero columns to NR, or to
-// NR / 2 when that covers it (N = 10 runs one 16-wide tile, not ten one-column ones); whole
-// vectors (N = 24: 16 + 8) run tiles of their width in place, without the edge tile's copy,
-// which costs as much as the arithmetic when K is a handful (mini_gpt's 24-wide products). A band
-// of a is packed too ([kc][MR], zero rows past M) when its k-th elements are a row of transposed a
-// (rs = 1: kc lines M floats apart, one L1 set at M = 1024) or when it is the last, partial band; a
-// band of whole rows is read in place, MR streams. Blocking and packing move data only: every
-// element of c adds its k terms in the same order, so the bits are those of the unblocked loop.
-inline constexpr int32_t kPackMinRows = 16;
-inline constexpr size_t kPackBlockElems = size_t(128) << 10;
-inline constexpr int32_t kBlockDepth = 256;
-inline int32_t round_up(int32_t n, int32_t to) { return (n + to - 1) / to * to; }
-// The block of b: kc rows x nc columns (nc a multiple of float's panel).
-struct GemmBlock {
-  int32_t kc, nc;
-};
-inline GemmBlock gemm_block(int32_t K, int32_t N) {
-  const int32_t padded = round_up(N, kPanel<float>);
-  if (size_t(K) * padded <= kPackBlockElems) return {K, padded};
-  const int32_t kc = std::min(K, kBlockDepth);
-  const int32_t nc = int32_t(kPackBlockElems / size_t(kc)) / kPanel<float> * kPanel<float>;
-  return {kc, std::min(padded, std::max(nc, kPanel<float>))};
-}
-// Scratch is counted in elements of either type, so the rule is float's, the wider panel.
-inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
-  if (M < kPackMinRows) return 0;
-  const GemmBlock blk = gemm_block(K, N);
-  return scratch_round(size_t(blk.kc) * blk.nc) + scratch_round(size_t(blk.kc) * 8);
-}
-
-// One band of MR rows of c (rows of them real) over a block of packed b: `panels` panels, kc
-// deep, the last `last_cols` wide.
-template <class T, int MR>
-inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int32_t rows,
-                      const T* bpack, int32_t kc, int32_t panels, int32_t last_cols, T* apack) {
-  constexpr int32_t NR = kPanel<T>;
-  if (rows < MR || rs == 1) {
-    for (int32_t k = 0; k < kc; k++)
-      for (int32_t i = 0; i < MR; i++)
-        apack[size_t(k) * MR + i] = i < rows ? a[size_t(i) * rs + size_t(k) * cs] : T(0);
-    a = apack, rs = 1, cs = MR;
-  }
-  for (int32_t p = 0; p < panels; p++) {
-    const int32_t cols = p + 1 < panels ? NR : last_cols;
-    T* ct = c + size_t(p) * NR;
-    const T* panel = bpack + size_t(p) * kc * NR;
-    if (cols == NR) {
-      gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows);
-    } else if (cols % (NR / 4) == 0) {  // whole vectors: tiles of NR / 2 and NR / 4, no padding
-      const int32_t j = cols >= NR / 2 ? NR / 2 : 0;
-      if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, cols, kc, rows);
-      if (cols > j) gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, cols, kc, rows);
-    } else if (cols > NR / 2) {
-      gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows, cols);
-    } else {
-      gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, NR / 2, kc, rows, cols);
-    }
-  }
-}
-
-// c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs]. pack holds
-// gemm_pack_elems(M, K, N) elements (null when that is 0).
-template <class T>
-inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
-                 int32_t N, T* pack) {
-  constexpr int32_t NR = kPanel<T>;
-  if (M >= kPackMinRows) {
-    const GemmBlock blk = gemm_block(K, N);
-    T* apack = pack + scratch_round(size_t(blk.kc) * blk.nc);
-    for (int32_t n0 = 0; n0 < N; n0 += blk.nc)
-      for (int32_t k0 = 0; k0 < K; k0 += blk.kc) {
-        const int32_t nc = std::min(blk.nc, N - n0), kc = std::min(blk.kc, K - k0);
-        const int32_t panels = (nc + NR - 1) / NR, last_cols = nc - (panels - 1) * NR;
-        const int32_t last_width = last_cols % (NR / 4) == 0 ? last_cols
-                                   : last_cols > NR / 2      ? NR
-                                                             : NR / 2;
-        for (int32_t k = 0; k < kc; k++) {  // row k0 + k of the block, into every panel
-          const T* row = b + size_t(k0 + k) * N + n0;
-          for (int32_t p = 0; p + 1 < panels; p++)
-            std::memcpy(pack + (size_t(p) * kc + k) * NR, row + size_t(p) * NR, NR * sizeof(T));
-          T* last = pack + size_t(panels - 1) * kc * NR + size_t(k) * last_width;
-          for (int32_t j = 0; j < last_width; j++)
-            last[j] = j < last_cols ? row[size_t(panels - 1) * NR + j] : T(0);
-        }
-        for (int32_t m = 0; m < M; m += kTileRows) {
-          T* cb = c + size_t(m) * N + n0;
-          const T* ab = a + size_t(m) * rs + size_t(k0) * cs;
-          const int32_t rows = std::min(kTileRows, M - m);
-          if (rows <= kTileRows / 2)
-            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols,
-                                        apack);
-          else
-            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols, apack);
-        }
-      }
-    return;
-  }
-  int32_t n = 0;
-  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K);
-  for (; n + NR / 2 <= N; n += NR / 2) gemm_panel<T, NR / 2>(c + n, N, a, rs, cs, b + n, N, M, K);
-  for (; n + NR / 4 <= N; n += NR / 4) gemm_panel<T, NR / 4>(c + n, N, a, rs, cs, b + n, N, M, K);
-  for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K);
-}
 #if defined(__AVX__)
 // out's 8 x 8 block = in's 8 x 8 block transposed, in registers: rows interleaved by pairs, then
 // by fours, then the 128-bit halves exchanged (24 shuffles for 64 floats, where the scalar loop
@@ -348,12 +264,171 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
         }
 }
 
+// Packed products (M >= kPackMinRows), blocked as in BLIS (Van Zee and van de Geijn 2015): b is
+// taken a block of kc rows x nc columns at a time, at most kPackBlockElems (half a Zen 4 L2), and
+// copied into panels of NR columns, kc rows each, contiguous: a panel then costs no TLB entry per
+// row and its lines do not crowd the same few L1 sets (b's rows are N floats apart: a page at
+// N = 1024). Within a block, each band of MR rows of c runs across every panel, so c streams
+// row by row (the weight gradients, K = the batch, have a 2048 x 2048 c: walked down its columns
+// a panel at a time, a quarter of the time went to loading c's tiles; perf, Zen 4), and the
+// block is read from b a few KB of each row at a time, which the prefetchers follow (a panel at a
+// time, 128 bytes of each row 8 KB apart, the copy took a third of dx = g w at 2048; perf).
+// When all of b fits one block it is one block: c is loaded and stored once.
+// The last panel, when it is not whole vectors wide, is padded with zero columns to NR, or to
+// NR / 2 when that covers it (N = 10 runs one 16-wide tile, not ten one-column ones); whole
+// vectors (N = 24: 16 + 8) run tiles of their width in place, without the edge tile's copy,
+// which costs as much as the arithmetic when K is a handful (mini_gpt's 24-wide products). A band
+// of a is packed too ([kc][MR], zero rows past M) when its k-th elements are a row of transposed a
+// (rs = 1: kc lines M floats apart, one L1 set at M = 1024) or when it is the last, partial band; a
+// band of whole rows is read in place, MR streams. Blocking and packing move data only: every
+// element of c adds its k terms in the same order, so the bits are those of the unblocked loop.
+inline constexpr int32_t kPackMinRows = 16;
+inline constexpr size_t kPackBlockElems = size_t(128) << 10;
+inline constexpr int32_t kBlockDepth = 256;
+// The block's rows are copied a few KB each, every one on other pages, where the prefetchers
+// start over; each is asked for two rows ahead while the current one is copied (dx = g w at
+// 2048: 0.93x the time, whole processes in turn, nine pairs; 8 rows ahead 0.97x; Zen 4).
+inline constexpr int32_t kPrefetchRows = 2;
+inline int32_t round_up(int32_t n, int32_t to) { return (n + to - 1) / to * to; }
+// The block of b: kc rows x nc columns (nc a multiple of float's panel).
+struct GemmBlock {
+  int32_t kc, nc;
+};
+inline GemmBlock gemm_block(int32_t K, int32_t N) {
+  const int32_t padded = round_up(N, kPanel<float>);
+  if (size_t(K) * padded <= kPackBlockElems) return {K, padded};
+  const int32_t kc = std::min(K, kBlockDepth);
+  const int32_t nc = int32_t(kPackBlockElems / size_t(kc)) / kPanel<float> * kPanel<float>;
+  return {kc, std::min(padded, std::max(nc, kPanel<float>))};
+}
+// Scratch is counted in elements of either type, so the rule is float's, the wider panel.
+inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
+  if (M < kPackMinRows) return 0;
+  const GemmBlock blk = gemm_block(K, N);
+  return scratch_round(size_t(blk.kc) * blk.nc) + scratch_round(size_t(blk.kc) * 8);
+}
+
+// One band of MR rows of c (rows of them real) over a block of packed b: `panels` panels, kc
+// deep, the last `last_cols` wide.
+template <class T, int MR>
+inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int32_t rows,
+                      const T* bpack, int32_t kc, int32_t panels, int32_t last_cols, T* apack) {
+  constexpr int32_t NR = kPanel<T>;
+  if (rows < MR || rs == 1) {
+    for (int32_t k = 0; k < kc; k++)
+      for (int32_t i = 0; i < MR; i++)
+        apack[size_t(k) * MR + i] = i < rows ? a[size_t(i) * rs + size_t(k) * cs] : T(0);
+    a = apack, rs = 1, cs = MR;
+  }
+  for (int32_t p = 0; p < panels; p++) {
+    const int32_t cols = p + 1 < panels ? NR : last_cols;
+    T* ct = c + size_t(p) * NR;
+    const T* panel = bpack + size_t(p) * kc * NR;
+    if (cols == NR) {
+      gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows);
+    } else if (cols % (NR / 4) == 0) {  // whole vectors: tiles of NR / 2 and NR / 4, no padding
+      const int32_t j = cols >= NR / 2 ? NR / 2 : 0;
+      if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, cols, kc, rows);
+      if (cols > j) gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, cols, kc, rows);
+    } else if (cols > NR / 2) {
+      gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows, cols);
+    } else {
+      gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, NR / 2, kc, rows, cols);
+    }
+  }
+}
+
+// The block's panels from a b stored transposed, (N, K) with rows K apart: each panel's 8 x 8
+// pieces are transposed in registers on the way (floats with AVX; the rest, and the edges, one
+// element at a time), so b^T is packed without a transposed copy of it first.
+template <class T>
+inline void pack_transposed_block(T* pack, const T* bt, int32_t K, int32_t n0, int32_t k0,
+                                  int32_t kc, int32_t panels, int32_t last_cols,
+                                  int32_t last_width) {
+  constexpr int32_t NR = kPanel<T>;
+  for (int32_t p = 0; p < panels; p++) {
+    const int32_t width = p + 1 < panels ? NR : last_width, cols = p + 1 < panels ? NR : last_cols;
+    T* panel = pack + size_t(p) * kc * NR;
+    const T* src = bt + size_t(n0 + p * NR) * K + k0;  // row j of src is column j of the panel
+    for (int32_t j = 0; j < width; j += 8)
+      for (int32_t k = 0; k < kc; k += 8) {
+#if defined(__AVX__)
+        if constexpr (std::is_same_v<T, float>)
+          if (j + 8 <= cols && k + 8 <= kc) {
+            transpose8x8(panel + size_t(k) * width + j, width, src + size_t(j) * K + k, K);
+            continue;
+          }
+#endif
+        for (int32_t jj = j; jj < std::min(width, j + 8); jj++)
+          for (int32_t kk = k; kk < std::min(kc, k + 8); kk++)
+            panel[size_t(kk) * width + jj] = jj < cols ? src[size_t(jj) * K + kk] : T(0);
+      }
+  }
+}
+
+// c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs]. pack holds
+// gemm_pack_elems(M, K, N) elements (null when that is 0). b_trans: b is stored (N, K), which only
+// products that pack (M >= kPackMinRows) take.
+template <class T>
+inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
+                 int32_t N, T* pack, bool b_trans = false) {
+  constexpr int32_t NR = kPanel<T>;
+  if (M >= kPackMinRows) {
+    const GemmBlock blk = gemm_block(K, N);
+    T* apack = pack + scratch_round(size_t(blk.kc) * blk.nc);
+    for (int32_t n0 = 0; n0 < N; n0 += blk.nc)
+      for (int32_t k0 = 0; k0 < K; k0 += blk.kc) {
+        const int32_t nc = std::min(blk.nc, N - n0), kc = std::min(blk.kc, K - k0);
+        const int32_t panels = (nc + NR - 1) / NR, last_cols = nc - (panels - 1) * NR;
+        const int32_t last_width = last_cols % (NR / 4) == 0 ? last_cols
+                                   : last_cols > NR / 2      ? NR
+                                                             : NR / 2;
+        if (b_trans)
+          pack_transposed_block(pack, b, K, n0, k0, kc, panels, last_cols, last_width);
+        else
+          for (int32_t k = 0; k < kc; k++) {  // row k0 + k of the block, into every panel
+            const T* row = b + size_t(k0 + k) * N + n0;
+            if (k + kPrefetchRows < kc)
+              for (int32_t j = 0; j < nc; j += 64 / int32_t(sizeof(T)))
+                __builtin_prefetch(row + size_t(kPrefetchRows) * N + j);
+            for (int32_t p = 0; p + 1 < panels; p++)
+              std::memcpy(pack + (size_t(p) * kc + k) * NR, row + size_t(p) * NR, NR * sizeof(T));
+            T* last = pack + size_t(panels - 1) * kc * NR + size_t(k) * last_width;
+            for (int32_t j = 0; j < last_width; j++)
+              last[j] = j < last_cols ? row[size_t(panels - 1) * NR + j] : T(0);
+          }
+        for (int32_t m = 0; m < M; m += kTileRows) {
+          T* cb = c + size_t(m) * N + n0;
+          const T* ab = a + size_t(m) * rs + size_t(k0) * cs;
+          const int32_t rows = std::min(kTileRows, M - m);
+          if (rows <= kTileRows / 2)
+            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols,
+                                        apack);
+          else
+            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols, apack);
+        }
+      }
+    return;
+  }
+  int32_t n = 0;
+  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n + NR / 2 <= N; n += NR / 2) gemm_panel<T, NR / 2>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n + NR / 4 <= N; n += NR / 4) gemm_panel<T, NR / 4>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K);
+}
+// A transposed b (N, K) is either copied transposed, or c^T (N, M) += b (N, K) @ op(a)^T (K, M)
+// is computed instead, whichever copies less. When gemm packs (M >= kPackMinRows), the copy is
+// its packing itself, from b's rows (b_trans), not a transposed copy then packed.
+inline bool matmul_copies_b(int32_t M, int32_t N, int32_t K) {
+  return size_t(N) * K <= size_t(M) * (K + N);
+}
 // The scratch matmul_accumulate needs for these sizes (elements): one transposed copy, or two,
 // then gemm's packed panel.
 inline size_t matmul_scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a, bool trans_b) {
   if (!trans_b) return gemm_pack_elems(M, K, N);
-  if (size_t(N) * K <= size_t(M) * (K + N))
-    return scratch_round(size_t(K) * N) + gemm_pack_elems(M, K, N);
+  if (matmul_copies_b(M, N, K))
+    return M >= kPackMinRows ? gemm_pack_elems(M, K, N)
+                             : scratch_round(size_t(K) * N) + gemm_pack_elems(M, K, N);
   return (trans_a ? 0 : scratch_round(size_t(K) * M)) + scratch_round(size_t(N) * M) +
          gemm_pack_elems(N, K, M);
 }
@@ -369,11 +444,12 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
                               int32_t N, int32_t K, T* scratch) {
   // op(a)(i, k) is a[i * rs + k * cs]: a transposed a is only other strides, never a copy.
   const int32_t rs = trans_a ? 1 : K, cs = trans_a ? M : 1;
-  // With trans_b: copy b transposed, or work on c^T (N, M) += b (N, K) @ op(a)^T (K, M),
-  // whichever copies less.
+  // With trans_b: b copied transposed (by gemm's packing when it packs), or c^T (above).
   if (!trans_b) {
     gemm(c, a, rs, cs, b, M, K, N, scratch);
-  } else if (size_t(N) * K <= size_t(M) * (K + N)) {
+  } else if (matmul_copies_b(M, N, K) && M >= kPackMinRows) {
+    gemm(c, a, rs, cs, b, M, K, N, scratch, true);
+  } else if (matmul_copies_b(M, N, K)) {
     T* bt = scratch;  // (K, N)
     transpose(bt, b, N, K);
     gemm(c, a, rs, cs, bt, M, K, N, scratch + scratch_round(size_t(K) * N));
