@@ -429,7 +429,8 @@ inline size_t matmul_scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a
   if (matmul_copies_b(M, N, K))
     return M >= kPackMinRows ? gemm_pack_elems(M, K, N)
                              : scratch_round(size_t(K) * N) + gemm_pack_elems(M, K, N);
-  return (trans_a ? 0 : scratch_round(size_t(K) * M)) + scratch_round(size_t(N) * M) +
+  const bool copies_a = !trans_a && N < kPackMinRows;  // else packed from a's rows, or a is a^T
+  return (copies_a ? scratch_round(size_t(K) * M) : 0) + scratch_round(size_t(N) * M) +
          gemm_pack_elems(N, K, M);
 }
 
@@ -454,16 +455,19 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
     transpose(bt, b, N, K);
     gemm(c, a, rs, cs, bt, M, K, N, scratch + scratch_round(size_t(K) * N));
   } else {
-    const T* a_t = a;  // op(a)^T, row-major (K, M)
+    // op(a)^T (K, M) is a itself when a is stored transposed; else gemm packs it from a's rows
+    // (b_trans) when it packs, and only a product of fewer rows copies a transposed first.
+    const T* a_t = a;
     T* c_t = scratch;  // (N, M)
-    if (!trans_a) {
+    const bool copies_a = !trans_a && N < kPackMinRows;
+    if (copies_a) {
       T* at = scratch;  // (K, M), then c^T after it
       transpose(at, a, M, K);
       a_t = at;
       c_t = scratch + scratch_round(size_t(K) * M);
     }
     transpose(c_t, c, M, N);
-    gemm(c_t, b, K, 1, a_t, N, K, M, c_t + scratch_round(size_t(N) * M));
+    gemm(c_t, b, K, 1, a_t, N, K, M, c_t + scratch_round(size_t(N) * M), !trans_a && !copies_a);
     transpose(c, c_t, N, M);
   }
 }
