@@ -289,6 +289,12 @@ inline constexpr int32_t kBlockDepth = 256;
 // start over; each is asked for two rows ahead while the current one is copied (dx = g w at
 // 2048: 0.93x the time, whole processes in turn, nine pairs; 8 rows ahead 0.97x; Zen 4).
 inline constexpr int32_t kPrefetchRows = 2;
+// All of b in one block, not transposed, its last panel whole vectors, under this many rows of
+// a: b is read in place, not packed. Few bands do not repay the copy, and a block that small
+// stays in L2 all the same (whole processes in turn, Zen 4: char_mlp's output layer dx and dw,
+// 64 x 1024 and 71 x 1024, 0.94x and 0.89x; 128 rows 0.94x, 256 0.98x, 512 1.00x, 1024 1.02x,
+// 2048 1.23x).
+inline constexpr int32_t kInPlaceBelowRows = 256;
 inline int32_t round_up(int32_t n, int32_t to) { return (n + to - 1) / to * to; }
 // The block of b: kc rows x nc columns (nc a multiple of float's panel).
 struct GemmBlock {
@@ -308,11 +314,13 @@ inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
   return scratch_round(size_t(blk.kc) * blk.nc) + scratch_round(size_t(blk.kc) * 8);
 }
 
-// One band of MR rows of c (rows of them real) over a block of packed b: `panels` panels, kc
-// deep, the last `last_cols` wide.
+// One band of MR rows of c (rows of them real) over a block of b: `panels` panels, kc deep, the
+// last `last_cols` wide; packed, or read in place from b's rows ldb_in_place apart when that is
+// not 0.
 template <class T, int MR>
 inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int32_t rows,
-                      const T* bpack, int32_t kc, int32_t panels, int32_t last_cols, T* apack) {
+                      const T* bpack, int32_t kc, int32_t panels, int32_t last_cols, T* apack,
+                      int32_t ldb_in_place = 0) {
   constexpr int32_t NR = kPanel<T>;
   if (rows < MR || rs == 1) {
     for (int32_t k = 0; k < kc; k++)
@@ -323,13 +331,14 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
   for (int32_t p = 0; p < panels; p++) {
     const int32_t cols = p + 1 < panels ? NR : last_cols;
     T* ct = c + size_t(p) * NR;
-    const T* panel = bpack + size_t(p) * kc * NR;
+    const T* panel = ldb_in_place ? bpack + size_t(p) * NR : bpack + size_t(p) * kc * NR;
+    const int32_t ldb = ldb_in_place ? ldb_in_place : (cols == NR ? NR : cols);
     if (cols == NR) {
-      gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows);
+      gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, ldb, kc, rows);
     } else if (cols % (NR / 4) == 0) {  // whole vectors: tiles of NR / 2 and NR / 4, no padding
       const int32_t j = cols >= NR / 2 ? NR / 2 : 0;
-      if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, cols, kc, rows);
-      if (cols > j) gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, cols, kc, rows);
+      if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, ldb, kc, rows);
+      if (cols > j) gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, ldb, kc, rows);
     } else if (cols > NR / 2) {
       gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows, cols);
     } else {
@@ -383,7 +392,11 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
         const int32_t last_width = last_cols % (NR / 4) == 0 ? last_cols
                                    : last_cols > NR / 2      ? NR
                                                              : NR / 2;
-        if (b_trans)
+        const bool in_place =
+            !b_trans && kc == K && nc == N && M < kInPlaceBelowRows && last_cols % (NR / 4) == 0;
+        if (in_place) {
+          // read where it is
+        } else if (b_trans)
           pack_transposed_block(pack, b, K, n0, k0, kc, panels, last_cols, last_width);
         else
           for (int32_t k = 0; k < kc; k++) {  // row k0 + k of the block, into every panel
@@ -401,11 +414,14 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
           T* cb = c + size_t(m) * N + n0;
           const T* ab = a + size_t(m) * rs + size_t(k0) * cs;
           const int32_t rows = std::min(kTileRows, M - m);
+          const T* bb = in_place ? b : pack;
+          const int32_t ldb_in_place = in_place ? N : 0;
           if (rows <= kTileRows / 2)
-            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols,
-                                        apack);
+            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols, apack,
+                                        ldb_in_place);
           else
-            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, pack, kc, panels, last_cols, apack);
+            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols, apack,
+                                    ldb_in_place);
         }
       }
     return;
