@@ -271,8 +271,8 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
 // N = 1024). Within a block, each band of MR rows of c runs across every panel, so c streams
 // row by row (the weight gradients, K = the batch, have a 2048 x 2048 c: walked down its columns
 // a panel at a time, a quarter of the time went to loading c's tiles; perf, Zen 4), and the
-// block is read from b a few KB of each row at a time, which the prefetchers follow (a panel at a
-// time, 128 bytes of each row 8 KB apart, the copy took a third of dx = g w at 2048; perf).
+// block is read from b a few KB of each row at a time (a panel at a time, 128 bytes of each row
+// 8 KB apart, the copy took a third of dx = g w at 2048; perf).
 // When all of b fits one block it is one block: c is loaded and stored once.
 // The last panel, when it is not whole vectors wide, is padded with zero columns to NR, or to
 // NR / 2 when that covers it (N = 10 runs one 16-wide tile, not ten one-column ones); whole
