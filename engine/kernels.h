@@ -316,12 +316,12 @@ inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
 }
 
 // One band of MR rows of c (rows of them real) over a block of b: `panels` panels, kc deep, the
-// last `last_cols` wide; packed, or read in place from b's rows ldb_in_place apart when that is
-// not 0.
+// last `last_cols` wide. b is the packed block (the last panel packed `last_width` wide, by the
+// rule in gemm), or b's own rows ldb_in_place apart when that is not 0.
 template <class T, int MR>
 inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int32_t rows,
-                      const T* bpack, int32_t kc, int32_t panels, int32_t last_cols, T* apack,
-                      int32_t ldb_in_place = 0) {
+                      const T* b, int32_t kc, int32_t panels, int32_t last_cols, int32_t last_width,
+                      T* apack, int32_t ldb_in_place) {
   constexpr int32_t NR = kPanel<T>;
   if (rows < MR || rs == 1) {
     for (int32_t k = 0; k < kc; k++)
@@ -332,18 +332,19 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
   for (int32_t p = 0; p < panels; p++) {
     const int32_t cols = p + 1 < panels ? NR : last_cols;
     T* ct = c + size_t(p) * NR;
-    const T* panel = ldb_in_place ? bpack + size_t(p) * NR : bpack + size_t(p) * kc * NR;
-    const int32_t ldb = ldb_in_place ? ldb_in_place : (cols == NR ? NR : cols);
+    const T* panel = ldb_in_place ? b + size_t(p) * NR : b + size_t(p) * kc * NR;
+    const int32_t width = p + 1 < panels ? NR : last_width;
+    const int32_t ldb = ldb_in_place ? ldb_in_place : width;
     if (cols == NR) {
       gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, ldb, kc, rows);
-    } else if (cols % (NR / 4) == 0) {  // whole vectors: tiles of NR / 2 and NR / 4, no padding
+    } else if (width == cols) {  // whole vectors: tiles of NR / 2 and NR / 4, no padding
       const int32_t j = cols >= NR / 2 ? NR / 2 : 0;
       if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, ldb, kc, rows);
       if (cols > j) gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, ldb, kc, rows);
-    } else if (cols > NR / 2) {
-      gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, NR, kc, rows, cols);
+    } else if (width == NR) {  // padded with zeros (never in place: gemm packs such a block)
+      gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, cols);
     } else {
-      gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, NR / 2, kc, rows, cols);
+      gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, cols);
     }
   }
 }
@@ -418,11 +419,11 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
           const T* bb = in_place ? b : pack;
           const int32_t ldb_in_place = in_place ? N : 0;
           if (rows <= kTileRows / 2)
-            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols, apack,
-                                        ldb_in_place);
+            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols,
+                                        last_width, apack, ldb_in_place);
           else
-            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols, apack,
-                                    ldb_in_place);
+            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols, last_width,
+                                    apack, ldb_in_place);
         }
       }
     return;
