@@ -66,15 +66,17 @@ __attribute__((always_inline)) inline float tanh_f32(float x) {
   const float t = ax < 0.5f ? small : big;
   return x < 0 ? -t : t;
 }
+// Always inlined: a call in a `#pragma omp simd` loop keeps it scalar (softmax_row called exp_t
+// once per element; GCC had not inlined it there).
 template <class T>
-inline T exp_t(T x) {
+[[gnu::always_inline]] inline T exp_t(T x) {
   if constexpr (std::is_same_v<T, float>)
     return exp_f32(x);
   else
     return std::exp(x);
 }
 template <class T>
-inline T tanh_t(T x) {
+[[gnu::always_inline]] inline T tanh_t(T x) {
   if constexpr (std::is_same_v<T, float>)
     return tanh_f32(x);
   else
