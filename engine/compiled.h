@@ -145,7 +145,15 @@ struct CompiledBackend : EngineTensorInputs {
     return replay(TensorOp::cross_entropy, {logits}, {0, 0, 0}, targets);
   }
 
-  void zero_grad() { graph.zero_grad(); }
+  // After the captured step, zeroing is the program's: its first writers write the parameters'
+  // gradients fresh instead (Program::start_gradients); until then they read as zeros.
+  bool gradients_zeroed = false;
+  void zero_grad() {
+    if (compiled())
+      gradients_zeroed = true;
+    else
+      graph.zero_grad();
+  }
 
   // The first step's backward compiles the capture; every step's runs the program.
   void backward(Tensor loss) {
@@ -172,6 +180,8 @@ struct CompiledBackend : EngineTensorInputs {
                "end_step() between steps");
     }
     if (!ran_forward) program.forward();
+    program.start_gradients(gradients_zeroed);
+    gradients_zeroed = false;
     program.backward();
     ran_forward = ran_backward = true;
     if (first_step_seconds == 0) first_step_seconds = seconds_since(capture_started);
@@ -203,7 +213,10 @@ struct CompiledBackend : EngineTensorInputs {
     if (!ran_forward) program.forward(), ran_forward = true;
     return program.loss();
   }
-  void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }
+  void read_grad(Tensor p, std::span<float> out) const {
+    graph.read_grad(p, out);
+    if (gradients_zeroed) std::fill(out.begin(), out.end(), 0.0f);
+  }
 
   // Which kernel served the ops of the step, per op and dialect in the order first met:
   // "auto: linear=blis x3, matmul=engine x2, ...". Empty before the first compile, and for

@@ -327,6 +327,50 @@ TEST(CompiledBudgetDeathTest, ABudgetNoPlanMeetsIsOneLineAndExit2) {
               "give at least that\n$");
 }
 
+// Gradients summed over steps without zero_grad between them, then zeroed again: after the
+// captured step the compiled mode's zero_grad is its first writers writing fresh
+// (Program::start_gradients), which must give way to adding when no zero_grad came, and back.
+// Also: right after zero_grad, before any backward, gradients read as zeros. Bitwise the eager
+// engine's, every model workload at its smallest size.
+template <class W, class B>
+std::vector<std::vector<float>> accumulated_grads(int64_t size, const bp::Corpus& corpus) {
+  B be;
+  typename W::template Run<B> run(be, size, corpus);
+  std::vector<std::vector<float>> out;
+  auto read = [&] {
+    for (size_t i = 0; i < run.params.size(); i++) {
+      std::vector<float> g(run.param_sizes[i]);
+      be.read_grad(run.params[i], g);
+      out.push_back(g);
+    }
+  };
+  for (int s = 0; s < 5; s++) {
+    if (s != 2 && s != 3) be.zero_grad();  // steps 1 to 3 sum into one gradient
+    if (s == 4) read();                    // zeros
+    be.backward(run.loss(be, size_t(s) % bp::kBatches));
+    if (s >= 2) read();
+    be.end_step();
+  }
+  return out;
+}
+
+TEST(CompiledModels, GradientsSumOverStepsWithoutZeroGradAsInTheEagerEngine) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int workloads = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      const int64_t size = model_test_sizes<W>()[0];
+      const auto e = accumulated_grads<W, bp::EngineBackend>(size, corpus);
+      const auto c = accumulated_grads<W, bp::CompiledBackend>(size, corpus);
+      ASSERT_EQ(e.size(), c.size());
+      for (size_t i = 0; i < e.size(); i++)
+        EXPECT_TRUE(same_bits(e[i], c[i])) << W::name << " read " << i;
+      workloads++;
+    }
+  });
+  EXPECT_EQ(workloads, 6);
+}
+
 // ---- the replay guard: a step that is not the captured one stops with one line ----
 
 struct TwoLayer {  // a small model to break in the ways a workload could

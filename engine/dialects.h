@@ -100,6 +100,7 @@ struct Kernel {
   void (*backward)(const OpArgs<T>&);
   size_t (*forward_scratch)(const OpArgs<T>&);
   size_t (*backward_scratch)(const OpArgs<T>&);
+  uint8_t backward_fresh = 0;  // the din[k] (bit k) its backward can write fresh (OpArgs::fresh)
 };
 
 namespace dialect_tables {
@@ -110,8 +111,16 @@ bool always(const OpArgs<T>&) {
 template <class T>
 Kernel<T> engine_kernel(TensorOp op) {
   const OpRule<T>& r = op_rules<T>[int(op)];
-  return {"engine",          100, true, false, always<T>, r.forward, r.backward, r.forward_scratch,
-          r.backward_scratch};
+  return {"engine",
+          100,
+          true,
+          false,
+          always<T>,
+          r.forward,
+          r.backward,
+          r.forward_scratch,
+          r.backward_scratch,
+          r.backward_fresh};
 }
 // The reference's forward with the engine's backward (tanh, relu, exp and log differentiate in
 // one product from what both forwards save).
@@ -125,7 +134,7 @@ template <class T>
 Kernel<T> reference_kernel(TensorOp op, void (*forward)(const OpArgs<T>&),
                            void (*backward)(const OpArgs<T>&)) {
   Kernel<T> k = reference_forward<T>(op, forward);
-  k.backward = backward;
+  k.backward = backward, k.backward_fresh = 0;
   return k;
 }
 template <class T>
@@ -142,7 +151,8 @@ Kernel<T> gemm_kernel(const char* name, int priority) {
           Linear ? ops::linear_forward<T, G> : ops::matmul_forward<T, G>,
           Linear ? ops::linear_backward<T, G> : ops::matmul_backward<T, G>,
           ops::product_forward_scratch<T, G, Linear>,
-          ops::product_backward_scratch<T, G, Linear>};
+          ops::product_backward_scratch<T, G, Linear>,
+          op_rules<T>[int(Linear ? TensorOp::linear : TensorOp::matmul)].backward_fresh};
 }
 template <class T, bool Linear>
 std::vector<Kernel<T>> gemm_kernels(TensorOp op) {

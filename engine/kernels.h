@@ -98,8 +98,14 @@ template <class T>
 #endif
 }
 
+// y += a x; fresh: y is uninitialised, and gets what adding to zero gives (OpArgs::fresh).
 template <class T>
-inline void axpy(T* y, T a, const T* x, int32_t n) {  // y += a x
+inline void axpy(T* y, T a, const T* x, int32_t n, bool fresh = false) {
+  if (fresh) {
+#pragma omp simd
+    for (int32_t i = 0; i < n; i++) y[i] = T(0) + a * x[i];
+    return;
+  }
 #pragma omp simd
   for (int32_t i = 0; i < n; i++) y[i] += a * x[i];
 }
@@ -131,13 +137,14 @@ inline constexpr int32_t kPanel = 2 * kVectorBytes / int32_t(sizeof(T));  // NR:
 // c (M, N) += a (M, K) @ b (K, N), row-major, c's rows ldc apart and b's ldb. The output is
 // computed in tiles of MR rows x NR columns held in registers across the whole k loop: per k,
 // two vector loads of b, MR broadcasts of a, 2 MR fused multiply-adds. a(i, k) is
-// a[i * rs + k * cs].
+// a[i * rs + k * cs]. fresh: c is uninitialised and the sums start from zero instead of c, the
+// same bits as adding to a zeroed c (OpArgs::fresh).
 template <class T, int MR, int NR>
 inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
-                      int32_t ldb, int32_t K) {
+                      int32_t ldb, int32_t K, bool fresh) {
   T acc[MR][NR];
   for (int i = 0; i < MR; i++)
-    for (int j = 0; j < NR; j++) acc[i][j] = c[size_t(i) * ldc + j];
+    for (int j = 0; j < NR; j++) acc[i][j] = fresh ? T(0) : c[size_t(i) * ldc + j];
   for (int32_t k = 0; k < K; k++) {
     const T* bk = b + size_t(k) * ldb;
     for (int i = 0; i < MR; i++) {
@@ -156,11 +163,11 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
 // steps. The same fused multiply-adds in the same order: the bits are the generic tile's.
 template <>
 inline void gemm_tile<float, 8, 32>(float* c, int32_t ldc, const float* a, int32_t rs, int32_t cs,
-                                    const float* b, int32_t ldb, int32_t K) {
+                                    const float* b, int32_t ldb, int32_t K, bool fresh) {
   __m512 lo[8], hi[8];
   for (int i = 0; i < 8; i++) {
-    lo[i] = _mm512_loadu_ps(c + size_t(i) * ldc);
-    hi[i] = _mm512_loadu_ps(c + size_t(i) * ldc + 16);
+    lo[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + size_t(i) * ldc);
+    hi[i] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + size_t(i) * ldc + 16);
   }
   for (int32_t k = 0; k < K; k++) {
     const float* bk = b + size_t(k) * ldb;
@@ -182,22 +189,22 @@ inline void gemm_tile<float, 8, 32>(float* c, int32_t ldc, const float* a, int32
 // zeros (packed), so the k loop is the one above and only the copy in and out is cut.
 template <class T, int MR, int NR>
 inline void gemm_edge_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
-                           int32_t ldb, int32_t K, int32_t rows, int32_t cols) {
+                           int32_t ldb, int32_t K, int32_t rows, int32_t cols, bool fresh) {
   T part[MR * NR] = {};
-  for (int32_t i = 0; i < rows; i++)
+  for (int32_t i = 0; i < rows && !fresh; i++)
     for (int32_t j = 0; j < cols; j++) part[i * NR + j] = c[size_t(i) * ldc + j];
-  gemm_tile<T, MR, NR>(part, NR, a, rs, cs, b, ldb, K);
+  gemm_tile<T, MR, NR>(part, NR, a, rs, cs, b, ldb, K, fresh);
   for (int32_t i = 0; i < rows; i++)
     for (int32_t j = 0; j < cols; j++) c[size_t(i) * ldc + j] = part[i * NR + j];
 }
 // A tile whose columns all exist, rows of its MR real: in place when the band is whole.
 template <class T, int MR, int NR>
 inline void gemm_cut_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
-                          int32_t ldb, int32_t K, int32_t rows) {
+                          int32_t ldb, int32_t K, int32_t rows, bool fresh) {
   if (rows == MR)
-    gemm_tile<T, MR, NR>(c, ldc, a, rs, cs, b, ldb, K);
+    gemm_tile<T, MR, NR>(c, ldc, a, rs, cs, b, ldb, K, fresh);
   else
-    gemm_edge_tile<T, MR, NR>(c, ldc, a, rs, cs, b, ldb, K, rows, NR);
+    gemm_edge_tile<T, MR, NR>(c, ldc, a, rs, cs, b, ldb, K, rows, NR, fresh);
 }
 // The products of fewer than kPackMinRows rows read a and b in place, a panel of NR columns at a
 // time (then NR / 2, NR / 4, one). kTileRows rows keep 2 kTileRows independent accumulator chains
@@ -206,16 +213,17 @@ inline void gemm_cut_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs,
 // 0.049 ms where 8 + 1 + 1 took 0.091; Zen 4), then one.
 template <class T, int NR>
 inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
-                       int32_t ldb, int32_t M, int32_t K) {
+                       int32_t ldb, int32_t M, int32_t K, bool fresh) {
   int32_t m = 0;
   for (; m + kTileRows <= M; m += kTileRows)
-    gemm_tile<T, kTileRows, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
+    gemm_tile<T, kTileRows, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K,
+                                fresh);
   for (; m + 4 <= M; m += 4)
-    gemm_tile<T, 4, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
+    gemm_tile<T, 4, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K, fresh);
   for (; m + 2 <= M; m += 2)
-    gemm_tile<T, 2, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
+    gemm_tile<T, 2, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K, fresh);
   for (; m < M; m++)
-    gemm_tile<T, 1, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K);
+    gemm_tile<T, 1, NR>(c + size_t(m) * ldc, ldc, a + size_t(m) * rs, rs, cs, b, ldb, K, fresh);
 }
 
 #if defined(__AVX__)
@@ -323,7 +331,7 @@ inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
 template <class T, int MR>
 inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int32_t rows,
                       const T* b, int32_t kc, int32_t panels, int32_t last_cols, int32_t last_width,
-                      T* apack, int32_t ldb_in_place) {
+                      T* apack, int32_t ldb_in_place, bool fresh) {
   constexpr int32_t NR = kPanel<T>;
   if (rows < MR || rs == 1) {
     for (int32_t k = 0; k < kc; k++)
@@ -338,15 +346,16 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
     const int32_t width = p + 1 < panels ? NR : last_width;
     const int32_t ldb = ldb_in_place ? ldb_in_place : width;
     if (cols == NR) {
-      gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, ldb, kc, rows);
+      gemm_cut_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, fresh);
     } else if (width == cols) {  // whole vectors: tiles of NR / 2 and NR / 4, no padding
       const int32_t j = cols >= NR / 2 ? NR / 2 : 0;
-      if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, ldb, kc, rows);
-      if (cols > j) gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, ldb, kc, rows);
+      if (j) gemm_cut_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, fresh);
+      if (cols > j)
+        gemm_cut_tile<T, MR, NR / 4>(ct + j, ldc, a, rs, cs, panel + j, ldb, kc, rows, fresh);
     } else if (width == NR) {  // padded with zeros (never in place: gemm packs such a block)
-      gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, cols);
+      gemm_edge_tile<T, MR, NR>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, cols, fresh);
     } else {
-      gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, cols);
+      gemm_edge_tile<T, MR, NR / 2>(ct, ldc, a, rs, cs, panel, ldb, kc, rows, cols, fresh);
     }
   }
 }
@@ -381,10 +390,11 @@ inline void pack_transposed_block(T* pack, const T* bt, int32_t K, int32_t n0, i
 
 // c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs]. pack holds
 // gemm_pack_elems(M, K, N) elements (null when that is 0). b_trans: b is stored (N, K), which only
-// products that pack (M >= kPackMinRows) take.
+// products that pack (M >= kPackMinRows) take. fresh: c is uninitialised (gemm_tile), for the
+// first block of k; the later ones add to it.
 template <class T>
 inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
-                 int32_t N, T* pack, bool b_trans = false) {
+                 int32_t N, T* pack, bool b_trans = false, bool fresh = false) {
   constexpr int32_t NR = kPanel<T>;
   if (M >= kPackMinRows) {
     const GemmBlock blk = gemm_block(K, N);
@@ -422,19 +432,21 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
           const int32_t ldb_in_place = in_place ? N : 0;
           if (rows <= kTileRows / 2)
             gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols,
-                                        last_width, apack, ldb_in_place);
+                                        last_width, apack, ldb_in_place, fresh && k0 == 0);
           else
             gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols, last_width,
-                                    apack, ldb_in_place);
+                                    apack, ldb_in_place, fresh && k0 == 0);
         }
       }
     return;
   }
   int32_t n = 0;
-  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K);
-  for (; n + NR / 2 <= N; n += NR / 2) gemm_panel<T, NR / 2>(c + n, N, a, rs, cs, b + n, N, M, K);
-  for (; n + NR / 4 <= N; n += NR / 4) gemm_panel<T, NR / 4>(c + n, N, a, rs, cs, b + n, N, M, K);
-  for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K);
+  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
+  for (; n + NR / 2 <= N; n += NR / 2)
+    gemm_panel<T, NR / 2>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
+  for (; n + NR / 4 <= N; n += NR / 4)
+    gemm_panel<T, NR / 4>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
+  for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
 }
 // A transposed b (N, K) is either copied transposed, or c^T (N, M) += b (N, K) @ op(a)^T (K, M)
 // is computed instead, whichever copies less. When gemm packs (M >= kPackMinRows), the copy is
@@ -457,23 +469,23 @@ inline size_t matmul_scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a
 // c (M, N) += op(a) op(b), op(a) (M, K), op(b) (K, N); trans_a means a is stored (K, M), trans_b
 // that b is stored (N, K). Transposed copies, when needed, go to `scratch`, which holds
 // matmul_scratch_elems(M, N, K, trans_a, trans_b) elements, gemm's packed panel last. Everything
-// goes to gemm above.
+// goes to gemm above. fresh: c is uninitialised, and gets what adding to a zeroed c gives.
 // The libraries' products are other dialects (engine/kernels_library.h), which the compiled mode
 // may choose per shape; the eager engine runs this one.
 template <class T>
 inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M,
-                              int32_t N, int32_t K, T* scratch) {
+                              int32_t N, int32_t K, T* scratch, bool fresh = false) {
   // op(a)(i, k) is a[i * rs + k * cs]: a transposed a is only other strides, never a copy.
   const int32_t rs = trans_a ? 1 : K, cs = trans_a ? M : 1;
   // With trans_b: b copied transposed (by gemm's packing when it packs), or c^T (above).
   if (!trans_b) {
-    gemm(c, a, rs, cs, b, M, K, N, scratch);
+    gemm(c, a, rs, cs, b, M, K, N, scratch, false, fresh);
   } else if (matmul_copies_b(M, N, K) && M >= kPackMinRows) {
-    gemm(c, a, rs, cs, b, M, K, N, scratch, true);
+    gemm(c, a, rs, cs, b, M, K, N, scratch, true, fresh);
   } else if (matmul_copies_b(M, N, K)) {
     T* bt = scratch;  // (K, N)
     transpose(bt, b, N, K);
-    gemm(c, a, rs, cs, bt, M, K, N, scratch + scratch_round(size_t(K) * N));
+    gemm(c, a, rs, cs, bt, M, K, N, scratch + scratch_round(size_t(K) * N), false, fresh);
   } else {
     // op(a)^T (K, M) is a itself when a is stored transposed; else gemm packs it from a's rows
     // (b_trans) when it packs, and only a product of fewer rows copies a transposed first.
@@ -486,22 +498,24 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
       a_t = at;
       c_t = scratch + scratch_round(size_t(K) * M);
     }
-    transpose(c_t, c, M, N);
-    gemm(c_t, b, K, 1, a_t, N, K, M, c_t + scratch_round(size_t(N) * M), !trans_a && !copies_a);
+    if (!fresh) transpose(c_t, c, M, N);
+    gemm(c_t, b, K, 1, a_t, N, K, M, c_t + scratch_round(size_t(N) * M), !trans_a && !copies_a,
+         fresh);
     transpose(c, c_t, N, M);
   }
 }
 
-// A product kernel as the matmul and linear ops call it: c (M, N) += op(a) op(b), and the scratch
-// it needs. The ops are templates over such a policy (engine/ops.h), so every matmul dialect
-// (engine/dialects.h) runs the ops' own code around its products; this one is the engine's.
+// A product kernel as the matmul and linear ops call it: c (M, N) += op(a) op(b) (c uninitialised
+// and written when fresh, OpArgs::fresh), and the scratch it needs. The ops are templates over such
+// a policy (engine/ops.h), so every matmul dialect (engine/dialects.h) runs the ops' own code
+// around its products; this one is the engine's.
 struct TiledGemm {
   static constexpr bool in_build = true;
   static constexpr bool library = false;
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
-                  int32_t K, T* scratch) {
-    matmul_accumulate(c, a, trans_a, b, trans_b, M, N, K, scratch);
+                  int32_t K, T* scratch, bool fresh) {
+    matmul_accumulate(c, a, trans_a, b, trans_b, M, N, K, scratch, fresh);
   }
   template <class T>
   static bool available(int32_t, int32_t, int32_t, bool, bool) {
@@ -551,15 +565,15 @@ inline T cross_entropy_forward(T* probs, const T* logits, const int32_t* targets
   }
   return loss / T(N);
 }
-// dlogits (N, V) += dloss / N * (probs - onehot(target)).
+// dlogits (N, V) += dloss / N * (probs - onehot(target)); fresh: written, not added to.
 template <class T>
 inline void cross_entropy_backward(T* dlogits, T dloss, const T* probs, const int32_t* targets,
-                                   int32_t N, int32_t V) {
+                                   int32_t N, int32_t V, bool fresh = false) {
   const T d = dloss / T(N);
   for (int32_t r = 0; r < N; r++) {
     const T* p = probs + size_t(r) * V;
     T* gx = dlogits + size_t(r) * V;
-    for (int32_t c = 0; c < V; c++) gx[c] += d * p[c];
+    axpy(gx, d, p, V, fresh);
     gx[targets[r]] -= d;
   }
 }
@@ -584,25 +598,31 @@ inline void layernorm_forward(T* out, T* stats, const T* x, const T* gamma, cons
   }
 }
 // dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * gamma;
-// dgamma += dout * norm; dbeta += dout. A null gradient pointer is skipped.
+// dgamma += dout * norm; dbeta += dout. A null gradient pointer is skipped. fresh, bit k: the
+// k-th gradient (dx, dgamma, dbeta) is written, not added to (OpArgs::fresh); dgamma and dbeta by
+// the first row.
 template <class T>
 inline void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dout, const T* stats,
-                               const T* x, const T* gamma, int32_t N, int32_t C) {
+                               const T* x, const T* gamma, int32_t N, int32_t C,
+                               uint8_t fresh = 0) {
+  const bool dx_fresh = fresh & 1;
   for (int32_t r = 0; r < N; r++) {
     const T m = stats[r], rstd = stats[N + r];
     const T *xr = x + size_t(r) * C, *gr = dout + size_t(r) * C;
+    const bool dgamma_fresh = (fresh & 2) && r == 0, dbeta_fresh = (fresh & 4) && r == 0;
     T mean_dnorm = 0, mean_dnorm_norm = 0;
     for (int32_t c = 0; c < C; c++) {
       const T norm = (xr[c] - m) * rstd, dnorm = gr[c] * gamma[c];
       mean_dnorm += dnorm, mean_dnorm_norm += dnorm * norm;
-      if (dgamma) dgamma[c] += gr[c] * norm;
-      if (dbeta) dbeta[c] += gr[c];
+      if (dgamma) dgamma[c] = (dgamma_fresh ? T(0) : dgamma[c]) + gr[c] * norm;
+      if (dbeta) dbeta[c] = (dbeta_fresh ? T(0) : dbeta[c]) + gr[c];
     }
     mean_dnorm /= C, mean_dnorm_norm /= C;
     if (dx)
       for (int32_t c = 0; c < C; c++) {
         const T norm = (xr[c] - m) * rstd;
-        dx[size_t(r) * C + c] += rstd * (gr[c] * gamma[c] - mean_dnorm - norm * mean_dnorm_norm);
+        T& d = dx[size_t(r) * C + c];
+        d = (dx_fresh ? T(0) : d) + rstd * (gr[c] * gamma[c] - mean_dnorm - norm * mean_dnorm_norm);
       }
   }
 }

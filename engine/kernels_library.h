@@ -103,7 +103,7 @@ struct AbsentGemm {
   static constexpr bool in_build = false;
   static constexpr bool library = true;
   template <class T>
-  static void run(T*, const T*, bool, const T*, bool, int32_t, int32_t, int32_t, T*) {
+  static void run(T*, const T*, bool, const T*, bool, int32_t, int32_t, int32_t, T*, bool) {
     std::abort();  // unreachable: dialects.h never selects a kernel that is not in the build
   }
   template <class T>
@@ -135,15 +135,16 @@ struct OpenBlasGemm : LibraryGemmBase {
   }
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
-                  int32_t K, T*) {
+                  int32_t K, T*, bool fresh) {
     const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,
                           tb = trans_b ? CblasTrans : CblasNoTrans;
+    const T beta = fresh ? 0 : 1;  // BLAS reads no c when beta is 0
     if constexpr (std::is_same_v<T, float>)
       api()->sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a, trans_a ? M : K, b, trans_b ? K : N,
-                   1.0f, c, N);
+                   beta, c, N);
     else
-      api()->dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, trans_a ? M : K, b, trans_b ? K : N, 1.0,
-                   c, N);
+      api()->dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a, trans_a ? M : K, b, trans_b ? K : N,
+                   beta, c, N);
   }
   template <class T>
   static bool available(int32_t, int32_t, int32_t, bool, bool) {
@@ -169,16 +170,16 @@ struct BlisGemm : LibraryGemmBase {
   }
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
-                  int32_t K, T*) {
-    T one = 1;
+                  int32_t K, T*, bool fresh) {
+    T one = 1, beta = fresh ? 0 : 1;  // BLIS reads no c when beta is 0
     const inc_t rsa = trans_a ? 1 : K, csa = trans_a ? M : 1;
     const inc_t rsb = trans_b ? 1 : N, csb = trans_b ? K : 1;
     if constexpr (std::is_same_v<T, float>)
       api()->sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, M, N, K, &one, const_cast<T*>(a), rsa, csa,
-                   const_cast<T*>(b), rsb, csb, &one, c, N, 1);
+                   const_cast<T*>(b), rsb, csb, &beta, c, N, 1);
     else
       api()->dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, M, N, K, &one, const_cast<T*>(a), rsa, csa,
-                   const_cast<T*>(b), rsb, csb, &one, c, N, 1);
+                   const_cast<T*>(b), rsb, csb, &beta, c, N, 1);
   }
   template <class T>
   static bool available(int32_t, int32_t, int32_t, bool, bool) {
@@ -199,28 +200,28 @@ struct XsmmGemm {
   static constexpr bool in_build = true;
   static constexpr bool library = true;  // linked, but its code registry grows with each shape
   template <class T>
-  static auto kernel(bool trans_a, int32_t M, int32_t N, int32_t K) {
+  static auto kernel(bool trans_a, int32_t M, int32_t N, int32_t K, bool fresh = false) {
     const libxsmm_blasint m = N, n = M, k = K;
     const libxsmm_blasint lda = N, ldb = trans_a ? M : K, ldc = N;
     const int flags = trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
-    const T one = 1;
+    const T one = 1, beta = fresh ? 0 : 1;  // a kernel of beta 0 reads no c
     if constexpr (std::is_same_v<T, float>)
-      return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &one, &flags, nullptr);
+      return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, nullptr);
     else
-      return libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &one, &flags, nullptr);
+      return libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, nullptr);
   }
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
-                  int32_t K, T* scratch) {
+                  int32_t K, T* scratch, bool fresh) {
     if (trans_b) {
       transpose(scratch, b, N, K);
       b = scratch;
     }
-    kernel<T>(trans_a, M, N, K)(b, a, c);
+    kernel<T>(trans_a, M, N, K, fresh)(b, a, c);
   }
   template <class T>
   static bool available(int32_t M, int32_t N, int32_t K, bool trans_a, bool) {
-    return kernel<T>(trans_a, M, N, K) != nullptr;
+    return kernel<T>(trans_a, M, N, K) && kernel<T>(trans_a, M, N, K, true);
   }
   static size_t scratch_elems(int32_t, int32_t N, int32_t K, bool, bool trans_b) {
     return trans_b ? scratch_round(size_t(K) * N) : 0;
@@ -242,10 +243,10 @@ struct DnnlGemm : LibraryGemmBase {
   }
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
-                  int32_t K, T*) {
+                  int32_t K, T*, bool fresh) {
     if constexpr (std::is_same_v<T, float>) {
       const dnnl_status_t s = api()(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, 1.0f, a,
-                                    trans_a ? M : K, b, trans_b ? K : N, 1.0f, c, N);
+                                    trans_a ? M : K, b, trans_b ? K : N, fresh ? 0.0f : 1.0f, c, N);
       if (s != dnnl_success) library_failure("oneDNN", int(s), M, N, K);
     } else {
       std::abort();  // unreachable: not available for double

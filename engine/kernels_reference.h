@@ -27,10 +27,10 @@ struct Gemm {
   static constexpr bool library = false;
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
-                  int32_t K, T*) {
+                  int32_t K, T*, bool fresh) {
     for (int32_t i = 0; i < M; i++)
       for (int32_t j = 0; j < N; j++) {
-        Acc<T> s = c[size_t(i) * N + j];
+        Acc<T> s = fresh ? Acc<T>(0) : Acc<T>(c[size_t(i) * N + j]);
         for (int32_t k = 0; k < K; k++) {
           const T x = trans_a ? a[size_t(k) * M + i] : a[size_t(i) * K + k];
           const T y = trans_b ? b[size_t(j) * K + k] : b[size_t(k) * N + j];

@@ -6,8 +6,11 @@
 // element carries a different weight.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -20,6 +23,10 @@ namespace {
 
 using G = bp::TensorGraph<double>;
 using bp::Tensor;
+
+// The larger of two differences, NaN once either is: std::max(worst, NaN) is worst, so a NaN
+// gradient (a kernel reading memory it was told to write: OpArgs::fresh) would pass unseen.
+inline double worse(double worst, double d) { return std::isnan(worst) || d <= worst ? worst : d; }
 
 // Deterministic values in [lo, hi): tests must not depend on a seed that changes.
 std::vector<double> values(size_t n, double lo, double hi, uint64_t seed) {
@@ -165,6 +172,13 @@ CompiledRun run_compiled(const OpCase& c, const std::vector<std::vector<double>>
   recorded.backward(loss);
   bp::Program<T> program(recorded, loss.id, {}, dialects);
   program.forward();
+  // As the compiled backend runs a step after zero_grad: each parameter's gradient written fresh
+  // by its first writer (Program::start_gradients). NaN first, so a kernel that read one it was
+  // told to write fresh would show.
+  for (size_t i = 0; i < p.size(); i++)
+    std::fill(recorded.grad(p[i]), recorded.grad(p[i]) + init[i].size(),
+              std::numeric_limits<T>::quiet_NaN());
+  program.start_gradients(true);
   program.backward();
   CompiledRun run{double(program.loss()), {}, {}, program.num_instructions(), ""};
   for (size_t i = 0; i < recorded.num_nodes(); i++) run.ops.insert(recorded.node_at(i).op);

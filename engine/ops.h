@@ -85,6 +85,10 @@ struct OpArgs {
   int32_t arg[3] = {};   // matmul: transpose b; linear: relu; attention: B, T, H
   IndexSpan index;       // embedding: ids; cross_entropy: targets
   T* scratch = nullptr;  // forward_scratch or backward_scratch elements, uninitialised
+  // Bit k: din[k] is uninitialised and is written, not added to. The compiled mode sets it on a
+  // gradient's first writer instead of filling the gradient with zeros first. A kernel given it
+  // computes what adding to zero gives, bit for bit: where it would load din[k] it takes 0.
+  uint8_t fresh = 0;
 };
 
 // What a backward reads besides its own output gradient, for liveness.
@@ -98,8 +102,9 @@ struct OpRule {
   size_t (*forward_scratch)(const OpArgs<T>&);
   size_t (*backward_scratch)(const OpArgs<T>&);
   uint8_t backward_reads;
-  bool forward_accumulates;  // adds into out: out must start at zero
-  bool elementwise;          // out[i] from operands' element i only: may overwrite operand 0
+  bool forward_accumulates;    // adds into out: out must start at zero
+  bool elementwise;            // out[i] from operands' element i only: may overwrite operand 0
+  uint8_t backward_fresh = 0;  // the din[k] (bit k) backward can write fresh (OpArgs::fresh)
 };
 
 namespace ops {
@@ -122,8 +127,8 @@ struct Product {
   bool trans_a, trans_b;
 };
 template <class G, class T>
-void run_product(T* c, const T* a, const T* b, const Product& p, T* scratch) {
-  G::run(c, a, p.trans_a, b, p.trans_b, p.M, p.N, p.K, scratch);
+void run_product(T* c, const T* a, const T* b, const Product& p, T* scratch, bool fresh = false) {
+  G::run(c, a, p.trans_a, b, p.trans_b, p.M, p.N, p.K, scratch, fresh);
 }
 
 // matmul: out (M, N) = in0 (M, K) @ op(in1), op(in1) = in1^T when arg[0]. Its products: [0] the
@@ -142,12 +147,13 @@ void matmul_forward(const OpArgs<T>& a) {
 template <class T, class G = TiledGemm>
 void matmul_backward(const OpArgs<T>& a) {
   const std::array<Product, 3> p = matmul_products(a);
-  if (a.din[0]) run_product<G>(a.din[0], a.dout, a.in[1], p[1], a.scratch);  // da += g op(b)^T
+  if (a.din[0])  // da += g op(b)^T
+    run_product<G>(a.din[0], a.dout, a.in[1], p[1], a.scratch, a.fresh & 1);
   if (a.din[1]) {
     if (a.arg[0])  // db += g^T a
-      run_product<G>(a.din[1], a.dout, a.in[0], p[2], a.scratch);
+      run_product<G>(a.din[1], a.dout, a.in[0], p[2], a.scratch, a.fresh & 2);
     else  // db += a^T g
-      run_product<G>(a.din[1], a.in[0], a.dout, p[2], a.scratch);
+      run_product<G>(a.din[1], a.in[0], a.dout, p[2], a.scratch, a.fresh & 2);
   }
 }
 
@@ -182,10 +188,11 @@ void linear_backward(const OpArgs<T>& a) {
   if (a.arg[0])  // relu: pass the gradient where the output is positive (in place: this op's
     for (size_t i = 0; i < size_t(N) * OC; i++)  // output gradient has no other reader)
       g[i] = a.out[i] > 0 ? g[i] : T(0);
-  if (a.din[0]) run_product<G>(a.din[0], g, a.in[1], p[1], a.scratch);
-  if (a.din[1]) run_product<G>(a.din[1], g, a.in[0], p[2], a.scratch);
-  if (a.din[2])
-    for (int32_t r = 0; r < N; r++) axpy(a.din[2], T(1), g + size_t(r) * OC, OC);
+  if (a.din[0]) run_product<G>(a.din[0], g, a.in[1], p[1], a.scratch, a.fresh & 1);
+  if (a.din[1]) run_product<G>(a.din[1], g, a.in[0], p[2], a.scratch, a.fresh & 2);
+  if (a.din[2])  // written by the first row when fresh
+    for (int32_t r = 0; r < N; r++)
+      axpy(a.din[2], T(1), g + size_t(r) * OC, OC, (a.fresh & 4) && !r);
 }
 
 // Scratch and availability of either op's products under G (the backward's run one after the
@@ -234,8 +241,9 @@ void add_backward(const OpArgs<T>& a) {
   const bool row = broadcasts_row(a);
   for (int32_t r = 0; r < a.rows; r++) {
     const T* gr = a.dout + size_t(r) * C;
-    if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C);
-    if (a.din[1]) axpy(a.din[1] + (row ? 0 : size_t(r) * C), T(1), gr, C);
+    if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C, a.fresh & 1);
+    if (a.din[1])  // a broadcast row: written by the first row, added to by the rest
+      axpy(a.din[1] + (row ? 0 : size_t(r) * C), T(1), gr, C, (a.fresh & 2) && (!row || r == 0));
   }
 }
 template <class T>
@@ -367,7 +375,8 @@ void layernorm_forward_op(const OpArgs<T>& a) {
 }
 template <class T>
 void layernorm_backward_op(const OpArgs<T>& a) {
-  layernorm_backward(a.din[0], a.din[1], a.din[2], a.dout, a.aux, a.in[0], a.in[1], a.rows, a.cols);
+  layernorm_backward(a.din[0], a.din[1], a.din[2], a.dout, a.aux, a.in[0], a.in[1], a.rows, a.cols,
+                     a.fresh);
 }
 template <class T>
 size_t layernorm_aux(const OpArgs<T>& a) {
@@ -415,7 +424,8 @@ void cross_entropy_forward_op(const OpArgs<T>& a) {
 }
 template <class T>
 void cross_entropy_backward_op(const OpArgs<T>& a) {
-  cross_entropy_backward(a.din[0], a.dout[0], a.aux, a.index.data, a.in_rows[0], a.in_cols[0]);
+  cross_entropy_backward(a.din[0], a.dout[0], a.aux, a.index.data, a.in_rows[0], a.in_cols[0],
+                         a.fresh & 1);
 }
 template <class T>
 size_t cross_entropy_aux(const OpArgs<T>& a) {
@@ -425,7 +435,7 @@ size_t cross_entropy_aux(const OpArgs<T>& a) {
 }  // namespace ops
 
 // The table, in TensorOp's order: {forward, backward, aux, forward scratch, backward scratch,
-// what backward reads, forward accumulates, elementwise}.
+// what backward reads, forward accumulates, elementwise, operands backward writes fresh}.
 template <class T>
 inline constexpr OpRule<T> op_rules[] = {
     /* leaf */ {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
@@ -434,15 +444,15 @@ inline constexpr OpRule<T> op_rules[] = {
     /* matmul */
     {ops::matmul_forward<T>, ops::matmul_backward<T>, ops::none<T>,
      ops::product_forward_scratch<T, TiledGemm, false>,
-     ops::product_backward_scratch<T, TiledGemm, false>, kReadsIn0 | kReadsIn1, true, false},
+     ops::product_backward_scratch<T, TiledGemm, false>, kReadsIn0 | kReadsIn1, true, false, 1 | 2},
     /* linear */
     {ops::linear_forward<T>, ops::linear_backward<T>, ops::none<T>,
      ops::product_forward_scratch<T, TiledGemm, true>,
      ops::product_backward_scratch<T, TiledGemm, true>, kReadsIn0 | kReadsIn1 | kReadsOut, false,
-     false},
+     false, 1 | 2 | 4},
     /* add */
     {ops::add_forward<T>, ops::add_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0, false,
-     true},
+     true, 1 | 2},
     /* mul */
     {ops::mul_forward<T>, ops::mul_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
      kReadsIn0 | kReadsIn1, false, true},
@@ -472,7 +482,7 @@ inline constexpr OpRule<T> op_rules[] = {
      false, false},
     /* layernorm */
     {ops::layernorm_forward_op<T>, ops::layernorm_backward_op<T>, ops::layernorm_aux<T>,
-     ops::none<T>, ops::none<T>, kReadsIn0 | kReadsIn1 | kReadsAux, false, false},
+     ops::none<T>, ops::none<T>, kReadsIn0 | kReadsIn1 | kReadsAux, false, false, 1 | 2 | 4},
     /* softmax */
     {ops::softmax_forward<T>, ops::softmax_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
      kReadsOut, false, false},
@@ -481,7 +491,7 @@ inline constexpr OpRule<T> op_rules[] = {
      ops::none<T>, ops::attention_backward_scratch<T>, kReadsIn0 | kReadsAux, false, false},
     /* cross_entropy */
     {ops::cross_entropy_forward_op<T>, ops::cross_entropy_backward_op<T>, ops::cross_entropy_aux<T>,
-     ops::none<T>, ops::none<T>, kReadsAux, false, false},
+     ops::none<T>, ops::none<T>, kReadsAux, false, false, 1},
 };
 static_assert(std::size(op_rules<float>) == size_t(TensorOp::count), "a rule for every TensorOp");
 

@@ -12,9 +12,12 @@
 // activation lives from its forward to its last reader (a consumer's forward, or a backward that
 // reads it: the rules say which); its gradient from its first accumulation to its own backward.
 // Elementwise ops write over an operand that nothing reads afterwards (residual adds, ReLU of a
-// dead input), so their output takes no buffer of its own. Gradients are zeroed right before
-// their first accumulation, as the eager tape's zeroed allocations are, so the arithmetic is the
-// eager engine's, operation for operation: gradients come out bitwise equal (tested).
+// dead input), so their output takes no buffer of its own. A gradient's first writer writes it
+// fresh where its kernel can (OpArgs::fresh: the sums start from zero instead of from a zeroed
+// buffer, the same bits), and the others are zeroed right before their first accumulation, as the
+// eager tape's zeroed allocations are; parameters' gradients too, when the step begins with
+// zero_grad (start_gradients). So the arithmetic is the eager engine's, operation for operation:
+// gradients come out bitwise equal (tested).
 //
 // Inputs that change between steps are slots: a constant operand (a batch made at setup) and the
 // indices of embedding and cross_entropy are patched into the instructions that read them before
@@ -113,6 +116,21 @@ class Program {
   void backward() const {
     for (size_t i = forward_end_; i < code_.size(); i++) code_[i].run(code_[i].args);
   }
+  // Whether this step's parameter gradients start at zero (zero_grad before it) or hold sums to
+  // add to (gradients accumulated over steps). At zero, each parameter's first writer writes its
+  // gradient fresh (OpArgs::fresh) and only the few no first writer covers whole are zeroed here
+  // (an embedding's table, written row by row): the step makes no pass over every gradient to
+  // zero it, where the eager engine's zero_grad does.
+  void start_gradients(bool zeroed) {
+    if (zeroed != params_fresh_) {
+      for (const FirstWrite& w : param_first_writes_)
+        code_[w.at].args.fresh = zeroed ? uint8_t(code_[w.at].args.fresh | w.bit)
+                                        : uint8_t(code_[w.at].args.fresh & ~w.bit);
+      params_fresh_ = zeroed;
+    }
+    if (zeroed)
+      for (const auto& [grad, n] : param_fills_) std::memset(grad, 0, n * sizeof(T));
+  }
   void sgd_update_all(T lr) const {
     for (const ParamUpdate<T>& u : updates_) sgd_update(u.param, u.grad, lr, u.n);
   }
@@ -176,6 +194,7 @@ class Program {
     bool backward;
     uint32_t node;
     bool recompute = false;  // a forward again, right before the backward that needs its output
+    uint8_t fresh_ok = 0;    // the din[k] (bit k) the kernel's backward can write fresh
   };
   template <class F>
   static void for_each_ref(Pending& p, F&& f) {
@@ -281,6 +300,7 @@ class Program {
       if (!n.needs_grad || !rule.backward) continue;
       const Kernel<T>& kernel = *kernel_of[i];
       Pending p{kernel.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
+      p.fresh_ok = kernel.backward_fresh;
       p.dout = grad[i];
       // Only what the rule reads: a pointer left null faults at once if the table is wrong.
       if (rule.backward_reads & kReadsOut) p.out = data[i];
@@ -413,11 +433,23 @@ class Program {
       }
     }
 
-    // Each zeroed buffer's fill right before its first use.
+    // Each zeroed buffer's fill right before its first use, unless that use writes it whole: a
+    // backward whose kernel can write that gradient fresh (OpArgs::fresh), and which touches the
+    // buffer through that operand only (add(x, x) adds both halves into one).
     std::vector<std::vector<int32_t>> fills(code.size());
     for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
-      if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0)
-        fills[l.first[b]].push_back(b);
+      if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0) {
+        Pending& p = code[l.first[b]];
+        int refs = 0, operand = -1;
+        for_each_ref(
+            p, [&](const Ref& r) { refs += r.buffer >= 0 && find(l.buffers, r.buffer) == b; });
+        for (int k = 0; k < 3; k++)
+          if (p.din[k].buffer >= 0 && find(l.buffers, p.din[k].buffer) == b) operand = k;
+        if (refs == 1 && operand >= 0 && (p.fresh_ok >> operand & 1))
+          p.args.fresh |= uint8_t(1 << operand);
+        else
+          fills[l.first[b]].push_back(b);
+      }
     for (size_t t = 0; t < code.size(); t++) {
       if (t == e.forward_count) l.forward_end = l.code.size();
       for (int32_t b : fills[t]) {
@@ -591,6 +623,38 @@ class Program {
       code_.push_back({p.run, a});
     }
     loss_ = arena_.get() + planned_[slot[find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
+    find_param_first_writes(g, l.code);
+  }
+
+  // Each trained parameter's gradient's first writer (start_gradients): fresh when its kernel can
+  // write that operand so and the instruction touches the gradient through it alone.
+  void find_param_first_writes(const TensorGraph<T>& g, const std::vector<Pending>& code) {
+    param_first_writes_.clear(), param_fills_.clear(), params_fresh_ = false;
+    std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
+    for (uint32_t j = 0; j < first_node_; j++)
+      if (g.node_at(j).grad) params.push_back({g.node_at(j).grad, j});
+    std::sort(params.begin(), params.end());
+    enum Start : uint8_t { unwritten, written_fresh, zeroed };
+    std::vector<Start> start(params.size(), unwritten);
+    for (size_t t = 0; t < code.size(); t++)
+      for (int k = 0; k < 3; k++) {
+        const T* grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : nullptr;
+        const auto it = std::lower_bound(params.begin(), params.end(), std::pair{grad, 0u});
+        if (!grad || it == params.end() || it->first != grad) continue;
+        const size_t i = size_t(it - params.begin());
+        if (start[i] != unwritten) continue;
+        int refs = 0;
+        for (int r = 0; r < 3; r++)
+          refs += code[t].din[r].buffer < 0 && code[t].din[r].outside == grad;
+        const bool fresh = refs == 1 && (code[t].fresh_ok >> k & 1);
+        if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
+        start[i] = fresh ? written_fresh : zeroed;
+      }
+    for (size_t i = 0; i < params.size(); i++)
+      if (start[i] != written_fresh) {
+        const auto& p = g.node_at(params[i].second);
+        param_fills_.push_back({p.grad, size_t(p.rows) * p.cols});
+      }
   }
 
   // first[b], last[b]: the first and last instruction touching buffer b (merged ones: their root).
@@ -631,6 +695,15 @@ class Program {
   std::vector<int32_t> forward_at_, backward_at_;  // node - first_node_ -> its instruction
   uint32_t first_node_ = 0;
   std::vector<ParamUpdate<T>> updates_;
+  // Parameters' gradients (start_gradients): the instruction that writes each first, and the
+  // operand's bit; the gradients no first writer writes whole (pointer, elements).
+  struct FirstWrite {
+    size_t at;
+    uint8_t bit;
+  };
+  std::vector<FirstWrite> param_first_writes_;
+  std::vector<std::pair<T*, size_t>> param_fills_;
+  bool params_fresh_ = false;
   std::unique_ptr<T, FreeDeleter> arena_;  // (plan_.arena_bytes / sizeof(T)): every buffer
   T* loss_ = nullptr;                      // (1, 1), inside the arena
   size_t budget_bytes_ = 0;

@@ -41,7 +41,7 @@ TEST(TensorOps, GradientsMatchCentralFiniteDifferences) {
         auto plus = init, minus = init;
         plus[i][j] += h, minus[i][j] -= h;
         const double fd = (loss_of(c, plus) - loss_of(c, minus)) / (2 * h);
-        worst = std::max(worst, std::fabs(g.grad(p[i])[j] - fd) / std::max(1.0, std::fabs(fd)));
+        worst = worse(worst, std::fabs(g.grad(p[i])[j] - fd) / std::max(1.0, std::fabs(fd)));
       }
     std::printf("  %-17s max rel diff %.2e (tolerance %.0e)\n", c.what, worst, tolerance);
     EXPECT_LE(worst, tolerance) << c.what;
@@ -69,7 +69,7 @@ TEST(TensorOps, CompiledProgramGivesTheEagerGradientsBitwise) {
     for (size_t i = 0; i < pe.size(); i++) {
       const size_t n = init[i].size();
       for (size_t j = 0; j < n; j++)
-        worst = std::max(worst, std::fabs(eager.grad(pe[i])[j] - run.grads[i][j]));
+        worst = worse(worst, std::fabs(eager.grad(pe[i])[j] - run.grads[i][j]));
       EXPECT_EQ(std::memcmp(eager.grad(pe[i]), run.grads[i].data(), n * sizeof(double)), 0)
           << c.what << ": gradient of parameter " << i;
     }
@@ -153,7 +153,7 @@ TEST(Kernels, MatmulPathsMatchAPlainProductOnLargeShapes) {
         bp::matmul_accumulate(got.data(), a.data(), ta, b.data(), tb, s.M, s.N, s.K,
                               scratch.data());
         bp::reference::Gemm::run(want.data(), a.data(), ta, b.data(), tb, s.M, s.N, s.K,
-                                 (double*)nullptr);
+                                 (double*)nullptr, false);
         double worst = 0;
         for (size_t i = 0; i < got.size(); i++)
           worst = std::max(worst, std::fabs(got[i] - want[i]));
@@ -169,7 +169,8 @@ TEST(Kernels, MatmulPathsMatchAPlainProductOnLargeShapes) {
 // the in-order chain of fused multiply-adds over k, bit for bit: blocking and packing move data
 // only, and madd states the fusion that GCC's contraction had left out of the one-column tiles. So
 // no choice of path, tile or block changes a result, and the compiled mode's recomputation and the
-// eager engine agree bitwise.
+// eager engine agree bitwise. A fresh product (OpArgs::fresh: c uninitialised, here NaN) gives the
+// bits of one added to a zeroed c, and reads nothing of c.
 #if defined(__FMA__)
 TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
   struct Shape {
@@ -197,13 +198,23 @@ TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
                              tb ? b[size_t(j) * s.K + k] : b[size_t(k) * s.N + j], acc);
             want[size_t(i) * s.N + j] = acc;
           }
-        size_t differ = 0;
-        for (size_t i = 0; i < got.size(); i++)
+        std::vector<float> fresh(got.size(), NAN), zeroed(got.size(), 0.0f);
+        bp::matmul_accumulate(fresh.data(), a.data(), ta, b.data(), tb, s.M, s.N, s.K,
+                              scratch.data(), true);
+        bp::matmul_accumulate(zeroed.data(), a.data(), ta, b.data(), tb, s.M, s.N, s.K,
+                              scratch.data());
+        size_t differ = 0, fresh_differ = 0;
+        for (size_t i = 0; i < got.size(); i++) {
           differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+          fresh_differ += std::memcmp(&fresh[i], &zeroed[i], sizeof(float)) != 0;
+        }
         EXPECT_EQ(differ, 0u) << s.M << "x" << s.N << "x" << s.K << " ta " << ta << " tb " << tb;
+        EXPECT_EQ(fresh_differ, 0u)
+            << "fresh " << s.M << "x" << s.N << "x" << s.K << " ta " << ta << " tb " << tb;
         checked += got.size();
       }
-  std::printf("  %zu elements of c, each its in-order fused chain bit for bit\n", checked);
+  std::printf("  %zu elements of c, each its in-order fused chain bit for bit, fresh or not\n",
+              checked);
 }
 #endif
 
