@@ -331,10 +331,14 @@ struct KernelBench {
     indices.assign(size_t(std::max(shape.index.size, 0)), 0);
     if (shape.index.size) a.index = {indices.data(), shape.index.size};
   }
-  // One forward and backward, as a step runs them.
+  // One forward and backward, as a compiled step after zero_grad runs them: each gradient the
+  // kernel can write fresh written so (OpArgs::fresh), the op being its only writer here.
   void run(const Kernel<T>& k) const {
     k.forward(args);
-    if (k.backward) k.backward(args);
+    if (!k.backward) return;
+    OpArgs<T> b = args;
+    b.fresh = k.backward_fresh;
+    k.backward(b);
   }
 
  private:
