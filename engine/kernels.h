@@ -315,9 +315,11 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
 inline constexpr int32_t kPackMinRows = 16;
 inline constexpr size_t kPackBlockElems = size_t(128) << 10;
 inline constexpr int32_t kBlockDepth = 256;
-// The block's rows are copied a few KB each, every one on other pages, where the prefetchers
-// start over; each is asked for two rows ahead while the current one is copied (dx = g w at
-// 2048: 0.93x the time, whole processes in turn, nine pairs; 8 rows ahead 0.97x; Zen 4).
+// Where the block is copied in a pass of its own (no AVX-512 float tile, or the last panel when
+// it is not whole), its rows are copied a few KB each, every one on other pages, where the
+// prefetchers start over; each is asked for two rows ahead while the current one is copied
+// (dx = g w at 2048, before the first band packed: 0.93x the time, whole processes in turn, nine
+// pairs; 8 rows ahead 0.97x; Zen 4).
 inline constexpr int32_t kPrefetchRows = 2;
 // All of b in one block, not transposed, its last panel whole vectors, under this many rows of
 // a: b is read in place, not packed. Few bands do not repay the copy, and a block that small
@@ -374,7 +376,7 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
     const int32_t width = p + 1 < panels ? NR : last_width;
     const int32_t ldb = ldb_in_place ? ldb_in_place : width;
 #if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float> && MR == 8 && NR == 32)
+    if constexpr (kFusedPack<T> && MR == kTileRows)
       if (b_rows && cols == NR) {
         gemm_tile_f32_8x32<true>(ct, ldc, a, rs, cs, b_rows + size_t(p) * NR, ldb_rows, kc, fresh,
                                  const_cast<T*>(panel));
@@ -457,8 +459,8 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
         else if (!fused || last_cols != NR)
           for (int32_t k = 0; k < kc; k++) {  // row k0 + k of the block, into every panel
             const T* row = b + size_t(k0 + k) * N + n0;
-            if (k + kPrefetchRows < kc)
-              for (int32_t j = 0; j < nc; j += 64 / int32_t(sizeof(T)))
+            if (k + kPrefetchRows < kc)  // what this pass copies: the last panel alone if fused
+              for (int32_t j = fused ? (panels - 1) * NR : 0; j < nc; j += 64 / int32_t(sizeof(T)))
                 __builtin_prefetch(row + size_t(kPrefetchRows) * N + j);
             for (int32_t p = 0; p + 1 < panels && !fused; p++)
               std::memcpy(pack + (size_t(p) * kc + k) * NR, row + size_t(p) * NR, NR * sizeof(T));

@@ -197,9 +197,20 @@ class Program {
     uint8_t fresh_ok = 0;    // the din[k] (bit k) the kernel's backward can write fresh
   };
   template <class F>
-  static void for_each_ref(Pending& p, F&& f) {
+  static void for_each_ref(const Pending& p, F&& f) {
     f(p.out), f(p.dout), f(p.aux), f(p.scratch);
     for (int k = 0; k < 3; k++) f(p.in[k]), f(p.din[k]);
+  }
+  // The operand k through which `p` may write the gradient `is_it` picks out fresh
+  // (OpArgs::fresh), or -1: p's kernel can write din[k] so, and p touches that memory through
+  // din[k] alone (add(x, x) adds both halves into one).
+  template <class F>
+  static int fresh_operand(const Pending& p, F&& is_it) {
+    int refs = 0, operand = -1;
+    for_each_ref(p, [&](const Ref& r) { refs += is_it(r); });
+    for (int k = 0; k < 3; k++)
+      if (is_it(p.din[k])) operand = k;
+    return refs == 1 && operand >= 0 && (p.fresh_ok >> operand & 1) ? operand : -1;
   }
 
   static int32_t find(const std::vector<Buffer>& buffers, int32_t b) {
@@ -433,20 +444,15 @@ class Program {
       }
     }
 
-    // Each zeroed buffer's fill right before its first use, unless that use writes it whole: a
-    // backward whose kernel can write that gradient fresh (OpArgs::fresh), and which touches the
-    // buffer through that operand only (add(x, x) adds both halves into one).
+    // Each zeroed buffer's fill right before its first use, unless that use writes it fresh.
     std::vector<std::vector<int32_t>> fills(code.size());
     for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
       if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0) {
         Pending& p = code[l.first[b]];
-        int refs = 0, operand = -1;
-        for_each_ref(
-            p, [&](const Ref& r) { refs += r.buffer >= 0 && find(l.buffers, r.buffer) == b; });
-        for (int k = 0; k < 3; k++)
-          if (p.din[k].buffer >= 0 && find(l.buffers, p.din[k].buffer) == b) operand = k;
-        if (refs == 1 && operand >= 0 && (p.fresh_ok >> operand & 1))
-          p.args.fresh |= uint8_t(1 << operand);
+        const int k = fresh_operand(
+            p, [&](const Ref& r) { return r.buffer >= 0 && find(l.buffers, r.buffer) == b; });
+        if (k >= 0)
+          p.args.fresh |= uint8_t(1 << k);
         else
           fills[l.first[b]].push_back(b);
       }
@@ -626,8 +632,8 @@ class Program {
     find_param_first_writes(g, l.code);
   }
 
-  // Each trained parameter's gradient's first writer (start_gradients): fresh when its kernel can
-  // write that operand so and the instruction touches the gradient through it alone.
+  // Each trained parameter's gradient's first writer (start_gradients), when it may write it fresh
+  // (fresh_operand).
   void find_param_first_writes(const TensorGraph<T>& g, const std::vector<Pending>& code) {
     param_first_writes_.clear(), param_fills_.clear(), params_fresh_ = false;
     std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
@@ -643,10 +649,9 @@ class Program {
         if (!grad || it == params.end() || it->first != grad) continue;
         const size_t i = size_t(it - params.begin());
         if (start[i] != unwritten) continue;
-        int refs = 0;
-        for (int r = 0; r < 3; r++)
-          refs += code[t].din[r].buffer < 0 && code[t].din[r].outside == grad;
-        const bool fresh = refs == 1 && (code[t].fresh_ok >> k & 1);
+        const bool fresh = fresh_operand(code[t], [&](const Ref& r) {
+                             return r.buffer < 0 && r.outside == grad;
+                           }) == k;
         if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
         start[i] = fresh ? written_fresh : zeroed;
       }
