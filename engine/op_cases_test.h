@@ -105,8 +105,14 @@ std::vector<OpCase> cases() {
               {{2 * 3, 3 * 4, -1, 1}},  // B=2, T=3, C=4, H=2: head size 2, the generic path
               [](auto& g, auto& p) { return g.attention(p[0], 2, 3, 2); }),
       op_case("attention hs 4",
-              {{1 * 3, 3 * 8, -1, 1}},  // B=1, T=3, C=8, H=2: the compiled head size
+              {{1 * 3, 3 * 8, -1, 1}},  // B=1, T=3, C=8, H=2: positions as 8 lanes
               [](auto& g, auto& p) { return g.attention(p[0], 1, 3, 2); }),
+      op_case("attention hs 8 T 11",
+              {{2 * 11, 3 * 16, -1, 1}},  // B=2, T=11, C=16, H=2: positions as 16 lanes
+              [](auto& g, auto& p) { return g.attention(p[0], 2, 11, 2); }),
+      op_case("attention hs 4 T 17",
+              {{1 * 17, 3 * 8, -1, 1}},  // B=1, T=17, C=8, H=2: a position at a time, hs constant
+              [](auto& g, auto& p) { return g.attention(p[0], 1, 17, 2); }),
       op_case("cross_entropy", {{4, 5, -2, 2}},
               [targets4](auto& g, auto& p) { return g.cross_entropy(p[0], targets4); }),
       op_case("cross_entropy far", {{4, 5, -60, 60}},  // targets far below the row maximum

@@ -222,6 +222,63 @@ TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
 #endif
 
 // Cross-entropy is a log-sum-exp: a target logit 100 below the row's maximum costs 100, as in
+// Attention over positions as lanes (short sequences, heads of 4 and 8) against the
+// position-by-position kernels, forward (outputs and probabilities) and backward (gradients
+// added to nonzero ones), in float and double, the sequence shorter than the lanes or filling
+// them. The same terms in the same order; the lanes fuse each multiply-add (madd), where GCC
+// leaves some of the other kernels' unfused, so the two differ by roundings only (the
+// finite-difference and libtorch checks cover both paths: engine/op_cases_test.h).
+template <class F>
+void attention_lanes_against_positions(double tolerance) {
+  struct Shape {
+    int32_t B, T, H, hs;
+  };
+  size_t checked = 0;
+  double worst = 0;
+  for (const Shape& s : {Shape{2, 1, 3, 4}, Shape{2, 5, 3, 4}, Shape{2, 8, 6, 4}, Shape{2, 8, 2, 8},
+                         Shape{1, 13, 2, 4}, Shape{3, 16, 2, 8}, Shape{1, 9, 1, 8}}) {
+    const int32_t C = s.H * s.hs, rows = s.B * s.T;
+    const std::vector<double> qkv64 = values(size_t(rows) * 3 * C, -2, 2, 11),
+                              dout64 = values(size_t(rows) * C, -1, 1, 12),
+                              d64 = values(size_t(rows) * 3 * C, -1, 1, 13);
+    const std::vector<F> qkv(qkv64.begin(), qkv64.end()), dout(dout64.begin(), dout64.end());
+    const size_t np = size_t(s.B) * s.H * s.T * s.T;
+    std::vector<F> out(size_t(rows) * C), probs(np), want_out(out.size()), want_probs(np, F(0));
+    bp::attention_forward_any(out.data(), probs.data(), qkv.data(), s.B, s.T, s.H, s.hs);
+    auto by_position = [&](auto hs_constant) {
+      constexpr int HS = decltype(hs_constant)::value;
+      std::vector<F> dqkv(d64.begin(), d64.end()), dp(s.T);
+      bp::attention_forward<F, HS>(want_out.data(), want_probs.data(), qkv.data(), s.B, s.T, s.H,
+                                   s.hs);
+      bp::attention_backward<F, HS>(dqkv.data(), dp.data(), dout.data(), want_probs.data(),
+                                    qkv.data(), s.B, s.T, s.H, s.hs);
+      return dqkv;
+    };
+    const std::vector<F> want_dqkv = s.hs == 4 ? by_position(std::integral_constant<int, 4>{})
+                                               : by_position(std::integral_constant<int, 8>{});
+    std::vector<F> dqkv(d64.begin(), d64.end());
+    bp::attention_backward_any(dqkv.data(), (F*)nullptr, dout.data(), probs.data(), qkv.data(), s.B,
+                               s.T, s.H, s.hs);
+    double diff = 0;  // |difference| / (|value| + 1), worst over every output
+    auto compare = [&](const std::vector<F>& got, const std::vector<F>& want) {
+      for (size_t i = 0; i < got.size(); i++)
+        diff = worse(diff,
+                     std::abs(double(got[i]) - double(want[i])) / (std::abs(double(want[i])) + 1));
+    };
+    compare(out, want_out), compare(probs, want_probs), compare(dqkv, want_dqkv);
+    EXPECT_LE(diff, tolerance) << "B " << s.B << " T " << s.T << " H " << s.H << " hs " << s.hs;
+    worst = worse(worst, diff);
+    checked += out.size() + np + dqkv.size();
+  }
+  std::printf(
+      "  %zu values (%s): max |lanes - by position| / (|by position| + 1) %.1e (tolerance %.0e)\n",
+      checked, sizeof(F) == 4 ? "float" : "double", worst, tolerance);
+}
+TEST(Kernels, AttentionOverLanesMatchesThePositionByPositionKernel) {
+  attention_lanes_against_positions<float>(1e-6);
+  attention_lanes_against_positions<double>(1e-15);
+}
+
 // PyTorch (torch.nn.functional.cross_entropy(torch.tensor([[100., 0.]]), torch.tensor([1])) is
 // 100.); -log of the underflowed probability gave 87.3.
 TEST(Kernels, CrossEntropyOfAFarTarget) {
