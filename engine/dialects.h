@@ -8,7 +8,7 @@
 // whether the build has it, and whether it can run a given shape in T.
 //
 // Dialects by op family (`--dialect=FAMILY:NAME`):
-//   matmul (matmul and linear): engine (register-tiled, engine/kernels.h), reference, openblas,
+//   matmul (matmul and linear): engine (register-tiled, engine/products.h), reference, openblas,
 //       blis, libxsmm, onednn (engine/kernels_library.h): the op's own code around the product.
 //   attention, layernorm, softmax, cross_entropy, eltwise (add mul tanh relu gelu exp log):
 //       engine (fused and vectorised) and reference (engine/kernels_reference.h).

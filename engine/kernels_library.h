@@ -1,7 +1,7 @@
 // engine/kernels_library.h: matrix products from the libraries Debian packages, as product
 // policies for the matmul dialects (engine/dialects.h).
 //
-// Each policy runs c (M, N) += op(a) op(b) for row-major buffers, as engine/kernels.h's TiledGemm
+// Each policy runs c (M, N) += op(a) op(b) for row-major buffers, as engine/products.h's TiledGemm
 // does, and says for which element types and shapes it can: OpenBLAS (cblas), BLIS (its typed
 // API, which takes any strides, so a transposed operand is only other strides), LIBXSMM (JIT
 // small-matrix kernels: a shape it cannot generate is unavailable, never a silent fallback) and
@@ -30,7 +30,7 @@
 #include <string>
 #include <type_traits>
 
-#include "engine/kernels.h"
+#include "engine/products.h"
 
 #if BP_HAVE_OPENBLAS
 #include <openblas-pthread/cblas.h>

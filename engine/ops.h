@@ -3,13 +3,14 @@
 // One application of an op is an OpArgs: its output, the output's gradient, what it saves for the
 // backward (aux), its operands and their gradients, shapes, op arguments, token indices and
 // scratch, all as raw pointers. Each op has a forward and a backward over an OpArgs, side by side
-// (the arithmetic itself is in engine/kernels.h), plus the facts a planner needs: how much aux and
-// scratch it takes, what its backward reads, whether its forward accumulates into its output, and
-// whether it may write over an operand. Both ways of running a step use this one table: the eager
-// graph (engine/tensor.h) fills an OpArgs per node as it goes; the compiled program
-// (engine/program.h) fills them once, at planned addresses, and calls the same functions as its
-// `engine` dialect, or another kernel of the op's (engine/dialects.h: the matmul and linear
-// functions here are templates over the product kernel, so a dialect replaces only that).
+// (the arithmetic itself is in engine/kernels.h and engine/products.h), plus the facts a planner
+// needs: how much aux and scratch it takes, what its backward reads, whether its forward
+// accumulates into its output, and whether it may write over an operand. Both ways of running a
+// step use this one table: the eager graph (engine/tensor.h) fills an OpArgs per node as it goes;
+// the compiled program (engine/program.h) fills them once, at planned addresses, and calls the same
+// functions as its `engine` dialect, or another kernel of the op's (engine/dialects.h: the matmul
+// and linear functions here are templates over the product kernel, so a dialect replaces only
+// that).
 //
 // Not here: operand checking (engine/tensor.h does it, with the shapes in its messages), memory.
 // Tests: engine/tensor_test.cc (every op against finite differences in double, both modes).
@@ -27,6 +28,7 @@
 #include <iterator>
 
 #include "engine/kernels.h"
+#include "engine/products.h"
 
 namespace bp {
 
@@ -118,7 +120,7 @@ size_t numel(const OpArgs<T>& a) {
   return size_t(a.rows) * a.cols;
 }
 
-// ---- matmul and linear, over a product policy G (engine/kernels.h's TiledGemm by default; the
+// ---- matmul and linear, over a product policy G (engine/products.h's TiledGemm by default; the
 // other matmul dialects in engine/dialects.h) ----
 
 // One product c (M, N) += op(a) (M, K) op(b) (K, N).

@@ -1,5 +1,5 @@
 // times matmul_accumulate for one shape: M N K ta tb reps [huge]
-#include "engine/kernels.h"
+#include "engine/products.h"
 #include <sys/mman.h>
 #include <chrono>
 #include <cstdio>
