@@ -300,7 +300,7 @@ inline void attention_backward(T* __restrict dqkv, T* __restrict dp, const T* __
 // but there it serialised their vectorised loops over heads of 32 (mini_gpt_wide batch 1 took
 // 1.2x), so those keep GCC's choice and the two differ by roundings (engine/tensor_test.cc).
 // probs rows are written whole, zero past the diagonal, for the backward's masked terms.
-// Steps, in turn (Zen 4): mini_gpt batch 8 eager 0.91x, compiled 0.93x.
+// Steps, in turn (Zen 4): mini_gpt batch 8 eager 0.91-0.93x, compiled 0.95-0.96x.
 template <class T, int HS, int L>
 inline void attention_forward_lanes(T* __restrict out, T* __restrict probs, const T* __restrict qkv,
                                     int32_t B, int32_t T_, int32_t H) {
@@ -400,7 +400,8 @@ inline void attention_backward_lanes(T* __restrict dqkv, const T* __restrict dou
         }
     }
 }
-// The head sizes the models use, compiled as constants; any other takes the run-time path.
+// Short sequences of heads of 4 and 8 over lanes; otherwise a query at a time, the head sizes the
+// models use compiled as constants, any other taking the run-time path.
 template <class T>
 inline void attention_forward_any(T* out, T* probs, const T* qkv, int32_t B, int32_t T_, int32_t H,
                                   int32_t hs) {
