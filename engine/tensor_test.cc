@@ -221,7 +221,6 @@ TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
 }
 #endif
 
-// Cross-entropy is a log-sum-exp: a target logit 100 below the row's maximum costs 100, as in
 // Attention over positions as lanes (short sequences, heads of 4 and 8) against the
 // position-by-position kernels, forward (outputs and probabilities) and backward (gradients
 // added to nonzero ones), in float and double, the sequence shorter than the lanes or filling
@@ -279,6 +278,7 @@ TEST(Kernels, AttentionOverLanesMatchesThePositionByPositionKernel) {
   attention_lanes_against_positions<double>(1e-15);
 }
 
+// Cross-entropy is a log-sum-exp: a target logit 100 below the row's maximum costs 100, as in
 // PyTorch (torch.nn.functional.cross_entropy(torch.tensor([[100., 0.]]), torch.tensor([1])) is
 // 100.); -log of the underflowed probability gave 87.3.
 TEST(Kernels, CrossEntropyOfAFarTarget) {
