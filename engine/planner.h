@@ -7,13 +7,21 @@
 // instruction. (Placement is NP-hard in general: it is two-dimensional strip packing with fixed
 // x-positions. The arena can exceed the bound when the buffers live at the peak leave holes.)
 //
-// Two placements; the smaller arena wins (ties: the first):
+// Three placements; the smallest arena wins (ties: greedy by size, then best fit in time):
 //  - Greedy by size: largest buffer first, each at the lowest offset where it fits among the
 //    buffers already placed whose lifetimes overlap its own (TensorFlow Lite's arena planner,
 //    Pisarchyk and Lee 2020, arXiv 2001.03288). Large buffers fix the layout; small ones fill the
 //    holes between them. Each placement scans the placed buffers in offset order: quadratic, so it
 //    runs up to kGreedyBySizeLimit buffers (a model's step has hundreds; an RNN unrolled over 10^4
 //    steps has 10^5, whose scan took minutes).
+//  - Greedy, the peak first: the same placement, taking first the buffers live at the instruction
+//    that sets the lower bound, longest-lived lowest, then the rest by size. Those pack from
+//    offset 0 without a hole, so that instruction needs no more than the bound, and the ones that
+//    live longest, which the other instructions must work around, lie under those that end soon.
+//    By size alone a large buffer of one instruction, placed first, pushes the long-lived ones
+//    above it and leaves its bytes a hole wherever it is dead (mlp_width 16 on AVX2, whose
+//    backward's product scratch is such a buffer: 1.18x the bound by size and in time order, the
+//    bound with the peak first).
 //  - Best fit in time order: a simulated allocator, O(n log n). At each instruction the buffers
 //    whose lifetime ended are freed (neighbouring holes merge) and those that start are placed,
 //    largest first, in the smallest hole that holds them, else at the top. A training step frees
@@ -89,13 +97,44 @@ inline std::vector<uint32_t> plan_order_by_size(const std::vector<PlannedBuffer>
   return order;
 }
 
-// Greedy by size (see the top). offsets[i]: buffer i's; returns the arena's size.
-inline size_t plan_greedy_by_size(const std::vector<PlannedBuffer>& buffers,
-                                  std::vector<size_t>& offsets) {
+// The instruction where the most bytes are live (the first such), as plan_memory_bound sweeps.
+inline int32_t plan_peak_instruction(const std::vector<PlannedBuffer>& buffers,
+                                     int32_t num_instructions) {
+  std::vector<int64_t> delta(size_t(num_instructions) + 1, 0);
+  for (const PlannedBuffer& b : buffers) {
+    delta[b.first] += int64_t(plan_aligned(b.bytes));
+    delta[b.last + 1] -= int64_t(plan_aligned(b.bytes));
+  }
+  int64_t live = 0, most = -1;
+  int32_t peak = 0;
+  for (int32_t t = 0; t < num_instructions; t++)
+    if ((live += delta[t]) > most) most = live, peak = t;
+  return peak;
+}
+
+// The buffers live at `peak` first, longest-lived first; then the others, largest first (ties:
+// by size, by first use, by index).
+inline std::vector<uint32_t> plan_order_peak_first(const std::vector<PlannedBuffer>& buffers,
+                                                   int32_t peak) {
+  std::vector<uint32_t> order = plan_order_by_size(buffers);
+  const auto at_peak = [&](uint32_t i) {
+    return buffers[i].first <= peak && peak <= buffers[i].last;
+  };
+  const auto others = std::stable_partition(order.begin(), order.end(), at_peak);
+  std::stable_sort(order.begin(), others, [&](uint32_t a, uint32_t b) {
+    return buffers[a].last - buffers[a].first > buffers[b].last - buffers[b].first;
+  });
+  return order;
+}
+
+// Greedy placement in the given order (see the top). offsets[i]: buffer i's; returns the arena's
+// size.
+inline size_t plan_greedy(const std::vector<PlannedBuffer>& buffers,
+                          const std::vector<uint32_t>& order, std::vector<size_t>& offsets) {
   offsets.assign(buffers.size(), 0);
   size_t arena = 0;
   std::vector<uint32_t> placed;  // kept sorted by offset, so each scan meets the holes in order
-  for (uint32_t i : plan_order_by_size(buffers)) {
+  for (uint32_t i : order) {
     const PlannedBuffer& b = buffers[i];
     size_t offset = 0;
     for (uint32_t j : placed) {
@@ -187,8 +226,11 @@ inline MemoryPlan plan_memory(std::vector<PlannedBuffer>& buffers, int32_t num_i
   std::vector<size_t> offsets, other;
   plan.arena_bytes = plan_best_fit_in_time(buffers, num_instructions, offsets);
   if (buffers.size() <= kGreedyBySizeLimit) {
-    const size_t greedy = plan_greedy_by_size(buffers, other);
-    if (greedy <= plan.arena_bytes) plan.arena_bytes = greedy, offsets.swap(other);
+    const size_t by_size = plan_greedy(buffers, plan_order_by_size(buffers), other);
+    if (by_size <= plan.arena_bytes) plan.arena_bytes = by_size, offsets.swap(other);
+    const int32_t peak = plan_peak_instruction(buffers, num_instructions);
+    const size_t peak_first = plan_greedy(buffers, plan_order_peak_first(buffers, peak), other);
+    if (peak_first < plan.arena_bytes) plan.arena_bytes = peak_first, offsets.swap(other);
   }
   for (size_t i = 0; i < buffers.size(); i++) buffers[i].offset = offsets[i];
   return plan;
