@@ -66,72 +66,106 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) c[size_t(i) * ldc + j] = acc[i][j];
 }
-#if defined(__AVX512F__)
-// The main tile of float products, 8 x 32, with its 16 accumulators named: GCC keeps arrays of
-// them (the generic tile's, or lo[8] and hi[8] here) in registers through the k loop but moves
-// them through the stack on the way in and out (32 extra vector moves a tile), which the weight
-// gradients (K = 64) pay per 64 steps (dw = g^T x at 2048, fresh: 5.60 -> 5.26 ms named; Zen 4).
-// The lambdas that name the 8 rows' work are always inlined: in the benchmark binaries GCC had
-// kept `start` a call, its accumulators passed by reference through memory (kernel rows, Zen 4:
-// char_mlp 1024's big product 4.06 -> 3.70 ms, mlp_width 2048's 16.16 -> 15.40).
+#if defined(__AVX512F__) || defined(__FMA__)
+// The main tile of float products, kTileRows rows of two vectors (AVX-512's 8 x 32, AVX2's 6 x
+// 16), its accumulators named (l0 ... l7 and h0 ... h7; the rows past kTileRows are never used
+// and cost nothing): GCC keeps arrays of them (the generic tile's) in registers through the k
+// loop but moves them through the stack on the way in and out (32 extra vector moves a tile at
+// 8 x 32), which the weight gradients (K = 64) pay per 64 steps (dw = g^T x at 2048, fresh: 5.60
+// -> 5.26 ms named; Zen 4). The lambdas that name the rows' work are always inlined: in the
+// benchmark binaries GCC had kept `start` a call, its accumulators passed by reference through
+// memory (kernel rows, Zen 4: char_mlp 1024's big product 4.06 -> 3.70 ms, mlp_width 2048's
+// 16.16 -> 15.40). With AVX-512 the tile itself is always inlined, the code those figures were
+// measured with; with AVX2 GCC chooses, and calls it from the bands (10 x 2048 x 64, a
+// transposed: 1.03x the time of the generic tile inlined, 0.97x called; Zen 3).
 // The same fused multiply-adds in the same order: the bits are the generic tile's.
 // PackB: b is read where it is (rows ldb apart, kPackAheadRows of them asked for ahead: 4, 8, 16
 // and 32 rows took dx = g w at 2048 6.24, 5.99, 5.83 and 5.90 ms) and each row written to `pack`
-// (32 apart) on the way: the first band over a block packs it (gemm).
-// Ahead: while it computes, the tile asks for `ahead`'s first ahead_rows rows (ahead_ld apart, 32
-// floats each) into L2, one a step: the panel a later tile packs (gemm_few_rows).
+// (2 vectors apart) on the way: the first band over a block packs it (gemm).
+// Ahead: while it computes, the tile asks for `ahead`'s first ahead_rows rows (ahead_ld apart, two
+// vectors each) into L2, one a step: the panel a later tile packs (gemm_few_rows).
+#if defined(__AVX512F__)
+struct FloatVector {
+  using V = __m512;
+  static constexpr int32_t lanes = 16, registers = 32;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V broadcast(float x) { return _mm512_set1_ps(x); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
+#else
+struct FloatVector {
+  using V = __m256;
+  static constexpr int32_t lanes = 8, registers = 16;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+#endif
 inline constexpr int32_t kPackAheadRows = 16;
+#if defined(__AVX512F__)
+#define BP_FLOAT_TILE_INLINE __attribute__((always_inline)) inline
+#else
+#define BP_FLOAT_TILE_INLINE inline
+#endif
 template <bool PackB, bool Ahead = false>
-inline void gemm_tile_f32_8x32(float* c, int32_t ldc, const float* a, int32_t rs, int32_t cs,
-                               const float* b, int32_t ldb, int32_t K, bool fresh, float* pack,
-                               const float* ahead = nullptr, int32_t ahead_ld = 0,
-                               int32_t ahead_rows = 0) {
-  __m512 l0, l1, l2, l3, l4, l5, l6, l7, h0, h1, h2, h3, h4, h5, h6, h7;
-  const auto start = [&](__m512 & l, __m512 & h, int i) __attribute__((always_inline)) {
-    l = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + size_t(i) * ldc);
-    h = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(c + size_t(i) * ldc + 16);
+BP_FLOAT_TILE_INLINE void gemm_tile_float(float* c, int32_t ldc, const float* a, int32_t rs,
+                                          int32_t cs, const float* b, int32_t ldb, int32_t K,
+                                          bool fresh, float* pack, const float* ahead = nullptr,
+                                          int32_t ahead_ld = 0, int32_t ahead_rows = 0) {
+  using F = FloatVector;
+  using V = F::V;
+  constexpr int32_t MR = kTileRows, L = F::lanes;
+  static_assert(MR == 6 || MR == 8, "the named rows below are 6 or 8");
+  V l0, l1, l2, l3, l4, l5, l6, l7, h0, h1, h2, h3, h4, h5, h6, h7;
+  const auto rows = [&](auto&& f) __attribute__((always_inline)) {
+    f(l0, h0, 0), f(l1, h1, 1), f(l2, h2, 2), f(l3, h3, 3), f(l4, h4, 4), f(l5, h5, 5);
+    if constexpr (MR == 8) f(l6, h6, 6), f(l7, h7, 7);
   };
-  start(l0, h0, 0), start(l1, h1, 1), start(l2, h2, 2), start(l3, h3, 3);
-  start(l4, h4, 4), start(l5, h5, 5), start(l6, h6, 6), start(l7, h7, 7);
+  rows([&](V & l, V & h, int i) __attribute__((always_inline)) {
+    l = fresh ? F::zero() : F::load(c + size_t(i) * ldc);
+    h = fresh ? F::zero() : F::load(c + size_t(i) * ldc + L);
+  });
   for (int32_t k = 0; k < K; k++) {
     const float* bk = b + size_t(k) * ldb;
     if constexpr (PackB)
-      if (k + kPackAheadRows < K) {
-        _mm_prefetch(reinterpret_cast<const char*>(bk + size_t(kPackAheadRows) * ldb), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(bk + size_t(kPackAheadRows) * ldb + 16),
-                     _MM_HINT_T0);
-      }
+      if (k + kPackAheadRows < K)
+        for (int32_t j = 0; j < 2 * L; j += 64 / int32_t(sizeof(float)))
+          _mm_prefetch(reinterpret_cast<const char*>(bk + size_t(kPackAheadRows) * ldb + j),
+                       _MM_HINT_T0);
     if constexpr (Ahead)
-      if (k < ahead_rows) {
-        const float* row = ahead + size_t(k) * ahead_ld;
-        _mm_prefetch(reinterpret_cast<const char*>(row), _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(row + 16), _MM_HINT_T1);
-      }
-    const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16);
+      if (k < ahead_rows)
+        for (int32_t j = 0; j < 2 * L; j += 64 / int32_t(sizeof(float)))
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + size_t(k) * ahead_ld + j),
+                       _MM_HINT_T1);
+    const V b0 = F::load(bk), b1 = F::load(bk + L);
     if constexpr (PackB) {
-      _mm512_storeu_ps(pack + size_t(k) * 32, b0);
-      _mm512_storeu_ps(pack + size_t(k) * 32 + 16, b1);
+      F::store(pack + size_t(k) * 2 * L, b0);
+      F::store(pack + size_t(k) * 2 * L + L, b1);
     }
     const float* ak = a + size_t(k) * cs;
-    const auto step = [&](__m512 & l, __m512 & h, int i) __attribute__((always_inline)) {
-      const __m512 av = _mm512_set1_ps(ak[size_t(i) * rs]);
-      l = _mm512_fmadd_ps(av, b0, l);
-      h = _mm512_fmadd_ps(av, b1, h);
-    };
-    step(l0, h0, 0), step(l1, h1, 1), step(l2, h2, 2), step(l3, h3, 3);
-    step(l4, h4, 4), step(l5, h5, 5), step(l6, h6, 6), step(l7, h7, 7);
+    rows([&](V & l, V & h, int i) __attribute__((always_inline)) {
+      const V av = F::broadcast(ak[size_t(i) * rs]);
+      l = F::fmadd(av, b0, l);
+      h = F::fmadd(av, b1, h);
+    });
   }
-  const auto finish = [&](__m512 l, __m512 h, int i) __attribute__((always_inline)) {
-    _mm512_storeu_ps(c + size_t(i) * ldc, l);
-    _mm512_storeu_ps(c + size_t(i) * ldc + 16, h);
-  };
-  finish(l0, h0, 0), finish(l1, h1, 1), finish(l2, h2, 2), finish(l3, h3, 3);
-  finish(l4, h4, 4), finish(l5, h5, 5), finish(l6, h6, 6), finish(l7, h7, 7);
+  rows([&](V & l, V & h, int i) __attribute__((always_inline)) {
+    F::store(c + size_t(i) * ldc, l);
+    F::store(c + size_t(i) * ldc + L, h);
+  });
 }
+#undef BP_FLOAT_TILE_INLINE
 template <>
-inline void gemm_tile<float, 8, 32>(float* c, int32_t ldc, const float* a, int32_t rs, int32_t cs,
-                                    const float* b, int32_t ldb, int32_t K, bool fresh) {
-  gemm_tile_f32_8x32<false>(c, ldc, a, rs, cs, b, ldb, K, fresh, nullptr);
+inline void gemm_tile<float, kTileRows, 2 * FloatVector::lanes>(float* c, int32_t ldc,
+                                                                const float* a, int32_t rs,
+                                                                int32_t cs, const float* b,
+                                                                int32_t ldb, int32_t K,
+                                                                bool fresh) {
+  gemm_tile_float<false>(c, ldc, a, rs, cs, b, ldb, K, fresh, nullptr);
 }
 #endif
 // A tile at c's edge, rows x cols of it real: the same full tile on a copy, a and b padded with
@@ -245,8 +279,8 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
 inline constexpr int32_t kPackMinRows = 16;
 inline constexpr size_t kPackBlockElems = size_t(128) << 10;
 inline constexpr int32_t kBlockDepth = 256;
-// Where the block is copied in a pass of its own (no AVX-512 float tile, or the last panel when
-// it is not whole), its rows are copied a few KB each, every one on other pages, where the
+// Where the block is copied in a pass of its own (doubles, a build without FMA, or the last panel
+// when it is not whole), its rows are copied a few KB each, every one on other pages, where the
 // prefetchers start over; each is asked for two rows ahead while the current one is copied
 // (dx = g w at 2048, before the first band packed: 0.93x the time, whole processes in turn, nine
 // pairs; 8 rows ahead 0.97x; Zen 4).
@@ -259,8 +293,8 @@ inline constexpr int32_t kPrefetchRows = 2;
 inline constexpr int32_t kInPlaceBelowRows = 256;
 template <class T>
 inline constexpr bool kFusedPack =
-#if defined(__AVX512F__)
-    std::is_same_v<T, float>&& kTileRows == 8 && kPanel<T> == 32;
+#if defined(__AVX512F__) || defined(__FMA__)
+    std::is_same_v<T, float>&& kPanel<T> == 2 * FloatVector::lanes;
 #else
     false;
 #endif
@@ -280,23 +314,28 @@ inline GemmBlock gemm_block(int32_t K, int32_t N) {
 // memory), panel by panel: every band of c over one panel of b before the next panel. The blocks
 // above serve many bands, each reading the block from L2; with few bands the block's loading is
 // the cost: the band that packs it waits on memory for a whole block while doing a band's share
-// of its arithmetic (an eighth at 64 rows). Here the first band packs one panel (kc x 32 floats)
+// of its arithmetic (an eighth at 64 rows). Here the first band packs one panel (kc x NR floats)
 // as it computes, the others reuse it, and while they compute they ask for the next panel's rows
 // (after a block's last panel, the next block's first), a share each, so that b streams from
-// memory under the arithmetic. a's kc columns of every row stay in L2 across the panels. Floats
-// with AVX-512's tile only; each element of c still adds its k terms in order. dx = g w (products
-// alone, in turn, Zen 4): 64 x 2048 x 2048 6.06-6.18 -> 5.10-5.15 ms, 32 rows 3.57 -> 2.67,
-// 128 x 1024 x 1024 2.54 -> 2.48; kc = 128, 256, 512 and 1024 took 5.6, 5.3, 5.15 and 5.25 ms.
+// memory under the arithmetic. a's kc columns of every row stay in L2 across the panels. The rows
+// past the last whole band (64 = 10 x 6 + 4 with AVX2's tile) run tiles of 4, 2 and 1 rows over
+// the packed panel. Floats with the named tile; each element of c still adds its k terms in
+// order. dx = g w (products alone, in turn, Zen 4): 64 x 2048 x 2048 6.06-6.18 -> 5.10-5.15 ms,
+// 32 rows 3.57 -> 2.67, 128 x 1024 x 1024 2.54 -> 2.48; kc = 128, 256, 512 and 1024 took 5.6,
+// 5.3, 5.15 and 5.25 ms. With AVX2 (Zen 3, against the blocks packed in a pass of their own,
+// products alone called in turn in one process, median ratio of 101 pairs): 64 x 2048 x 2048
+// 0.78x, 64 x 1024 x 1024 0.85x, 32 x 2048 x 2048 0.64x; a 256-deep panel (16 KB, half of L1)
+// was within 3% of 512 either way.
 inline constexpr int32_t kFewRowsMax = 128, kFewRowsDepth = 512;
 inline bool gemm_takes_few_rows(int32_t M, int32_t K, int32_t N, int32_t cs) {
-  return kFusedPack<float> && cs == 1 && M > kTileRows && M <= kFewRowsMax && M % kTileRows == 0 &&
+  return kFusedPack<float> && cs == 1 && M >= 2 * kTileRows && M <= kFewRowsMax &&
          N % kPanel<float> == 0 && size_t(K) * N > kPackBlockElems;
 }
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__FMA__)
 inline void gemm_few_rows(float* c, const float* a, int32_t rs, const float* b, int32_t M,
                           int32_t K, int32_t N, float* pack, bool fresh) {
-  constexpr int32_t NR = 32;
-  const int32_t bands = M / kTileRows, panels = N / NR;
+  constexpr int32_t NR = kPanel<float>;
+  const int32_t bands = M / kTileRows, panels = N / NR, tail = bands * kTileRows;
   for (int32_t k0 = 0; k0 < K; k0 += kFewRowsDepth) {
     const int32_t kc = std::min(kFewRowsDepth, K - k0);
     const bool first = fresh && k0 == 0;
@@ -306,14 +345,17 @@ inline void gemm_few_rows(float* c, const float* a, int32_t rs, const float* b, 
       const float* next = last ? b + size_t(k0 + kc) * N : rows + NR;
       const int32_t next_rows = last ? std::min(kFewRowsDepth, K - k0 - kc) : kc;  // 0: no next
       const int32_t share = (next_rows + bands - 2) / (bands - 1);
-      gemm_tile_f32_8x32<true>(c + size_t(p) * NR, N, a + k0, rs, 1, rows, N, kc, first, pack);
+      gemm_tile_float<true>(c + size_t(p) * NR, N, a + k0, rs, 1, rows, N, kc, first, pack);
       for (int32_t band = 1; band < bands; band++) {
         const int32_t r0 = std::min(next_rows, (band - 1) * share);
-        gemm_tile_f32_8x32<false, true>(c + size_t(band) * kTileRows * N + size_t(p) * NR, N,
-                                        a + size_t(band) * kTileRows * rs + k0, rs, 1, pack, NR, kc,
-                                        first, nullptr, next + size_t(r0) * N, N,
-                                        std::min(share, next_rows - r0));
+        gemm_tile_float<false, true>(c + size_t(band) * kTileRows * N + size_t(p) * NR, N,
+                                     a + size_t(band) * kTileRows * rs + k0, rs, 1, pack, NR, kc,
+                                     first, nullptr, next + size_t(r0) * N, N,
+                                     std::min(share, next_rows - r0));
       }
+      if (tail < M)  // the rows past the last whole band: tiles of 4, 2, 1 rows over the pack
+        gemm_panel<float, NR>(c + size_t(tail) * N + size_t(p) * NR, N, a + size_t(tail) * rs + k0,
+                              rs, 1, pack, NR, M - tail, kc, first);
     }
   }
 }
@@ -351,11 +393,11 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
     const T* panel = ldb_in_place ? b + size_t(p) * NR : b + size_t(p) * kc * NR;
     const int32_t width = p + 1 < panels ? NR : last_width;
     const int32_t ldb = ldb_in_place ? ldb_in_place : width;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__FMA__)
     if constexpr (kFusedPack<T> && MR == kTileRows)
       if (b_rows && cols == NR) {
-        gemm_tile_f32_8x32<true>(ct, ldc, a, rs, cs, b_rows + size_t(p) * NR, ldb_rows, kc, fresh,
-                                 const_cast<T*>(panel));
+        gemm_tile_float<true>(ct, ldc, a, rs, cs, b_rows + size_t(p) * NR, ldb_rows, kc, fresh,
+                              const_cast<T*>(panel));
         continue;
       }
 #endif
@@ -410,7 +452,7 @@ template <class T>
 inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
                  int32_t N, T* pack, bool b_trans = false, bool fresh = false) {
   constexpr int32_t NR = kPanel<T>;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__FMA__)
   if constexpr (std::is_same_v<T, float>)
     if (!b_trans && gemm_takes_few_rows(M, K, N, cs))
       return gemm_few_rows(c, a, rs, b, M, K, N, pack, fresh);
@@ -427,7 +469,7 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
                                                              : NR / 2;
         const bool in_place =
             !b_trans && kc == K && nc == N && M < kInPlaceBelowRows && last_cols % (NR / 4) == 0;
-        // The first band packs the block's whole panels as it computes them (AVX-512's float
+        // The first band packs the block's whole panels as it computes them (the named float
         // tile): its loads of b's rows overlap the multiply-adds, where a pass of its own waited
         // on them (dx = g w, w from memory: 1.42 -> 1.30 ms at 1024, 6.15 -> 5.82 at 2048; the
         // products alone, three runs each in turn, Zen 4). The last panel, when it is not whole,

@@ -165,7 +165,7 @@ TEST(Kernels, MatmulPathsMatchAPlainProductOnLargeShapes) {
 
 // Every path of the products (in place or packed, by a pass of its own or by the first band as it
 // computes, the last panel whole or not; one block of b or several, kc = 256 deep; few rows panel
-// by panel, kc = 512 deep, in one block or several;
+// by panel, kc = 512 deep, in one block or several, rows past the last whole band or none;
 // edge tiles cut in rows, in columns, to a half-width panel; a transposed; b transposed through a
 // copy, packed from its rows in one block or several, or through c^T) computes each element of c as
 // the in-order chain of fused multiply-adds over k, bit for bit: blocking and packing move data
@@ -182,7 +182,7 @@ TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
   for (const Shape& s :
        {Shape{13, 100, 64}, Shape{37, 1000, 64}, Shape{64, 10, 300}, Shape{21, 70, 33},
         Shape{17, 500, 300}, Shape{8, 33, 7}, Shape{20, 88, 8}, Shape{200, 90, 1500},
-        Shape{24, 512, 300}, Shape{300, 64, 32}, Shape{16, 320, 1100}})
+        Shape{24, 512, 300}, Shape{300, 64, 32}, Shape{16, 320, 1100}, Shape{21, 160, 1000}})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
         const std::vector<double> a64 = values(size_t(s.M) * s.K, -1, 1, 6),
