@@ -436,6 +436,46 @@ TEST(Results, MedianInSecondsWhateverTheUnit) {
   EXPECT_EQ(bp::read_benchmark_result(empty).status, "failed");
 }
 
+// The kernel rows run interleaved, so kernels.json lists them in the order their last repetition
+// ended: the summary puts them back in registration order (family_index), takes each dialect's
+// median, and judges auto's choice against the fastest.
+TEST(Results, KernelRowsInRegistrationOrderWhateverTheFileSays) {
+  auto row = [](const std::string& name, int family, double us, int chosen, double flops) {
+    return Json::object_of({{"name", name},
+                            {"run_name", name},
+                            {"run_type", "iteration"},
+                            {"family_index", family},
+                            {"time_unit", "us"},
+                            {"real_time", us},
+                            {"auto", chosen},
+                            {"flops", flops}});
+  };
+  const std::string big = "kernel/step/w/n:1/linear[64x8,8x8,1x8]/",
+                    small = "kernel/step/w/n:1/linear[64x8,2x8,1x2]/";
+  Json rows = Json::array_of();
+  for (const Json& r :  // listed out of order; engine first and big first when registered
+       {row(small + "blis", 4, 3, 0, 2e3), row(big + "openblas", 1, 12, 0, 8e3),
+        row("peak/fma_f32/threads:1", 5, 1, 0, 1e5), row(big + "engine", 0, 10, 1, 8e3),
+        row(small + "engine", 3, 4, 1, 2e3), row(big + "openblas", 1, 14, 0, 8e3),
+        row(big + "engine", 0, 11, 1, 8e3), row(big + "blis", 2, 20, 0, 8e3)})
+    rows.push(r);
+  const Json k = bp::kernel_summary(Json::object_of({{"benchmarks", rows}}));
+  EXPECT_DOUBLE_EQ(k["peak_gflops"].num_or(0), 1e5 / 1e-6 * 1e-9);
+  ASSERT_EQ(k["shapes"].array.size(), 2u);
+  const Json& first = k["shapes"].array[0];
+  EXPECT_EQ(first["shape"].str_or(""), "step/w/n:1/linear[64x8,8x8,1x8]");
+  std::vector<std::string> dialects;
+  for (const auto& [d, v] : first["median_seconds"].object) dialects.push_back(d);
+  EXPECT_EQ(dialects, (std::vector<std::string>{"engine", "openblas", "blis"}));
+  EXPECT_DOUBLE_EQ(first["median_seconds"]["engine"].num_or(0), 10.5e-6);
+  EXPECT_EQ(first["auto"].str_or(""), "engine");
+  EXPECT_EQ(first["best"].str_or(""), "engine");
+  const Json& second = k["shapes"].array[1];
+  EXPECT_EQ(second["auto"].str_or(""), "engine");
+  EXPECT_EQ(second["best"].str_or(""), "blis");
+  EXPECT_DOUBLE_EQ(second["auto_over_best"].num_or(0), 4.0 / 3.0);
+}
+
 // A process's peak is the larger of wait4's and every repetition's own high-water mark: each
 // repetition resets the mark (and with it the kernel's ru_maxrss), so a setup run once before
 // them (--warm_once) peaks only in the first repetition's counter.

@@ -394,6 +394,11 @@ inline Json kernel_summary(const Json& file) {
     if (!times.count(name)) order.push_back(name), first[name] = &b;
     times[name].push_back(b["real_time"].num_or(NAN) * scale);
   }
+  // In registration order (Google Benchmark's family_index), whatever order the file lists them
+  // in: the rows' repetitions run interleaved, and each row is written when its last one ends.
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& x, const std::string& y) {
+    return (*first[x])["family_index"].num_or(0) < (*first[y])["family_index"].num_or(0);
+  });
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty()      ? NAN

@@ -1114,7 +1114,10 @@ class Run {
 
   // The matmul dialects kernel by kernel (harness/kernel_rows.h) on the shapes of the largest
   // selected char_mlp and mlp_width, with the FMA peak, when compiled is selected: kernels.json,
-  // and a table in the summary. A resumed run keeps a finished kernels.json.
+  // and a table in the summary. A resumed run keeps a finished kernels.json. The rows'
+  // repetitions run in random order (Google Benchmark's random interleaving), so that the
+  // dialects of a shape, which auto's choice is judged against, are timed over the same minutes:
+  // one after another, a drift of the VM between two dialects' turns is a difference between them.
   void kernels() {
     std::map<std::string, const Selected*> largest;  // workload -> its largest selected instance
     for (const Selected& s : selected_) {
@@ -1131,11 +1134,12 @@ class Run {
       argv.push_back(instance_arg(*s, "compiled"));
       which += (which.empty() ? "" : ", ") + s->id;
     }
-    for (std::string a : {std::string("--kernel_rows"),
-                          "--benchmark_out=" + (folder_.dir() / "kernels.json.partial").string(),
-                          std::string("--benchmark_out_format=json"),
-                          fmt::format("--benchmark_repetitions={}", opt_.repetitions),
-                          fmt::format("--benchmark_min_time={}", opt_.min_time)})
+    for (std::string a :
+         {std::string("--kernel_rows"), std::string("--benchmark_enable_random_interleaving=true"),
+          "--benchmark_out=" + (folder_.dir() / "kernels.json.partial").string(),
+          std::string("--benchmark_out_format=json"),
+          fmt::format("--benchmark_repetitions={}", opt_.repetitions),
+          fmt::format("--benchmark_min_time={}", opt_.min_time)})
       argv.push_back(a);
     fmt::print("\nkernels: every matmul dialect on the op shapes of {}, and the FMA peak ... ",
                which);
