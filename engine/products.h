@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #if defined(__AVX__)
@@ -290,7 +291,19 @@ inline constexpr int32_t kPrefetchRows = 2;
 // stays in L2 all the same (whole processes in turn, Zen 4: char_mlp's output layer dx and dw,
 // 64 x 1024 and 71 x 1024, 0.94x and 0.89x; 128 rows 0.94x, 256 0.98x, 512 1.00x, 1024 1.02x,
 // 2048 1.23x).
+// With AVX2 the 16-wide panels of a wide b read in place are one cache line a row, N floats
+// apart (4 KB at N = 1024: one L1 set, a page a row), and the first band's packing as it computes
+// costs less than that: a b of kInPlaceBelowColumns or more columns is packed (Zen 3, products
+// alone, pairs.sh: packed over in place 0.77-0.78x at N = 1024, 0.83x and 0.95x at 2048, 0.92-0.94x
+// at 128 with K = 512; 1.00-1.10x from N = 24 to 96, 1.01x at 128 with K = 128). AVX-512 keeps
+// the rule measured above on Zen 4, before its first band packed as it computes.
 inline constexpr int32_t kInPlaceBelowRows = 256;
+inline constexpr int32_t kInPlaceBelowColumns =
+#if defined(__AVX512F__)
+    std::numeric_limits<int32_t>::max();
+#else
+    128;
+#endif
 template <class T>
 inline constexpr bool kFusedPack =
 #if defined(__AVX512F__) || defined(__FMA__)
@@ -467,8 +480,8 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
         const int32_t last_width = last_cols % (NR / 4) == 0 ? last_cols
                                    : last_cols > NR / 2      ? NR
                                                              : NR / 2;
-        const bool in_place =
-            !b_trans && kc == K && nc == N && M < kInPlaceBelowRows && last_cols % (NR / 4) == 0;
+        const bool in_place = !b_trans && kc == K && nc == N && M < kInPlaceBelowRows &&
+                              N < kInPlaceBelowColumns && last_cols % (NR / 4) == 0;
         // The first band packs the block's whole panels as it computes them (the named float
         // tile): its loads of b's rows overlap the multiply-adds, where a pass of its own waited
         // on them (dx = g w, w from memory: 1.42 -> 1.30 ms at 1024, 6.15 -> 5.82 at 2048; the
