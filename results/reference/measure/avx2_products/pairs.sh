@@ -1,0 +1,20 @@
+#!/bin/bash
+# pairs.sh: builds pairs.cc over several engine trees and runs it on shapes.
+#   pairs.sh NAME=TREE [NAME=TREE ...] -- "M N K ta tb" ...   (the first tree is the yardstick)
+# A tree is a folder holding engine/products.h and engine/kernels.h (a worktree of a commit, or
+# `git show <commit>:engine/products.h` copied into one). Flags as CMakeLists.txt builds the engine.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd); out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+flags="-O3 -DNDEBUG -std=c++20 -march=native -fopenmp-simd -fno-math-errno -fno-trapping-math"
+declarations=""; list=""; objects=""
+while [ "$1" != "--" ]; do
+  name=${1%%=*}; tree=${1#*=}; shift
+  g++ $flags -I"$tree" -Dbp=bp_$name -DVARIANT_RUN=run_$name -DVARIANT_SCRATCH=scratch_$name \
+    -c "$here/variant.cc" -o "$out/$name.o"
+  declarations="$declarations DECLARE($name)"; list="$list {\"$name\", scratch_$name, run_$name},"
+  objects="$objects $out/$name.o"
+done
+shift
+g++ $flags "-DVARIANT_DECLARATIONS=$declarations" "-DVARIANT_LIST=$list" "$here/pairs.cc" $objects \
+  -o "$out/pairs" -lopenblas
+for shape in "$@"; do OPENBLAS_NUM_THREADS=1 "$out/pairs" $shape ${CALLS:-101}; done
