@@ -66,9 +66,10 @@ inline size_t plan_aligned(size_t bytes) {
 }
 
 // The bound alone: a sweep over instructions with +bytes at first use and -bytes after the last.
-// `mean_live`, if given, gets the bytes live at an instruction on average.
+// `mean_live`, if given, gets the bytes live at an instruction on average; `peak`, the first
+// instruction where the bound is live.
 inline size_t plan_memory_bound(const std::vector<PlannedBuffer>& buffers, int32_t num_instructions,
-                                double* mean_live = nullptr) {
+                                double* mean_live = nullptr, int32_t* peak = nullptr) {
   std::vector<int64_t> delta(size_t(num_instructions) + 1, 0);
   for (const PlannedBuffer& b : buffers) {
     delta[b.first] += int64_t(plan_aligned(b.bytes));
@@ -76,12 +77,14 @@ inline size_t plan_memory_bound(const std::vector<PlannedBuffer>& buffers, int32
   }
   int64_t live = 0;
   size_t bound = 0;
+  int32_t at = 0;
   double total = 0;
   for (int32_t t = 0; t < num_instructions; t++) {
-    bound = std::max(bound, size_t(live += delta[t]));
+    if (size_t(live += delta[t]) > bound) bound = size_t(live), at = t;
     total += double(live);
   }
   if (mean_live) *mean_live = num_instructions ? total / num_instructions : 0;
+  if (peak) *peak = at;
   return bound;
 }
 
@@ -95,21 +98,6 @@ inline std::vector<uint32_t> plan_order_by_size(const std::vector<PlannedBuffer>
     return a < b;
   });
   return order;
-}
-
-// The instruction where the most bytes are live (the first such), as plan_memory_bound sweeps.
-inline int32_t plan_peak_instruction(const std::vector<PlannedBuffer>& buffers,
-                                     int32_t num_instructions) {
-  std::vector<int64_t> delta(size_t(num_instructions) + 1, 0);
-  for (const PlannedBuffer& b : buffers) {
-    delta[b.first] += int64_t(plan_aligned(b.bytes));
-    delta[b.last + 1] -= int64_t(plan_aligned(b.bytes));
-  }
-  int64_t live = 0, most = -1;
-  int32_t peak = 0;
-  for (int32_t t = 0; t < num_instructions; t++)
-    if ((live += delta[t]) > most) most = live, peak = t;
-  return peak;
 }
 
 // The buffers live at `peak` first, longest-lived first; then the others, largest first (ties:
@@ -222,13 +210,13 @@ inline MemoryPlan plan_memory(std::vector<PlannedBuffer>& buffers, int32_t num_i
     b.bytes = plan_aligned(b.bytes);
     plan.unplanned_bytes += b.bytes;
   }
-  plan.lower_bound_bytes = plan_memory_bound(buffers, num_instructions);
+  int32_t peak = 0;
+  plan.lower_bound_bytes = plan_memory_bound(buffers, num_instructions, nullptr, &peak);
   std::vector<size_t> offsets, other;
   plan.arena_bytes = plan_best_fit_in_time(buffers, num_instructions, offsets);
   if (buffers.size() <= kGreedyBySizeLimit) {
     const size_t by_size = plan_greedy(buffers, plan_order_by_size(buffers), other);
     if (by_size <= plan.arena_bytes) plan.arena_bytes = by_size, offsets.swap(other);
-    const int32_t peak = plan_peak_instruction(buffers, num_instructions);
     const size_t peak_first = plan_greedy(buffers, plan_order_peak_first(buffers, peak), other);
     if (peak_first < plan.arena_bytes) plan.arena_bytes = peak_first, offsets.swap(other);
   }

@@ -76,12 +76,13 @@ TEST(Planner, EveryPlacementIsValidOnRandomLifetimesAndThePlanTakesTheSmallest) 
       x.bytes = size_t(rng.below(4) == 0 ? 1 + rng.below(1 << 20) : 1 + rng.below(4096));
     }
     b = aligned(b);
-    const size_t bound = bp::plan_memory_bound(b, T);
+    int32_t peak = 0;
+    const size_t bound = bp::plan_memory_bound(b, T, nullptr, &peak);
     std::vector<size_t> greedy, best_fit, peak_first;
     const size_t greedy_arena = bp::plan_greedy(b, bp::plan_order_by_size(b), greedy);
     const size_t best_fit_arena = bp::plan_best_fit_in_time(b, T, best_fit);
-    const size_t peak_first_arena = bp::plan_greedy(
-        b, bp::plan_order_peak_first(b, bp::plan_peak_instruction(b, T)), peak_first);
+    const size_t peak_first_arena =
+        bp::plan_greedy(b, bp::plan_order_peak_first(b, peak), peak_first);
     ASSERT_EQ(clash(b, greedy, greedy_arena), "") << "greedy by size, trial " << trial;
     ASSERT_EQ(clash(b, best_fit, best_fit_arena), "") << "best fit in time, trial " << trial;
     ASSERT_EQ(clash(b, peak_first, peak_first_arena), "") << "peak first, trial " << trial;
@@ -116,15 +117,16 @@ TEST(Planner, ThePeakFirstReachesTheBoundWhereSizeAndTimeOrderDoNot) {
                                             {2560, 5, 6}, {1536, 1, 1}, {64, 2, 7},   {64, 3, 5},
                                             {2560, 2, 5}, {960, 6, 6},  {6144, 7, 7}};
   const int32_t T = 8;
-  const size_t bound = bp::plan_memory_bound(b, T);
+  int32_t peak = 0;
+  const size_t bound = bp::plan_memory_bound(b, T, nullptr, &peak);
   std::vector<size_t> by_size, in_time, peak_first;
   const size_t by_size_arena = bp::plan_greedy(b, bp::plan_order_by_size(b), by_size);
   const size_t in_time_arena = bp::plan_best_fit_in_time(b, T, in_time);
   const size_t peak_first_arena =
-      bp::plan_greedy(b, bp::plan_order_peak_first(b, bp::plan_peak_instruction(b, T)), peak_first);
+      bp::plan_greedy(b, bp::plan_order_peak_first(b, peak), peak_first);
   std::printf("  bound %zu: by size %zu, in time %zu, peak first %zu bytes\n", bound, by_size_arena,
               in_time_arena, peak_first_arena);
-  EXPECT_EQ(bp::plan_peak_instruction(b, T), 7);
+  EXPECT_EQ(peak, 7);
   EXPECT_GT(by_size_arena, bound);
   EXPECT_GT(in_time_arena, bound);
   EXPECT_EQ(clash(b, peak_first, peak_first_arena), "");

@@ -78,7 +78,8 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
 // memory (kernel rows, Zen 4: char_mlp 1024's big product 4.06 -> 3.70 ms, mlp_width 2048's
 // 16.16 -> 15.40). With AVX-512 the tile itself is always inlined, the code those figures were
 // measured with; with AVX2 GCC chooses, and calls it from the bands (10 x 2048 x 64, a
-// transposed: 1.03x the time of the generic tile inlined, 0.97x called; Zen 3).
+// transposed, against the generic tile: 1.03x the time always inlined, 0.97x called; Zen 3,
+// products alone in a fixed call order).
 // The same fused multiply-adds in the same order: the bits are the generic tile's.
 // PackB: b is read where it is (rows ldb apart, kPackAheadRows of them asked for ahead: 4, 8, 16
 // and 32 rows took dx = g w at 2048 6.24, 5.99, 5.83 and 5.90 ms) and each row written to `pack`
@@ -336,8 +337,8 @@ inline GemmBlock gemm_block(int32_t K, int32_t N) {
 // order. dx = g w (products alone, in turn, Zen 4): 64 x 2048 x 2048 6.06-6.18 -> 5.10-5.15 ms,
 // 32 rows 3.57 -> 2.67, 128 x 1024 x 1024 2.54 -> 2.48; kc = 128, 256, 512 and 1024 took 5.6,
 // 5.3, 5.15 and 5.25 ms. With AVX2 (Zen 3, against the blocks packed in a pass of their own,
-// products alone called in turn in one process, median ratio of 101 pairs): 64 x 2048 x 2048
-// 0.78x, 64 x 1024 x 1024 0.85x, 32 x 2048 x 2048 0.64x; a 256-deep panel (16 KB, half of L1)
+// products alone, measure/avx2_products/pairs.sh, median ratio of 101 rounds): 64 x 2048 x 2048
+// 0.84x, 64 x 1024 x 1024 0.87x, 32 x 2048 x 2048 0.74x; a 256-deep panel (16 KB, half of L1)
 // was within 3% of 512 either way.
 inline constexpr int32_t kFewRowsMax = 128, kFewRowsDepth = 512;
 inline bool gemm_takes_few_rows(int32_t M, int32_t K, int32_t N, int32_t cs) {
