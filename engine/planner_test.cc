@@ -63,6 +63,22 @@ std::vector<bp::PlannedBuffer> aligned(std::vector<bp::PlannedBuffer> b) {
   return b;
 }
 
+// Each placement the planner tries, apart: the bound and its instruction, and per placement the
+// offsets and the arena.
+struct Placements {
+  int32_t peak = 0;
+  size_t bound = 0, by_size_arena = 0, in_time_arena = 0, peak_first_arena = 0;
+  std::vector<size_t> by_size, in_time, peak_first;
+};
+Placements place_every_way(const std::vector<bp::PlannedBuffer>& b, int32_t T) {
+  Placements p;
+  p.bound = bp::plan_memory_bound(b, T, nullptr, &p.peak);
+  p.by_size_arena = bp::plan_greedy(b, bp::plan_order_by_size(b), p.by_size);
+  p.in_time_arena = bp::plan_best_fit_in_time(b, T, p.in_time);
+  p.peak_first_arena = bp::plan_greedy(b, bp::plan_order_peak_first(b, p.peak), p.peak_first);
+  return p;
+}
+
 TEST(Planner, EveryPlacementIsValidOnRandomLifetimesAndThePlanTakesTheSmallest) {
   bp::SplitMix64 rng{0x91a7};
   double worst_greedy = 1, worst_best_fit = 1, worst_peak_first = 1, worst_plan = 1;
@@ -76,27 +92,21 @@ TEST(Planner, EveryPlacementIsValidOnRandomLifetimesAndThePlanTakesTheSmallest) 
       x.bytes = size_t(rng.below(4) == 0 ? 1 + rng.below(1 << 20) : 1 + rng.below(4096));
     }
     b = aligned(b);
-    int32_t peak = 0;
-    const size_t bound = bp::plan_memory_bound(b, T, nullptr, &peak);
-    std::vector<size_t> greedy, best_fit, peak_first;
-    const size_t greedy_arena = bp::plan_greedy(b, bp::plan_order_by_size(b), greedy);
-    const size_t best_fit_arena = bp::plan_best_fit_in_time(b, T, best_fit);
-    const size_t peak_first_arena =
-        bp::plan_greedy(b, bp::plan_order_peak_first(b, peak), peak_first);
-    ASSERT_EQ(clash(b, greedy, greedy_arena), "") << "greedy by size, trial " << trial;
-    ASSERT_EQ(clash(b, best_fit, best_fit_arena), "") << "best fit in time, trial " << trial;
-    ASSERT_EQ(clash(b, peak_first, peak_first_arena), "") << "peak first, trial " << trial;
-    ASSERT_GE(greedy_arena, bound);
-    ASSERT_GE(best_fit_arena, bound);
-    ASSERT_GE(peak_first_arena, bound);
-    worst_greedy = std::max(worst_greedy, double(greedy_arena) / double(bound));
-    worst_best_fit = std::max(worst_best_fit, double(best_fit_arena) / double(bound));
-    worst_peak_first = std::max(worst_peak_first, double(peak_first_arena) / double(bound));
+    const Placements p = place_every_way(b, T);
+    ASSERT_EQ(clash(b, p.by_size, p.by_size_arena), "") << "greedy by size, trial " << trial;
+    ASSERT_EQ(clash(b, p.in_time, p.in_time_arena), "") << "best fit in time, trial " << trial;
+    ASSERT_EQ(clash(b, p.peak_first, p.peak_first_arena), "") << "peak first, trial " << trial;
+    ASSERT_GE(p.by_size_arena, p.bound);
+    ASSERT_GE(p.in_time_arena, p.bound);
+    ASSERT_GE(p.peak_first_arena, p.bound);
+    worst_greedy = std::max(worst_greedy, double(p.by_size_arena) / double(p.bound));
+    worst_best_fit = std::max(worst_best_fit, double(p.in_time_arena) / double(p.bound));
+    worst_peak_first = std::max(worst_peak_first, double(p.peak_first_arena) / double(p.bound));
     std::vector<bp::PlannedBuffer> planned = b;
     const bp::MemoryPlan plan = bp::plan_memory(planned, T);
-    ASSERT_EQ(plan.arena_bytes, std::min({greedy_arena, best_fit_arena, peak_first_arena}));
-    worst_plan = std::max(worst_plan, double(plan.arena_bytes) / double(bound));
-    ASSERT_EQ(plan.lower_bound_bytes, bound);
+    ASSERT_EQ(plan.arena_bytes, std::min({p.by_size_arena, p.in_time_arena, p.peak_first_arena}));
+    worst_plan = std::max(worst_plan, double(plan.arena_bytes) / double(p.bound));
+    ASSERT_EQ(plan.lower_bound_bytes, p.bound);
     std::vector<size_t> offsets;
     for (const auto& x : planned) offsets.push_back(x.offset);
     ASSERT_EQ(clash(planned, offsets, plan.arena_bytes), "") << "plan_memory, trial " << trial;
@@ -117,22 +127,16 @@ TEST(Planner, ThePeakFirstReachesTheBoundWhereSizeAndTimeOrderDoNot) {
                                             {2560, 5, 6}, {1536, 1, 1}, {64, 2, 7},   {64, 3, 5},
                                             {2560, 2, 5}, {960, 6, 6},  {6144, 7, 7}};
   const int32_t T = 8;
-  int32_t peak = 0;
-  const size_t bound = bp::plan_memory_bound(b, T, nullptr, &peak);
-  std::vector<size_t> by_size, in_time, peak_first;
-  const size_t by_size_arena = bp::plan_greedy(b, bp::plan_order_by_size(b), by_size);
-  const size_t in_time_arena = bp::plan_best_fit_in_time(b, T, in_time);
-  const size_t peak_first_arena =
-      bp::plan_greedy(b, bp::plan_order_peak_first(b, peak), peak_first);
-  std::printf("  bound %zu: by size %zu, in time %zu, peak first %zu bytes\n", bound, by_size_arena,
-              in_time_arena, peak_first_arena);
-  EXPECT_EQ(peak, 7);
-  EXPECT_GT(by_size_arena, bound);
-  EXPECT_GT(in_time_arena, bound);
-  EXPECT_EQ(clash(b, peak_first, peak_first_arena), "");
-  EXPECT_EQ(peak_first_arena, bound);
+  const Placements p = place_every_way(b, T);
+  std::printf("  bound %zu: by size %zu, in time %zu, peak first %zu bytes\n", p.bound,
+              p.by_size_arena, p.in_time_arena, p.peak_first_arena);
+  EXPECT_EQ(p.peak, 7);
+  EXPECT_GT(p.by_size_arena, p.bound);
+  EXPECT_GT(p.in_time_arena, p.bound);
+  EXPECT_EQ(clash(b, p.peak_first, p.peak_first_arena), "");
+  EXPECT_EQ(p.peak_first_arena, p.bound);
   std::vector<bp::PlannedBuffer> planned = b;
-  EXPECT_EQ(bp::plan_memory(planned, T).arena_bytes, bound);
+  EXPECT_EQ(bp::plan_memory(planned, T).arena_bytes, p.bound);
 }
 
 // A step's shape: the forward makes activations that live until their backward, in reverse
