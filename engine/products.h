@@ -107,6 +107,7 @@ struct FloatVector {
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 };
 #endif
+static_assert(kPanel<float> == 2 * FloatVector::lanes, "a float panel is the tile's two vectors");
 inline constexpr int32_t kPackAheadRows = 16;
 #if defined(__AVX512F__)
 #define BP_FLOAT_TILE_INLINE __attribute__((always_inline)) inline
@@ -308,7 +309,7 @@ inline constexpr int32_t kInPlaceBelowColumns =
 template <class T>
 inline constexpr bool kFusedPack =
 #if defined(__AVX512F__) || defined(__FMA__)
-    std::is_same_v<T, float>&& kPanel<T> == 2 * FloatVector::lanes;
+    std::is_same_v<T, float>;  // the named float tile packs (its panel: static_assert above)
 #else
     false;
 #endif
