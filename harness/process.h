@@ -172,6 +172,21 @@ class Child {
     if (go_fd_ >= 0 && write(go_fd_, "go\n", 3) != 3) close_pipes();
   }
 
+  // Whether it has ended, without waiting (it is killed if its time is up or the run was
+  // interrupted): several children can then be watched at once, each finish()ed once it ended.
+  bool ended() {
+    if (pid_ <= 0 || reaped_) return true;
+    if (wait4(pid_, &status_, WNOHANG, &usage_) == pid_) {
+      reaped_ = true;
+      wall_seconds_ = elapsed();
+      g_child_groups[slot_] = 0;
+      return true;
+    }
+    if (g_interrupted) kill_group();
+    if (own_seconds() > timeout_ && !timed_out_) timed_out_ = true, kill_group();
+    return false;
+  }
+
   // Waits for it to end (killing it when its time is up) and says how it ended.
   ProcessResult finish() {
     ProcessResult r;
@@ -181,22 +196,13 @@ class Child {
     }
     stop_waiting();
     close_pipes();  // a child still waiting for its turn reads end-of-file and stops
-    int status = 0;
-    rusage usage{};
-    while (!reaped_) {
-      if (wait4(pid_, &status, WNOHANG, &usage) == pid_) break;
-      if (g_interrupted) kill_group();
-      if (own_seconds() > timeout_ && !timed_out_) timed_out_ = true, kill_group();
-      std::this_thread::sleep_for(std::chrono::milliseconds(timed_out_ ? 1 : 10));
-    }
-    reaped_ = true;
-    g_child_groups[slot_] = 0;
+    while (!ended()) std::this_thread::sleep_for(std::chrono::milliseconds(timed_out_ ? 1 : 10));
     r.timed_out = timed_out_;
-    r.interrupted = g_interrupted != 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    r.wall_seconds = elapsed();
-    r.max_rss_bytes = int64_t(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
-    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    r.interrupted = g_interrupted != 0 && !(WIFEXITED(status_) && WEXITSTATUS(status_) == 0);
+    r.wall_seconds = wall_seconds_;
+    r.max_rss_bytes = int64_t(usage_.ru_maxrss) * 1024;  // Linux reports kilobytes
+    if (WIFEXITED(status_)) r.exit_code = WEXITSTATUS(status_);
+    if (WIFSIGNALED(status_)) r.signal = WTERMSIG(status_);
     return r;
   }
 
@@ -227,8 +233,10 @@ class Child {
   std::chrono::steady_clock::time_point start_, waiting_since_{};
   std::vector<std::chrono::steady_clock::time_point> turns_;
   double timeout_, waited_ = 0;  // waited_: seconds it spent ready, waiting for its turn
+  double wall_seconds_ = 0;      // from its start to when it was seen to end
   pid_t pid_ = -1;
-  int slot_ = -1, go_fd_ = -1, ready_fd_ = -1;
+  int slot_ = -1, go_fd_ = -1, ready_fd_ = -1, status_ = 0;
+  rusage usage_{};
   bool reaped_ = false, timed_out_ = false;
 };
 

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness/compare.h"
@@ -159,6 +160,8 @@ const char* kUsage = R"(usage: bench_run [options]
                        of memory with its estimate
   --force              no memory estimate: every size runs, capped by --memory-limit
   --check-only         run the correctness check only; exit 1 if any backend disagrees
+  --jobs N             with --check-only: check N backends at once, each process under 1/N of
+                       the memory limit (default 1)
   --no-plots           do not draw the plots (plots/plot.py) at the end
   --bin-dir DIR        where the backend binaries are (default: next to bench_run)
   --resume RUN         finish an interrupted run (its folder, e.g. results/<run-id>) with its own
@@ -211,6 +214,7 @@ struct Options {
   // 2 rounds: each benchmark's repetitions come from two processes, minutes apart (bench());
   // 0 until given: then 2, or 1 for a single repetition.
   int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
+  int jobs = 1;  // --check-only: check processes at once, the memory limit shared among them
   double min_time = 0.1, timeout = 600;
   double time_budget = 10;  // seconds a benchmark aims at over all its rounds (Run::plan_of)
   int64_t memory_limit = default_memory_limit();
@@ -273,6 +277,8 @@ Options parse_options(const std::vector<std::string>& args) {
       o.threads = parse_count(arg, next(), 1, 256);
     else if (arg == "--repetitions")
       o.repetitions = parse_count(arg, next(), 1, 1000);
+    else if (arg == "--jobs")
+      o.jobs = parse_count(arg, next(), 1, 16);
     else if (arg == "--rounds")
       o.rounds = parse_count(arg, next(), 1, 100);
     else if (arg == "--warmup-steps")
@@ -310,6 +316,10 @@ Options parse_options(const std::vector<std::string>& args) {
       usage_error(fmt::format("unknown option '{}'", args[i]));
     }
   }
+  if (o.jobs > 1 && !o.check_only)
+    usage_error(
+        fmt::format("--jobs {}: only with --check-only (benchmarks run one at a time)", o.jobs));
+  o.memory_limit /= o.jobs;  // so that the processes alive at once stay under it together
   if (o.rounds == 0) o.rounds = std::min(2, o.repetitions);
   if (o.rounds > o.repetitions)
     usage_error(fmt::format("--rounds {}: at most --repetitions ({}): each round runs at least one",
@@ -690,65 +700,103 @@ class Run {
                             {"max_rss_bytes", p.max_rss_bytes}});
   }
 
-  // One check process per backend, told exactly its selected instances; then the judge, per
-  // instance over every selected backend. Returns true if every backend agreed everywhere.
+  // One check process per backend, told exactly its selected instances (--jobs of them at once
+  // with --check-only, one after another otherwise: a step the check times decides how the
+  // benchmark runs); then the judge, per instance over every selected backend. Returns true if
+  // every backend agreed everywhere.
   bool check() {
     std::map<std::string, std::map<std::string, Json>> records;  // backend -> name -> record
     std::map<std::string, std::string> died;                     // backend -> how its check ended
+    struct Job {
+      std::string backend, file, log;
+      std::vector<std::string> argv;
+      size_t count = 0, decided = 0;  // instances it checks; the runner's own records
+    };
+    std::vector<Job> jobs;
     for (const std::string& b : opt_.backends) {
-      fmt::print("check {:<11} ", b);
-      std::fflush(stdout);
-      const std::string file = "check/" + b + ".json", log = "logs/" + b + ".check.log";
+      Job job{b, "check/" + b + ".json", "logs/" + b + ".check.log", {}};
       bool reads_corpus = false;
       for (const Selected& s : selected_)
         reads_corpus |= s.names.count(b) && s.workload->corpus.context;
-      std::vector<std::string> argv = command(b, reads_corpus);
-      argv.push_back("--check_out=" + (folder_.dir() / file).string());
-      size_t count = 0, decided = 0;
+      job.argv = command(b, reads_corpus);
+      job.argv.push_back("--check_out=" + (folder_.dir() / job.file).string());
       for (const Selected& s : selected_) {
         if (!s.names.count(b)) continue;
         if (not_run(s, b))  // the runner's own record stands for it (add_not_run)
-          decided++;
+          job.decided++;
         else
-          argv.push_back(instance_arg(s, b)), count++;
+          job.argv.push_back(instance_arg(s, b)), job.count++;
       }
-      if (count == 0) {  // the filter kept none of its benchmarks, or none is run: no process
+      if (job.count == 0) {  // the filter kept none of its benchmarks, or none is run: no process
         add_not_run(b, records[b]);
-        fmt::print("{}\n",
-                   decided ? fmt::format("{} instances not run", decided) : "nothing selected");
+        fmt::print(
+            "check {:<11} {}\n", b,
+            job.decided ? fmt::format("{} instances not run", job.decided) : "nothing selected");
         continue;
       }
       if (!opt_.resume.empty()) {  // a check that reported every instance is not run again
-        records[b] = read_check_records(folder_.dir() / file);
+        records[b] = read_check_records(folder_.dir() / job.file);
         size_t reported = 0;
         for (const Selected& s : selected_)
           reported += s.names.count(b) && records[b].count(s.names.at(b));
-        if (reported == count) {
-          fmt::print("{} of {} instances reported by the interrupted run\n", reported, count);
+        if (reported == job.count) {
+          fmt::print("check {:<11} {} of {} instances reported by the interrupted run\n", b,
+                     reported, job.count);
           add_not_run(b, records[b]);
           continue;
         }
       }
-      note_other_benchmarks();
-      const ProcessResult p = run_process(argv, (folder_.dir() / log).string(), opt_.timeout,
-                                          child_env(), opt_.memory_limit);
+      jobs.push_back(std::move(job));
+    }
+
+    // One at a time, a line says which backend is being checked while it runs.
+    const bool one_at_a_time = opt_.jobs == 1;
+    // What a check process that ended says; false: the run was interrupted.
+    auto ended = [&](const Job& job, const ProcessResult& p) {
       if (p.interrupted) return false;
-      records[b] = read_check_records(folder_.dir() / file);
+      const std::string& b = job.backend;
+      records[b] = read_check_records(folder_.dir() / job.file);
       add_not_run(b, records[b]);
       std::string status = "ok", message;
       if (!p.ok()) {
-        status = "failed", message = p.failure() + " (see " + log + ")";
+        status = "failed", message = p.failure() + " (see " + job.log + ")";
         died[b] = "its check process " + message;
         if (p.exit_code == 2) {  // a flag it refused: one line, as for the runner's own
-          fmt::print("\n");
-          const std::vector<std::string> lines = fields(read_file(folder_.dir() / log), '\n');
+          if (one_at_a_time) fmt::print("\n");
+          const std::vector<std::string> lines = fields(read_file(folder_.dir() / job.log), '\n');
           refuse(fmt::format("{} refused its flags: {}", b, lines.size() > 1 ? lines[1] : "?"));
         }
       }
-      fmt::print("{} of {} instances reported in {:.1f} s{}{}\n", records[b].size() - decided,
-                 count, p.wall_seconds, p.ok() ? "" : "; " + message,
-                 decided ? fmt::format(" ({} not run)", decided) : "");
-      add_process(process_json(b, "check", "", file, log, status, message, p));
+      if (!one_at_a_time) fmt::print("check {:<11} ", b);
+      fmt::print("{} of {} instances reported in {:.1f} s{}{}\n", records[b].size() - job.decided,
+                 job.count, p.wall_seconds, p.ok() ? "" : "; " + message,
+                 job.decided ? fmt::format(" ({} not run)", job.decided) : "");
+      std::fflush(stdout);
+      add_process(process_json(b, "check", "", job.file, job.log, status, message, p));
+      return true;
+    };
+    // At most opt_.jobs alive, started in --backends order; each reported as it ends.
+    std::vector<std::pair<const Job*, std::unique_ptr<Child>>> alive;
+    size_t next = 0;
+    while (next < jobs.size() || !alive.empty()) {
+      while (next < jobs.size() && alive.size() < size_t(opt_.jobs) && !g_interrupted) {
+        const Job& job = jobs[next++];
+        if (one_at_a_time) fmt::print("check {:<11} ", job.backend), std::fflush(stdout);
+        note_other_benchmarks();
+        alive.emplace_back(&job,
+                           std::make_unique<Child>(job.argv, (folder_.dir() / job.log).string(),
+                                                   opt_.timeout, child_env(), opt_.memory_limit));
+      }
+      if (g_interrupted && alive.empty()) return false;
+      bool any = false;
+      for (size_t i = 0; i < alive.size(); i++) {
+        if (!alive[i].second->ended()) continue;
+        const auto [job, child] = std::move(alive[i]);
+        alive.erase(alive.begin() + i--);
+        any = true;
+        if (!ended(*job, child->finish())) return false;
+      }
+      if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 
     Json results = Json::array_of();

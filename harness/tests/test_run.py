@@ -154,17 +154,27 @@ def test_check_only_agrees_and_says_how_closely(bin_dir, tmp_path):
     assert "check libtorch    2 instances agree" in r.stdout
 
 
-# One judge: the same verdicts and the same reference whatever the order of --backends.
+# One judge: the same verdicts and the same reference whatever the order of --backends, and
+# whether the checks run one after another or two at once (--jobs 2, which shares the memory
+# limit between the two).
 def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     outcomes = []
-    for order in ("pytorch,libtorch,engine", "engine,libtorch,pytorch"):
+    for order, jobs in (("pytorch,libtorch,engine", "1"), ("engine,libtorch,pytorch", "2")):
         out = tmp_path / order.replace(",", "-")
         r = run(bin_dir, out, "--check-only", "--workloads", "tiny_graph,mlp_width", "--sizes",
-                "width=16", "--backends", order, env={"BACKPROP_BENCH_FAULT": "wrong:libtorch"})
+                "width=16", "--backends", order, "--jobs", jobs, "--memory-limit", "8G",
+                env={"BACKPROP_BENCH_FAULT": "wrong:libtorch"})
         assert r.returncode == 1, r.stdout + r.stderr
         run_dir = next(p for p in out.iterdir() if p.is_dir())
         outcomes.append(load(run_dir / "check.json")["results"])
+        processes = load(run_dir / "processes.json")
+        assert sorted(p["backend"] for p in processes["processes"]) == sorted(order.split(","))
+        assert all(p["status"] == "ok" for p in processes["processes"]), processes
+        assert processes["options"]["memory_limit_bytes"] == (8 << 30) // int(jobs)
     assert outcomes[0] == outcomes[1]
+    r = run(bin_dir, tmp_path / "timed", "--jobs", "2", "--workloads", "tiny_graph")
+    assert r.returncode == 2 and r.stderr.startswith(
+        "error: --jobs 2: only with --check-only (benchmarks run one at a time)"), r.stderr
     refs = {(c["instance"], c["backend"]): c for c in outcomes[0]}
     assert refs[("grad/tiny_graph", "engine")]["is_reference"]
     assert refs[("step/mlp_width/width:16", "libtorch")]["status"] == "wrong"
@@ -187,6 +197,7 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     (["--repetitions", "0"], "--repetitions 0: expected a whole number from 1 to 1000"),
     (["--repetitions", "1.9"], "--repetitions 1.9: expected a whole number from 1 to 1000"),
     (["--repetitions", "2", "--rounds", "3"], "--rounds 3: at most --repetitions (2)"),
+    (["--jobs", "0"], "--jobs 0: expected a whole number from 1 to 16"),
     (["--threads", "2x"], "--threads 2x: expected a whole number from 1 to 256"),
     (["--sizes", "=10"], "--sizes =10: expected KEY=N,N,..."),
     (["--data", "/"], "--data=/: not a regular file (a directory)"),
