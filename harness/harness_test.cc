@@ -1,10 +1,13 @@
 // harness/harness_test.cc: the runner's pieces on inputs made up to break them: the judge
 // (harness/judge.h), the JSON reader and writer, the protocol's --instance flag, the selection
-// (harness/selection.h), and the reader of Google Benchmark results with the summary's ratios and
-// crossovers (harness/results.h).
-// The runner end to end, on real backend processes, is harness/tests/.
+// (harness/selection.h), what counts as another benchmark running (harness/proc.h), and the reader
+// of Google Benchmark results with the summary's ratios and crossovers (harness/results.h). The
+// runner end to end, on real backend processes, is harness/tests/.
 //   ctest -R harness_test --output-on-failure
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +19,7 @@
 #include "harness/judge.h"
 #include "harness/memory.h"
 #include "harness/names.h"
+#include "harness/proc.h"
 #include "harness/protocol.h"
 #include "harness/results.h"
 #include "harness/selection.h"
@@ -624,3 +628,38 @@ TEST(Environment, PerformanceDifferencesNamed) {
 }
 
 }  // namespace
+
+namespace {
+
+// A child of this test that runs sleep under the name `program` (its argv[0], what
+// /proc/<pid>/cmdline shows).
+pid_t start_named(const std::string& program) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sleep", program.c_str(), "30", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+// Every backend's program is another benchmark unless it is the runner's own child; other
+// programs are not. Seen from this test's parent, this test's children are nobody's children.
+TEST(Proc, EveryBackendProgramIsAnotherBenchmark) {
+  std::vector<std::pair<std::string, pid_t>> started;
+  for (const char* name : {"/x/bench_run", "/x/bench_engine", "/x/bench_compiled",
+                           "/x/bench_libtorch", "/x/pytorch_bench.py", "/x/bench_other"})
+    started.push_back({name, start_named(name)});
+  usleep(200 * 1000);  // until each has exec'd
+  const std::vector<std::string> others = bp::proc_other_benchmarks(getppid());
+  const std::vector<std::string> mine = bp::proc_other_benchmarks(getpid());
+  for (const auto& [name, pid] : started) {
+    const std::string seen = std::to_string(pid) + " " + name.substr(3);
+    const bool listed = std::find(others.begin(), others.end(), seen) != others.end();
+    EXPECT_EQ(listed, name != "/x/bench_other") << seen;
+    EXPECT_EQ(std::find(mine.begin(), mine.end(), seen), mine.end()) << seen << " is our child";
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+}

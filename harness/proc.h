@@ -1,9 +1,9 @@
 // harness/proc.h: what the harness reads from /proc about its own process and machine.
 //
 // Other benchmarks: a timing taken while another benchmark ran on the same 2 cores is not
-// comparable, so the runner looks for other benchmark processes (any bench_run, bench_engine,
-// bench_libtorch or pytorch_bench.py that is not its own child) before each process it starts,
-// and records the load average at the start and the end of the run.
+// comparable, so the runner looks for other benchmark processes (any of kOtherBenchmarks that is
+// not its own child) before each process it starts, and records the load average at the start
+// and the end of the run.
 //
 // Peak RSS of one benchmark: writing "5" to /proc/self/clear_refs resets the kernel's high-water
 // mark (VmHWM) to the current RSS (Linux >= 4.0, proc(5)); VmHWM read after the benchmark is then
@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -150,6 +151,10 @@ inline long proc_parent_of(long pid) {
   return ppid;
 }
 
+// The programs whose processes are benchmarks: the runner and every backend's.
+inline constexpr std::string_view kOtherBenchmarks[] = {
+    "bench_run", "bench_engine", "bench_compiled", "bench_libtorch", "pytorch_bench.py"};
+
 // "pid NAME" of every benchmark process on the machine that is not `self`, its child, or one of
 // its ancestors (a wrapper such as `time` or `timeout build/bench_run ...` names it in its
 // arguments, and is no other benchmark).
@@ -171,8 +176,8 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
     std::string name;
     for (const std::string& arg : split(cmdline, '\0')) {  // python3 runs pytorch_bench.py
       const std::string base = arg.substr(arg.rfind('/') + 1);
-      if (base == "bench_run" || base == "bench_engine" || base == "bench_libtorch" ||
-          base == "pytorch_bench.py") {
+      if (std::find(std::begin(kOtherBenchmarks), std::end(kOtherBenchmarks), base) !=
+          std::end(kOtherBenchmarks)) {
         name = base;
         break;
       }
