@@ -215,10 +215,12 @@ inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, co
 #if defined(__AVX__)
 // out's 8 x 8 block = in's 8 x 8 block transposed, in registers: rows interleaved by pairs, then
 // by fours, then the 128-bit halves exchanged (24 shuffles for 64 floats, where the scalar loop
-// moved one float per load and store).
-inline void transpose8x8(float* out, int32_t ldo, const float* in, int32_t ldi) {
+// moved one float per load and store). in_rows < 8: only that many rows of in exist, and out's
+// columns past them are zeros (a panel's padding; pack_transposed_block).
+inline void transpose8x8(float* out, int32_t ldo, const float* in, int32_t ldi, int in_rows = 8) {
   __m256 r[8], t[8];
-  for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(in + size_t(i) * ldi);
+  for (int i = 0; i < 8; i++)
+    r[i] = i < in_rows ? _mm256_loadu_ps(in + size_t(i) * ldi) : _mm256_setzero_ps();
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -432,8 +434,11 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
 }
 
 // The block's panels from a b stored transposed, (N, K) with rows K apart: each panel's 8 x 8
-// pieces are transposed in registers on the way (floats with AVX; the rest, and the edges, one
-// element at a time), so b^T is packed without a transposed copy of it first.
+// pieces are transposed in registers on the way (floats with AVX; the rest, and the last few k
+// when kc is not a multiple of 8, one element at a time), so b^T is packed without a transposed
+// copy of it first. The padded columns of the last panel come from the same transposes, with
+// zero rows in place of the missing ones: N = 10, one element at a time, had taken a fifth of
+// mlp_width 2048's 64 x 10 x 2048 forward (perf, Zen 3).
 template <class T>
 inline void pack_transposed_block(T* pack, const T* bt, int32_t K, int32_t n0, int32_t k0,
                                   int32_t kc, int32_t panels, int32_t last_cols,
@@ -447,8 +452,9 @@ inline void pack_transposed_block(T* pack, const T* bt, int32_t K, int32_t n0, i
       for (int32_t k = 0; k < kc; k += 8) {
 #if defined(__AVX__)
         if constexpr (std::is_same_v<T, float>)
-          if (j + 8 <= cols && k + 8 <= kc) {
-            transpose8x8(panel + size_t(k) * width + j, width, src + size_t(j) * K + k, K);
+          if (j + 8 <= width && k + 8 <= kc) {
+            transpose8x8(panel + size_t(k) * width + j, width, src + size_t(j) * K + k, K,
+                         std::min(8, cols - j));
             continue;
           }
 #endif

@@ -7,7 +7,8 @@
 // in a fixed order the same code called second took 0.91-0.98x the time of its copy called
 // first (Zen 3), so a fixed order would have flattered whatever was listed second. Run one tree
 // twice (pairs.sh a=T b=T) to see the floor: its ratio is then 1.00 within its quartiles.
-// OPENBLAS_NUM_THREADS=1 keeps OpenBLAS on one core (pairs.sh sets it).
+// OPENBLAS_NUM_THREADS=1 keeps OpenBLAS on one core (pairs.sh sets it, and BLIS_NUM_THREADS=1
+// for BLIS, which -DLIBRARY="blis" and -lblis put in OpenBLAS's place).
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,6 +17,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#ifndef LIBRARY
+#define LIBRARY "openblas"
+#endif
 
 #define DECLARE(n)                               \
   size_t scratch_##n(int, int, int, bool, bool); \
@@ -47,7 +52,7 @@ int main(int argc, char** argv) {
   float *c = alloc(size_t(M) * N), *scratch = alloc(scratch_elems);
   std::vector<std::vector<double>> t(variants.size() + 1);
   using Clock = std::chrono::steady_clock;
-  const size_t runners = variants.size() + 1;  // the variants, then OpenBLAS
+  const size_t runners = variants.size() + 1;  // the variants, then the library
   for (int r = 0; r < calls; r++)
     for (size_t i = 0; i < runners; i++) {
       const size_t v = (i + size_t(r)) % runners;
@@ -74,7 +79,7 @@ int main(int argc, char** argv) {
     std::printf(
         "%5d %5d %5d ta%d tb%d %-8s best %9.1f us %5.1f GFLOP/s  median %9.1f us  "
         "ratio %.3f [%.3f %.3f]%s\n",
-        M, N, K, ta, tb, v < variants.size() ? variants[v].name : "openblas", sorted[0] * 1e6,
+        M, N, K, ta, tb, v < variants.size() ? variants[v].name : LIBRARY, sorted[0] * 1e6,
         2.0 * M * N * K / sorted[0] * 1e-9, sorted[calls / 2] * 1e6, ratio[calls / 2],
         ratio[calls / 4], ratio[3 * calls / 4], same ? "" : "  BITS DIFFER");
   }

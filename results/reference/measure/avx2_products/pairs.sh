@@ -1,6 +1,7 @@
 #!/bin/bash
 # pairs.sh: builds pairs.cc over several engine trees and runs it on shapes.
 #   pairs.sh NAME=TREE [NAME=TREE ...] -- "M N K ta tb" ...   (the first tree is the yardstick)
+# LIBRARY=blis times BLIS's cblas_sgemm in place of OpenBLAS's (one cblas per process).
 # A tree is a folder holding engine/products.h and engine/kernels.h (a worktree of a commit, or
 # `git show <commit>:engine/products.h` copied into one). Flags as CMakeLists.txt builds the engine.
 set -eu
@@ -15,6 +16,9 @@ while [ "$1" != "--" ]; do
   objects="$objects $out/$name.o"
 done
 shift
-g++ $flags "-DVARIANT_DECLARATIONS=$declarations" "-DVARIANT_LIST=$list" "$here/pairs.cc" $objects \
-  -o "$out/pairs" -lopenblas
-for shape in "$@"; do OPENBLAS_NUM_THREADS=1 "$out/pairs" $shape ${CALLS:-101}; done
+library=${LIBRARY:-openblas}
+g++ $flags "-DVARIANT_DECLARATIONS=$declarations" "-DVARIANT_LIST=$list" "-DLIBRARY=\"$library\"" \
+  "$here/pairs.cc" $objects -o "$out/pairs" -l$library
+for shape in "$@"; do
+  OPENBLAS_NUM_THREADS=1 BLIS_NUM_THREADS=1 "$out/pairs" $shape ${CALLS:-101}
+done
