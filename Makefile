@@ -38,8 +38,7 @@ build: deps ; cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null && c
 sanitize: deps
 	cmake -S . -B $(BUILD)-sanitize -DCMAKE_BUILD_TYPE=Debug -DBP_SANITIZE=ON -DBP_KERNEL_LIBRARIES=OFF > /dev/null
 	cmake --build $(BUILD)-sanitize -j2 && cd $(BUILD)-sanitize && ctest --output-on-failure -j2
-# Two tests at a time, as the machines have two cores; those that start benchmark processes take
-# turns (CMakeLists.txt, RESOURCE_LOCK).
+# Two tests at a time, as the machines have two cores (CMakeLists.txt says what that allows).
 test: build sanitize ; cd $(BUILD) && ctest --output-on-failure -j2
 bench: build ; $(BUILD)/bench_run $(RUN_FOLDER) $(BENCH_ARGS)
 compare: build ; $(BUILD)/bench_run compare $(COMPARE_ARGS)

@@ -627,10 +627,6 @@ TEST(Environment, PerformanceDifferencesNamed) {
   EXPECT_EQ(d[1], "cpu_flags: only in the first: avx512f; only in the second: avx512_bf16");
 }
 
-}  // namespace
-
-namespace {
-
 // A child of this test that runs sleep under the name `program` (its argv[0], what
 // /proc/<pid>/cmdline shows).
 pid_t start_named(const std::string& program) {
@@ -641,8 +637,6 @@ pid_t start_named(const std::string& program) {
   }
   return pid;
 }
-
-}  // namespace
 
 // Every backend's program is another benchmark unless it is the runner's own child; other
 // programs are not. Seen from this test's parent, this test's children are nobody's children.
@@ -663,3 +657,5 @@ TEST(Proc, EveryBackendProgramIsAnotherBenchmark) {
     waitpid(pid, nullptr, 0);
   }
 }
+
+}  // namespace

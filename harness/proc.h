@@ -1,9 +1,9 @@
 // harness/proc.h: what the harness reads from /proc about its own process and machine.
 //
 // Other benchmarks: a timing taken while another benchmark ran on the same 2 cores is not
-// comparable, so the runner looks for other benchmark processes (any of kOtherBenchmarks that is
-// not its own child) before each process it starts, and records the load average at the start
-// and the end of the run.
+// comparable, so the runner looks for other benchmark processes (any of kBenchmarkPrograms that
+// is not its own child) before each process it starts, and records the load average at the
+// start and the end of the run.
 //
 // Peak RSS of one benchmark: writing "5" to /proc/self/clear_refs resets the kernel's high-water
 // mark (VmHWM) to the current RSS (Linux >= 4.0, proc(5)); VmHWM read after the benchmark is then
@@ -152,7 +152,7 @@ inline long proc_parent_of(long pid) {
 }
 
 // The programs whose processes are benchmarks: the runner and every backend's.
-inline constexpr std::string_view kOtherBenchmarks[] = {
+inline constexpr std::string_view kBenchmarkPrograms[] = {
     "bench_run", "bench_engine", "bench_compiled", "bench_libtorch", "pytorch_bench.py"};
 
 // "pid NAME" of every benchmark process on the machine that is not `self`, its child, or one of
@@ -176,8 +176,8 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
     std::string name;
     for (const std::string& arg : split(cmdline, '\0')) {  // python3 runs pytorch_bench.py
       const std::string base = arg.substr(arg.rfind('/') + 1);
-      if (std::find(std::begin(kOtherBenchmarks), std::end(kOtherBenchmarks), base) !=
-          std::end(kOtherBenchmarks)) {
+      if (std::find(std::begin(kBenchmarkPrograms), std::end(kBenchmarkPrograms), base) !=
+          std::end(kBenchmarkPrograms)) {
         name = base;
         break;
       }
