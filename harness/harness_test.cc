@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -628,12 +629,19 @@ TEST(Environment, PerformanceDifferencesNamed) {
 }
 
 // A child of this test that runs sleep under the name `program` (its argv[0], what
-// /proc/<pid>/cmdline shows).
+// /proc/<pid>/cmdline shows), returned once it has exec'd (at most 5 s: a loaded machine).
 pid_t start_named(const std::string& program) {
   const pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sleep", program.c_str(), "30", static_cast<char*>(nullptr));
     _exit(127);
+  }
+  for (int tries = 0; tries < 500; tries++) {
+    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string first;
+    std::getline(cmdline, first, '\0');
+    if (first == program) break;
+    usleep(10 * 1000);
   }
   return pid;
 }
@@ -645,7 +653,6 @@ TEST(Proc, EveryBackendProgramIsAnotherBenchmark) {
   for (const char* name : {"/x/bench_run", "/x/bench_engine", "/x/bench_compiled",
                            "/x/bench_libtorch", "/x/pytorch_bench.py", "/x/bench_other"})
     started.push_back({name, start_named(name)});
-  usleep(200 * 1000);  // until each has exec'd
   const std::vector<std::string> others = bp::proc_other_benchmarks(getppid());
   const std::vector<std::string> mine = bp::proc_other_benchmarks(getpid());
   for (const auto& [name, pid] : started) {
