@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#include "engine/products.h"
+#include "linear_buffers.h"
 using Clock = std::chrono::steady_clock;
 static void flush(const float* p, size_t n) {
   for (size_t i = 0; i < n; i += 16) _mm_clflush(p + i);
@@ -20,16 +20,8 @@ static void flush(const float* p, size_t n) {
 int main(int argc, char** argv) {
   if (argc != 5) return std::fprintf(stderr, "usage: flushed M N K rounds\n"), 2;
   const int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), rounds = atoi(argv[4]);
-  auto alloc = [](size_t n) {
-    float* p = (float*)std::aligned_alloc(64, (n * 4 + 63) / 64 * 64);
-    for (size_t i = 0; i < n; i++) p[i] = float(rand()) / RAND_MAX - 0.5f;
-    return p;
-  };
-  float *x = alloc(size_t(M) * K), *w = alloc(size_t(N) * K), *y = alloc(size_t(M) * N),
-        *dy = alloc(size_t(M) * N), *dx = alloc(size_t(M) * K), *dw = alloc(size_t(N) * K);
-  float* scratch = alloc(std::max({bp::matmul_scratch_elems(M, N, K, false, true),
-                                   bp::matmul_scratch_elems(M, K, N, false, false),
-                                   bp::matmul_scratch_elems(N, K, M, true, false)}) + 16);
+  LinearBuffers buffers(M, N, K);
+  auto [x, w, y, dy, dx, dw, scratch] = buffers;
   std::vector<double> t[2][3];  // [flushed][product]
   auto timed = [](auto&& call) {
     const auto t0 = Clock::now();

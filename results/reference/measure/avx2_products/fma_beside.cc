@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#include "engine/products.h"
+#include "linear_buffers.h"
 using Clock = std::chrono::steady_clock;
 __attribute__((noinline)) float fma_loop(long n) {
   __m256 a[12];
@@ -30,13 +30,8 @@ static double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   if (argc != 5) return std::fprintf(stderr, "usage: fma_beside M N K rounds\n"), 2;
   const int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), rounds = atoi(argv[4]);
-  auto alloc = [](size_t n) {
-    float* p = (float*)std::aligned_alloc(64, (n * 4 + 63) / 64 * 64);
-    for (size_t i = 0; i < n; i++) p[i] = float(rand()) / RAND_MAX - 0.5f;
-    return p;
-  };
-  float *x = alloc(size_t(M) * K), *w = alloc(size_t(N) * K), *y = alloc(size_t(M) * N);
-  float* scratch = alloc(bp::matmul_scratch_elems(M, N, K, false, true) + 16);
+  LinearBuffers buffers(M, N, K);
+  auto [x, w, y, dy, dx, dw, scratch] = buffers;
   const long n = 100000;  // about 2 ms, as long as the 64 x 1024 x 1024 product
   std::vector<double> fma, product;
   float sink = 0;

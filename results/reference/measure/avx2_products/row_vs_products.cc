@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <vector>
 #include "engine/dialects.h"
+#include "linear_buffers.h"
 using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   if (argc != 4) return std::fprintf(stderr, "usage: row_vs_products N K rounds\n"), 2;
@@ -25,16 +26,8 @@ int main(int argc, char** argv) {
   for (const bp::Kernel<float>& k : bp::kernels_of<float>(bp::TensorOp::linear))
     if (std::string_view(k.dialect) == "engine") engine = &k;
   const bp::KernelBench<float> row(bp::TensorOp::linear, shape, {engine});
-  auto alloc = [](size_t n) {
-    float* p = (float*)std::aligned_alloc(64, (n * 4 + 63) / 64 * 64);
-    for (size_t i = 0; i < n; i++) p[i] = float(rand()) / RAND_MAX - 0.5f;
-    return p;
-  };
-  float *x = alloc(size_t(M) * K), *w = alloc(size_t(N) * K), *y = alloc(size_t(M) * N),
-        *dy = alloc(size_t(M) * N), *dx = alloc(size_t(M) * K), *dw = alloc(size_t(N) * K);
-  float* scratch = alloc(std::max({bp::matmul_scratch_elems(M, N, K, false, true),
-                                   bp::matmul_scratch_elems(M, K, N, false, false),
-                                   bp::matmul_scratch_elems(N, K, M, true, false)}) + 16);
+  LinearBuffers buffers(M, N, K);
+  auto [x, w, y, dy, dx, dw, scratch] = buffers;
   auto products = [&] {
     bp::matmul_accumulate(y, x, false, w, true, M, N, K, scratch, false);
     bp::matmul_accumulate(dx, dy, false, w, false, M, K, N, scratch, true);
