@@ -3,9 +3,14 @@
 // over the paired calls. The kernel rows (bench_compiled --kernel_rows) time each dialect for a
 // tenth of a second at a time, and this VM's minutes differ by more than the dialects do; a ratio
 // of calls a few hundred microseconds apart does not see them.
+//   L=/usr/lib/x86_64-linux-gnu
 //   g++ -O3 -DNDEBUG -std=c++20 -march=native -fopenmp-simd -fno-math-errno -fno-trapping-math \
-//     -I<tree> -isystem /usr/include/x86_64-linux-gnu/blis-openmp <the BP_HAVE_* and BP_*_PATH
-//     definitions CMakeLists.txt gives bp_dialects> dialects_in_turn.cc -o dialects_in_turn -ldl
+//     -I<tree> -isystem /usr/include/x86_64-linux-gnu/blis-openmp -DBP_HAVE_OPENBLAS=1 \
+//     -DBP_OPENBLAS_PATH="\"$L/openblas-pthread/libopenblas.so.0\"" -DBP_HAVE_BLIS=1 \
+//     -DBP_BLIS_PATH="\"$L/blis-openmp/libblis.so.4\"" -DBP_HAVE_ONEDNN=1 \
+//     -DBP_ONEDNN_PATH="\"$L/libdnnl.so.2\"" -DBP_HAVE_LIBXSMM=1 dialects_in_turn.cc \
+//     -o dialects_in_turn -ldl /usr/lib/libxsmm.a /usr/lib/libxsmmnoblas.a -lpthread -lm -lrt
+//   (the definitions CMakeLists.txt gives bp_dialects; build/CMakeCache.txt says where they are)
 //   OPENBLAS_NUM_THREADS=1 BLIS_NUM_THREADS=1 ./dialects_in_turn 1024 1024 0 101 [engine,blis]
 // Arguments: N K relu rounds, for a linear (64, K) x (N, K)^T + bias (relu: 1 to apply it), and
 // the dialects to call, comma-separated (all that can run it, when left out).
@@ -35,7 +40,8 @@ int main(int argc, char** argv) {
         (only.empty() || only.find("," + std::string(k.dialect) + ",") != std::string::npos))
       kernels.push_back(&k);
   if (kernels.empty() || std::string_view(kernels[0]->dialect) != "engine")
-    return std::fprintf(stderr, "the engine's kernel should come first\n"), 1;
+    return std::fprintf(stderr, "dialects_in_turn: the engine must be among the dialects (the "
+                                "ratios are to it), and any other must run this shape\n"), 2;
   const bp::KernelBench<float> bench(bp::TensorOp::linear, shape, kernels);
   for (const bp::Kernel<float>* k : kernels) bench.run(*k);  // warm: caches, JIT
   std::vector<std::vector<double>> seconds(kernels.size());
