@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
       kernels.push_back(&k);
   if (kernels.empty() || std::string_view(kernels[0]->dialect) != "engine")
     return std::fprintf(stderr, "dialects_in_turn: the engine must be among the dialects (the "
-                                "ratios are to it), and any other must run this shape\n"), 2;
+                                "ratios are to it)\n"), 2;
   const bp::KernelBench<float> bench(bp::TensorOp::linear, shape, kernels);
   for (const bp::Kernel<float>* k : kernels) bench.run(*k);  // warm: caches, JIT
   std::vector<std::vector<double>> seconds(kernels.size());
