@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 #include "engine/dialects.h"
+#include "linear_buffers.h"
 using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   if (argc != 5 && argc != 6)
@@ -29,11 +30,7 @@ int main(int argc, char** argv) {
   const std::string only = argc == 6 ? "," + std::string(argv[5]) + "," : "";
   const int M = 64, N = atoi(argv[1]), K = atoi(argv[2]), rounds = atoi(argv[4]);
   bp::set_library_threads(1);
-  bp::OpArgs<float> shape;
-  shape.rows = M, shape.cols = N, shape.arg[0] = atoi(argv[3]);
-  shape.in_rows[0] = M, shape.in_cols[0] = K;
-  shape.in_rows[1] = N, shape.in_cols[1] = K;
-  shape.in_rows[2] = 1, shape.in_cols[2] = N;
+  const bp::OpArgs<float> shape = linear_shape(M, N, K, atoi(argv[3]) != 0);
   std::vector<const bp::Kernel<float>*> kernels;  // the engine's first: the one ratios are to
   for (const bp::Kernel<float>& k : bp::kernels_of<float>(bp::TensorOp::linear))
     if (k.in_build && k.priority > 0 && k.available(shape) &&

@@ -1,10 +1,13 @@
-// linear_buffers.h: the buffers of a linear op's three products for the measuring programs here
-// (flushed.cc, row_vs_products.cc, fma_beside.cc): x (M, K), w (N, K), y and dy (M, N), dx
-// (M, K), dw (N, K) on whole cache lines, filled with uniform noise, and one scratch the size the
-// largest of the three products asks.
+// linear_buffers.h: a linear op for the measuring programs here (op_sequence.cc, flushed.cc,
+// row_vs_products.cc, fma_beside.cc, dialects_in_turn.cc). LinearBuffers: its three products'
+// buffers, x (M, K), w (N, K), y and dy (M, N), dx (M, K), dw (N, K) on whole cache lines, filled
+// with uniform noise, and one scratch the size the largest of the three products asks.
+// linear_shape: the op's OpArgs shapes, out (M, N) = x (M, K) w^T (N, K) + bias (1, N), as the
+// kernel rows run it (KernelBench allocates the buffers).
 #pragma once
 #include <algorithm>
 #include <cstdlib>
+#include "engine/ops.h"
 #include "engine/products.h"
 
 inline float* random_floats(size_t n) {
@@ -27,3 +30,12 @@ struct LinearBuffers {
                                         bp::matmul_scratch_elems(N, K, M, true, false)}) +
                               16)) {}
 };
+
+inline bp::OpArgs<float> linear_shape(int M, int N, int K, bool relu) {
+  bp::OpArgs<float> shape;
+  shape.rows = M, shape.cols = N, shape.arg[0] = relu;
+  shape.in_rows[0] = M, shape.in_cols[0] = K;
+  shape.in_rows[1] = N, shape.in_cols[1] = K;
+  shape.in_rows[2] = 1, shape.in_cols[2] = N;
+  return shape;
+}

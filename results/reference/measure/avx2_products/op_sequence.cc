@@ -10,19 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#include "engine/products.h"
+#include "linear_buffers.h"
 using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   if (argc != 4) return std::fprintf(stderr, "usage: op_sequence M N K\n"), 2;
   const int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), rounds = 201;
-  auto alloc = [](size_t n) { float* p = (float*)std::aligned_alloc(64, (n * 4 + 63) / 64 * 64);
-    for (size_t i = 0; i < n; i++) p[i] = float(rand()) / RAND_MAX - 0.5f; return p; };
-  float *x = alloc(M * K), *w = alloc(N * K), *y = alloc(M * N), *dy = alloc(M * N),
-        *dx = alloc(M * K), *dw = alloc(N * K);
-  size_t sc = std::max({bp::matmul_scratch_elems(M, N, K, false, true),
-                        bp::matmul_scratch_elems(M, K, N, false, false),
-                        bp::matmul_scratch_elems(N, K, M, true, false)});
-  float* scratch = alloc(sc + 16);
+  LinearBuffers buffers(M, N, K);
+  auto [x, w, y, dy, dx, dw, scratch] = buffers;
   std::vector<double> t[2][3];
   for (int r = 0; r < rounds; r++)
     for (int v0 = 0; v0 < 2; v0++) {

@@ -17,11 +17,7 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   if (argc != 4) return std::fprintf(stderr, "usage: row_vs_products N K rounds\n"), 2;
   const int M = 64, N = atoi(argv[1]), K = atoi(argv[2]), rounds = atoi(argv[3]);
-  bp::OpArgs<float> shape;
-  shape.rows = M, shape.cols = N;
-  shape.in_rows[0] = M, shape.in_cols[0] = K;
-  shape.in_rows[1] = N, shape.in_cols[1] = K;
-  shape.in_rows[2] = 1, shape.in_cols[2] = N;
+  const bp::OpArgs<float> shape = linear_shape(M, N, K, false);
   const bp::Kernel<float>* engine = nullptr;
   for (const bp::Kernel<float>& k : bp::kernels_of<float>(bp::TensorOp::linear))
     if (std::string_view(k.dialect) == "engine") engine = &k;
