@@ -14,14 +14,14 @@
 #include <utility>
 #include <vector>
 
-#include "engine/checkpoint.h"
-#include "engine/scalar.h"
-#include "engine/tensor.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/core/scalar.h"
+#include "engine/core/tensor.h"
 #include "workloads/backend.h"
 
 namespace bp {
 
-// What both of our engine's tensor backends (this one and engine/compiled.h's) keep for a
+// What both of our engine's tensor backends (this one and engine/compiled/backend.h's) keep for a
 // workload beside the graph: its token and target indices, and which optimizer it chose.
 struct EngineTensorInputs {
   std::deque<std::vector<int32_t>> index_store;  // a deque: spans into it stay valid as it grows
@@ -92,7 +92,7 @@ struct EngineBackend : EngineTensorInputs {
   double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
   void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }
 
-  // ---- recurrent models: the way back through time (engine/checkpoint.h) ----
+  // ---- recurrent models: the way back through time (engine/checkpoint/checkpoint.h) ----
   // store_all reverses the unrolled sequence with the graph's backward; revolve and multistage
   // run the model's cell one step at a time on the graph (EngineChain), from states they keep.
   std::optional<BpttRunner> bptt;  // null: store_all
@@ -155,10 +155,10 @@ struct EngineBackend : EngineTensorInputs {
   }
 
  private:
-  // A recurrent model's step on the graph, one step at a time (engine/checkpoint.h's chain).
-  // advance: the cell from a constant input, its output copied out, the step's nodes dropped.
-  // reverse: the cell from a state leaf, the step's loss, their gradients seeded (1 and the
-  // carried dstate), backward over the step's nodes, the state leaf's gradient copied out.
+  // A recurrent model's step on the graph, one step at a time (engine/checkpoint/checkpoint.h's
+  // chain). advance: the cell from a constant input, its output copied out, the step's nodes
+  // dropped. reverse: the cell from a state leaf, the step's loss, their gradients seeded (1 and
+  // the carried dstate), backward over the step's nodes, the state leaf's gradient copied out.
   template <class Model>
   struct EngineChain {
     EngineBackend& be;

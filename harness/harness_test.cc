@@ -1,8 +1,9 @@
 // harness/harness_test.cc: the runner's pieces on inputs made up to break them: the judge
-// (harness/judge.h), the JSON reader and writer, the protocol's --instance flag, the selection
-// (harness/selection.h), what counts as another benchmark running (harness/proc.h), and the reader
-// of Google Benchmark results with the summary's ratios and crossovers (harness/results.h). The
-// runner end to end, on real backend processes, is harness/tests/.
+// (harness/runner/judge.h), the JSON reader and writer, the protocol's --instance flag, the
+// selection (harness/runner/selection.h), what counts as another benchmark running
+// (harness/common/proc.h), and the reader of Google Benchmark results with the summary's ratios and
+// crossovers (harness/runner/results.h). The runner end to end, on real backend processes, is
+// harness/tests/.
 //   ctest -R harness_test --output-on-failure
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,15 +16,16 @@
 #include <string>
 #include <vector>
 
-#include "harness/environment.h"
-#include "harness/json.h"
-#include "harness/judge.h"
-#include "harness/memory.h"
-#include "harness/names.h"
-#include "harness/proc.h"
-#include "harness/protocol.h"
-#include "harness/results.h"
-#include "harness/selection.h"
+#include "harness/common/environment.h"
+#include "harness/common/json.h"
+#include "harness/common/names.h"
+#include "harness/common/proc.h"
+#include "harness/common/protocol.h"
+#include "harness/runner/backends.h"
+#include "harness/runner/judge.h"
+#include "harness/runner/memory.h"
+#include "harness/runner/selection.h"
+#include "harness/runner/summary_text.h"
 #include "workloads/registry.h"
 
 namespace {
@@ -562,7 +564,7 @@ TEST(Results, RatiosCrossoversAndTheirText) {
   EXPECT_EQ(bp::human_ratio(2.25), "2.2x");
   EXPECT_EQ(bp::human_ratio(346.3), "346x");
   const std::string text = bp::summary_text(s);
-  EXPECT_NE(text.find("libtorch/engine"), std::string::npos);
+  EXPECT_NE(text.find("its time over engine's"), std::string::npos) << text;
   EXPECT_NE(text.find("0.5x"), std::string::npos) << text;
   EXPECT_NE(text.find("libtorch faster from width=256"), std::string::npos) << text;
   EXPECT_EQ(text.find("~"), std::string::npos) << "no interval, nothing flagged wide";
@@ -572,6 +574,37 @@ TEST(Results, RatiosCrossoversAndTheirText) {
   EXPECT_NE(flagged.find("1.00 s~"), std::string::npos) << flagged;
   EXPECT_EQ(flagged.find("2.00 s~"), std::string::npos) << flagged;
   EXPECT_NE(flagged.find("~ wide: the 93.8% interval of the median"), std::string::npos) << flagged;
+}
+
+// However many backends a run has, the summary stays within 120 columns: backends that do not
+// fit go to a further block of columns, each time block starting again with the reference.
+TEST(Results, SummaryFitsIn120ColumnsWithEveryBackend) {
+  bp::Summary s;
+  s.reference = "engine";
+  s.machine = Json::object_of({{"cpu_model", "AMD EPYC"}});
+  for (const bp::BackendSpec& b : bp::kBackends)
+    s.backends.push_back(b.name), s.threads[b.name] = 1;
+  const bp::WorkloadInfo& w = workload("scalar_chain");
+  for (int64_t n : {10, 100000}) {
+    bp::SummaryRow row{bp::instance_id(w, n), &w, n, {}};
+    for (const std::string& b : s.backends) {
+      bp::Cell& c = row.cells[b];
+      c.status = "ok", c.median_seconds = 1.23456e-3 * double(n), c.max_rss_bytes = 4.5e9;
+      c.interval = {c.median_seconds * 0.8, c.median_seconds * 1.3, 0.979};
+    }
+    s.rows.push_back(row);
+  }
+  const std::string text = bp::summary_text(s);
+  for (const std::string& line : bp::split(text, '\n'))
+    EXPECT_LE(line.size(), bp::kSummaryColumns) << line;
+  for (const std::string& b : s.backends)
+    EXPECT_TRUE(text.find(" " + b + " ") != std::string::npos ||
+                text.find(" " + b + "\n") != std::string::npos)
+        << b << " missing:\n"
+        << text;
+  std::printf(
+      "  %zu lines, the longest %zu columns, for %zu backends\n", bp::split(text, '\n').size(),
+      std::ranges::max(bp::split(text, '\n'), {}, &std::string::size).size(), s.backends.size());
 }
 
 // Repetitions that took turns are paired: a drift of the machine that slows both backends alike

@@ -7,7 +7,7 @@
 # libbenchmark-tools is Google Benchmark's tools/compare.py (with python3-scipy, its U test), which
 # the tests run on our result files; chromium opens each run's report.html in the tests.
 # libopenblas-dev, libblis-dev, libxsmm-dev and libdnnl-dev are the compiled mode's matmul dialects
-# (engine/kernels_library.h); the build goes on without any of them.
+# (engine/kernels/library.h); the build goes on without any of them.
 set -eu
 PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
           python3-matplotlib python3-pytest libopenblas0-pthread wamerican clang-format libasan8

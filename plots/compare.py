@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """plots/compare.py: draws one comparison of two runs (bench_run compare) as a figure.
 
-A pure function of the <A>-vs-<B>.json that bench_run compare writes (harness/compare.h): each
+A pure function of the <A>-vs-<B>.json that bench_run compare writes (harness/runner/compare.h): each
 benchmark's change B/A in percent with its interval, coloured by its verdict, the threshold band
 shaded; benchmarks that could not be compared are listed by name at the right, not dropped.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """plots/plot.py: draws the figures of one run folder into <run>/plots/.
 
-A pure function of the run's summary.json, which bench_run writes (harness/results.h): every
+A pure function of the run's summary.json, which bench_run writes (harness/runner/results.h): every
 median, ratio, memory figure, crossover and check loss is read from it, never recomputed; the
 only arithmetic here is unit changes. The reference backend (what ratios divide by) is the run's.
 
@@ -41,7 +41,7 @@ COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d85
           # the recurrent workloads' strategies, each near its backend's colour
           "engine_revolve": "#e6ab02", "engine_multistage": "#a6761d",
           "libtorch_segments": "#fc8d62", "pytorch_checkpoint": "#8da0cb"}
-# The compiled mode's matmul dialects (engine/dialects.h), in kernel_dialects.png.
+# The compiled mode's matmul dialects (engine/compiled/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
                   "onednn": "#7570b3", "libxsmm": "#e7298a"}
 PHASES = {"grad": "scalar graphs: build, forward, backward, read gradients",

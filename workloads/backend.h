@@ -1,11 +1,11 @@
 // workloads/backend.h: the one seam between workloads and backends.
 //
 // A workload (workloads/workload.h) is a class template over a backend B. It includes this header
-// and nothing from engine/ or torch; a backend (engine/backend.h, baselines/libtorch_backend.h) is
+// and nothing from engine/ or torch; a backend (engine/backend.h, baselines/libtorch/backend.h) is
 // a small adapter that satisfies one or both concepts below and says which (`implements`). Each
-// backend binary instantiates every workload of the kinds it implements (harness/backend_main.h):
-// a backend that drifts out of a concept it claims, or a workload that uses more than its concept,
-// does not compile.
+// backend binary instantiates every workload of the kinds it implements
+// (harness/driver/backend_main.h): a backend that drifts out of a concept it claims, or a workload
+// that uses more than its concept, does not compile.
 //
 // Two concepts: ScalarBackend (every value one number) and TensorBackend (row-major float32
 // matrices).

@@ -9,8 +9,8 @@
 // Each is a struct of facts (workloads/workload.h: every one required) and Run<B> =
 // TrainingRun<B, Model<B>>, where Model<B> builds the parameters and batches and defines the loss.
 // To add a model: copy MlpWidth below, rename it, list it in workloads/registry.h, and write the
-// same model as an nn.Module in baselines/pytorch_models.py. The tests pick it up from the registry
-// (libtorch against our engine, every backend's check); nothing else changes.
+// same model as an nn.Module in baselines/pytorch/pytorch_models.py. The tests pick it up from the
+// registry (libtorch against our engine, every backend's check); nothing else changes.
 #pragma once
 
 #include <array>

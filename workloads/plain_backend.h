@@ -56,8 +56,8 @@ double finite_difference(int64_t size, int param, double h) {
 }
 
 // A scalar graph's answer computed with no autodiff at all: its value on plain doubles and each
-// gradient by central differences. The runner's judge (harness/judge.h) holds every backend to
-// it, so that a lone backend, or a majority that is wrong together, is still caught.
+// gradient by central differences. The runner's judge (harness/runner/judge.h) holds every backend
+// to it, so that a lone backend, or a majority that is wrong together, is still caught.
 struct PlainAnswer {
   double value;
   std::vector<double> grads;

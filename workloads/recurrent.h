@@ -14,8 +14,8 @@
 // The model states one step: `cell` (state t to state t+1) and `step_loss` (step t's term of the
 // loss); `loss` unrolls them over the whole sequence, which autograd then reverses keeping every
 // state (store-all). A backend with its own way back through time (`through_time`: our engine's
-// Revolve and multistage checkpointing, engine/checkpoint.h; libtorch's segment recomputation)
-// calls cell and step_loss itself, in its own order.
+// Revolve and multistage checkpointing, engine/checkpoint/checkpoint.h; libtorch's segment
+// recomputation) calls cell and step_loss itself, in its own order.
 //
 // The sequence: B rows of text, each from a random offset of the corpus; step t reads column
 // t mod kRnnColumns of them. The inputs are thus the same size at any n, so that peak memory
@@ -95,7 +95,7 @@ inline constexpr int64_t kRnnOneCheckStepFrom = 10000;
 
 // Narrow: H = 64, B = 8, a 2 KiB state; lengths up to a million (--sizes length=...). The
 // default sweep's 10^5 runs on our engine's strategies only (the torch backends stop at 10^4 by
-// default: harness/run.cc, default_sizes_up_to).
+// default: harness/runner/run.cc, default_sizes_up_to).
 struct CharRnn {
   static constexpr RnnShape shape{64, 8};
   static constexpr std::string_view name = "char_rnn";

@@ -3,11 +3,11 @@
 // Each is a struct of facts (workloads/workload.h: every one required) and a nested Run<B>: the
 // constructor creates the parameters (untimed), `step` is the timed unit: build the graph, forward,
 // backward, read the parameters' gradients into `grads`, reset the backend. It returns the root's
-// value, which the harness compares across backends (harness/judge.h).
+// value, which the harness compares across backends (harness/runner/judge.h).
 //
 // To add one: copy TinyGraph below, rename it, list it in workloads/registry.h, and write the same
-// function for the Python backends in baselines/pytorch_models.py. The tests pick it up from the
-// registry (finite differences, libtorch, every backend's check); nothing else changes.
+// function for the Python backends in baselines/pytorch/pytorch_models.py. The tests pick it up
+// from the registry (finite differences, libtorch, every backend's check); nothing else changes.
 #pragma once
 
 #include <span>

@@ -13,7 +13,7 @@
 // workloads/registry.h asserts that every workload is exactly one kind, and the compiler names
 // the requirement that failed.
 //
-// Standard library only: the runner (harness/run.cc) reads these facts without any backend.
+// Standard library only: the runner (harness/runner/run.cc) reads these facts without any backend.
 #pragma once
 
 #include <array>
@@ -146,7 +146,7 @@ concept ScalarWorkload = DescribedWorkload<W> && requires {
 
 // A model. Its Run<B> is TrainingRun<B, Model> (workloads/models.h), built as
 // Run(backend, size, corpus); there is no tensor backend without autodiff to check it on here,
-// so every C++ backend binary instantiates it for real (harness/backend_main.h).
+// so every C++ backend binary instantiates it for real (harness/driver/backend_main.h).
 template <class W>
 concept ModelWorkload = DescribedWorkload<W> && requires {
   requires std::same_as<decltype(W::check_steps), const int>;  // training steps compared

@@ -2,9 +2,9 @@
 // known answer if it has one and against finite differences (PlainBackend, no autodiff), in
 // double. A workload added to workloads/registry.h is tested here without a line of its own.
 // Models run in float32, where finite differences say little: here each only trains (its ops are
-// checked in double in engine/tensor_test.cc, each model against libtorch in
-// baselines/libtorch_test.cc).
-//   ctest -R workloads_test --output-on-failure
+// checked in double in engine/core/tensor_test.cc, each model against libtorch in
+// baselines/libtorch/backend_test.cc).
+//   build/engine_tests --gtest_filter='Workloads*'   (or ctest -R Workloads)
 #include <gtest/gtest.h>
 
 #include <algorithm>

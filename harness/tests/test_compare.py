@@ -1,4 +1,4 @@
-"""harness/tests/test_compare.py: `bench_run compare A B` (harness/compare.h) on real runs.
+"""harness/tests/test_compare.py: `bench_run compare A B` (harness/runner/compare.h) on real runs.
 
 A run compared with an exact copy of itself is the same everywhere (exit 0); a run whose engine
 was slowed on purpose (BACKPROP_BENCH_FAULT=slow10:..., every timed step done ten times, far

@@ -5,7 +5,7 @@ baselines), breaks its reset or runs out of memory must be reported while the ot
 results are kept; a full disk stops the run with every file at its last good copy; a runner
 interrupted (Ctrl-C) or killed takes its backends with it, and an interrupted run resumes to the
 summary an uninterrupted one writes. Fault injection: BACKPROP_BENCH_FAULT
-(harness/backend_main.h). The runs that go well are test_run.py's; this file is its own ctest
+(harness/driver/backend_main.h). The runs that go well are test_run.py's; this file is its own ctest
 (harness_pytest_faults), run beside that one.
     ctest -R harness_pytest --output-on-failure     or     /usr/bin/python3 -m pytest harness/tests
 """

@@ -1,0 +1,140 @@
+// baselines/libtorch/backend_test.cc: the libtorch baseline computes what our engine computes, for
+// every workload of the registry (a new one is tested here without a line of its own).
+//
+// Scalar workloads: known answers on libtorch, then every instance (small sizes) on both backends
+// in one process, value and every gradient compared; both in double. Models (float32), each at its
+// smallest default size: the step-0 loss and every element of every parameter's gradient, then
+// the losses of 50 training steps on the same batches.
+//   ctest -R libtorch_test --output-on-failure
+#include "baselines/libtorch/backend.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <vector>
+
+#include "engine/backend.h"
+#include "workloads/data.h"
+#include "workloads/registry.h"
+
+namespace {
+
+const double kRelTolerance = 1e-12;
+
+template <class W, class B>
+std::vector<double> run_once(int64_t size) {
+  B be;
+  typename W::template Run<B> run(be, size);
+  std::array<double, W::num_grads> grads{};
+  std::vector<double> out = {run.step(be, std::span<double, W::num_grads>(grads))};
+  out.insert(out.end(), grads.begin(), grads.end());
+  return out;  // value, then gradients
+}
+
+TEST(Libtorch, KnownAnswers) {
+  torch::set_num_threads(1);
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ScalarWorkload<W>) {
+      if constexpr (W::known.exists) {
+        std::vector<double> got = run_once<W, bp::LibtorchBackend>(W::sizes.defaults()[0]);
+        double diff = std::fabs(got[0] - W::known.value);
+        for (size_t i = 0; i < W::known.num_grads; i++)
+          diff = std::max(diff, std::fabs(got[1 + i] - W::known.grads[i]));
+        std::printf("  libtorch %s: max diff to known answer %.2e (tolerance %.0e)\n",
+                    std::string(W::name).c_str(), diff, W::known.tolerance);
+        EXPECT_LE(diff, W::known.tolerance) << W::name;
+        checked++;
+      }
+    }
+  });
+  EXPECT_GE(checked, 2);
+}
+
+TEST(Libtorch, MatchesEngineOnEveryScalarWorkload) {
+  torch::set_num_threads(1);
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ScalarWorkload<W>) {
+      for (int64_t size : W::sizes.defaults()) {
+        if (size > 1000) continue;  // keep the test fast; bench_run --check-only covers the rest
+        std::vector<double> engine = run_once<W, bp::EngineBackend>(size);
+        std::vector<double> torch = run_once<W, bp::LibtorchBackend>(size);
+        double worst = 0;
+        for (size_t i = 0; i < engine.size(); i++)
+          worst = std::max(worst,
+                           std::fabs(engine[i] - torch[i]) / std::max(1.0, std::fabs(engine[i])));
+        std::printf("  %s size %lld: max rel diff engine vs libtorch %.2e (tolerance %.0e)\n",
+                    std::string(W::name).c_str(), (long long)size, worst, kRelTolerance);
+        EXPECT_LE(worst, kRelTolerance) << W::name << " size " << size;
+      }
+    }
+  });
+}
+
+// float32 on both sides with different summation orders. Gradients are compared per parameter,
+// relative to that parameter's largest gradient (measured: ~1e-6); losses relative (measured
+// after 50 steps: ~1e-5).
+const double kGradTolerance = 1e-4, kLossTolerance = 1e-3;
+
+template <class W>
+void compare_training(int64_t size) {
+  torch::set_num_threads(1);
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 100);
+  bp::EngineBackend e;
+  bp::LibtorchBackend t;
+  typename W::template Run<bp::EngineBackend> re(e, size, corpus);
+  typename W::template Run<bp::LibtorchBackend> rt(t, size, corpus);
+  ASSERT_EQ(re.params.size(), rt.params.size());
+
+  e.zero_grad(), t.zero_grad();
+  auto le = re.loss(e, 0);
+  auto lt = rt.loss(t, 0);
+  e.backward(le), t.backward(lt);
+  const double loss_diff = std::fabs(e.loss_value(le) - t.loss_value(lt)) / t.loss_value(lt);
+  double worst = 0;
+  for (size_t i = 0; i < re.params.size(); i++) {
+    std::vector<float> ge(re.param_sizes[i]), gt(re.param_sizes[i]);
+    e.read_grad(re.params[i], ge);
+    t.read_grad(rt.params[i], gt);
+    double scale = 1e-30, diff = 0;
+    for (size_t j = 0; j < gt.size(); j++) {
+      scale = std::max(scale, double(std::fabs(gt[j])));
+      diff = std::max(diff, double(std::fabs(ge[j] - gt[j])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  e.optimizer_step(), t.optimizer_step();
+  e.end_step(), t.end_step();
+  re.next_batch = rt.next_batch = 1;
+  double worst_loss = loss_diff, last_e = 0, last_t = 0;
+  for (int s = 1; s <= 50; s++) {
+    last_e = re.step(e), last_t = rt.step(t);
+    worst_loss = std::max(worst_loss, std::fabs(last_e - last_t) / std::fabs(last_t));
+  }
+  std::printf(
+      "  %s %s:%lld: %zu params; step-0 loss rel diff %.2e; max grad diff / max |grad| "
+      "%.2e (tolerance %.0e); losses over 50 steps max rel diff %.2e (tolerance %.0e); "
+      "loss %.4f -> %.4f\n",
+      std::string(W::name).c_str(), std::string(W::sizes.key).c_str(), (long long)size,
+      re.params.size(), loss_diff, worst, kGradTolerance, worst_loss, kLossTolerance,
+      t.loss_value(lt), last_t);
+  EXPECT_LE(worst, kGradTolerance);
+  EXPECT_LE(worst_loss, kLossTolerance);
+  EXPECT_LT(last_t, t.loss_value(lt)) << "training should lower the loss";
+}
+
+TEST(LibtorchModels, EveryModelTrainsIdentically) {
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      compare_training<W>(W::sizes.defaults()[0]);
+      checked++;
+    }
+  });
+  EXPECT_GE(checked, 4);
+}
+
+}  // namespace

@@ -1,0 +1,82 @@
+// baselines/libtorch/main.cc: bench_libtorch, every workload on libtorch eager (baselines/).
+//
+// Thread counts are fixed before any tensor exists: intra-op threads from --threads (default 1),
+// inter-op threads 1, OpenBLAS's own pool to the same count, and OpenMP's idle threads waiting
+// passively (see wait_passively_in_openmp). torch::set_num_threads does not reach OpenBLAS in
+// Debian's build: measured, char_mlp hidden:1024 ran its sgemm on 2 threads (2.6 ms a step) under
+// set_num_threads(1), 4.8 ms on one. The BLAS libtorch resolved (Debian's libblas.so.3
+// alternative) and its thread count are recorded: the reference BLAS instead of OpenBLAS would
+// make the baseline unfairly slow.
+//
+//   build/bench_libtorch --benchmark_filter=tiny_graph --threads=1
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <thread>
+
+#include "baselines/libtorch/backend.h"
+#include "harness/driver/backend_main.h"
+
+// Where the loader's libblas.so.3 symlink chain ends, e.g. .../openblas-pthread/libblas.so.3.
+static std::string resolved_blas() {
+  char path[PATH_MAX];
+  if (realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3", path)) return path;
+  return "unknown";
+}
+
+// OpenBLAS is already loaded (libtorch links libblas.so.3), so its environment variable would be
+// read too late; its runtime setter works. Returns the count it reports afterwards, or -1.
+static int set_openblas_threads(int n) {
+  auto set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  if (set) set(n);
+  return get ? get() : -1;
+}
+
+// Torch's intra-op pool is OpenMP (libgomp) and OpenBLAS has its own pthreads: after each
+// parallel region libgomp's idle threads spin, taking the cores OpenBLAS's sgemm threads need
+// (OpenBLAS issue #3187). Measured with 2 threads on 2 cores, char_mlp hidden:1024: 14.9 ms a
+// step spinning, 4.5 ms with OMP_WAIT_POLICY=PASSIVE (1 thread: 5.2 ms). libgomp reads the
+// variable once, when it loads, before main: so the process sets it and starts itself again.
+static void wait_passively_in_openmp(char** argv) {
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY");
+      policy && !std::strcmp(policy, "PASSIVE"))
+    return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);
+  std::perror("bench_libtorch: cannot restart itself with OMP_WAIT_POLICY=PASSIVE");
+  std::exit(1);
+}
+
+int main(int argc, char** argv) {
+  wait_passively_in_openmp(argv);
+  using bp::LibtorchBackend;
+  bp::BackendHooks<LibtorchBackend> hooks;
+  hooks.version = "libtorch " BP_LIBTORCH_PACKAGE
+                  " (Debian libtorch-dev; headers say " TORCH_VERSION "), eager";
+  hooks.max_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  static int blas_threads = -1;
+  hooks.set_threads = [](int n) {
+    torch::set_num_threads(n);
+    torch::set_num_interop_threads(1);
+    blas_threads = set_openblas_threads(n);
+  };
+  hooks.context = {{"blas", resolved_blas()}};
+  hooks.late_context = [] {
+    return std::vector<std::pair<std::string, std::string>>{
+        {"blas_threads", std::to_string(blas_threads)},
+        {"intra_op_threads", std::to_string(torch::get_num_threads())},
+        {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY")}};
+  };
+  hooks.strategies = {std::begin(LibtorchBackend::through_time_strategies),
+                      std::end(LibtorchBackend::through_time_strategies)};
+  hooks.use_through_time = [](LibtorchBackend& b, const bp::ThroughTime& t) {
+    b.use_through_time(t);
+  };
+  return bp::backend_main<LibtorchBackend>(argc, argv, hooks);
+}

@@ -1,0 +1,387 @@
+// engine/compiled/backend.h: the compiled mode of our engine, as the benchmark backend `compiled`.
+//
+// The first training step is captured: the workload's own code runs against a record-only
+// TensorGraph (engine/core/tensor.h), which checks every operand as the eager engine does and
+// records the ops and shapes without memory or arithmetic. At that step's backward() the recording
+// is compiled into a Program (engine/compiled/program.h: forward, generated backward, optimizer
+// update, one planned arena) and run. Every later step replays it: the workload's code runs again,
+// but each call only checks that it is the captured op with the captured shapes (a guard) and binds
+// the step's inputs (its batch's constant, its token and target indices) into the program's slots;
+// backward() runs the program, optimizer_step() its update. A step that differs from the captured
+// one (another op, shape, operand or argument) is refused with one line saying where and how.
+//
+// Scalar graphs: engine/compiled/compiled_scalar.h, the same idea for one number per value; a
+// scalar graph has no inputs, so after its captured step the program alone is the step.
+//
+// Memory: the program's arena is planned by liveness; with a budget (budget_bytes, or
+// budget_fraction of the plan's own peak) activations are dropped after the forward and
+// recomputed before the backward that needs them until the plan fits (engine/compiled/program.h).
+//
+// Kernels: chosen per op at compile time by `dialects` (engine/compiled/dialects.h): by priority
+// (the eager engine's own), by timing every candidate on the op's shape (auto), or forced per
+// family; under a memory budget, among kernels that open no library unless one is forced. The
+// choice of every op is reported (kernel_report) and carried into the results.
+//
+// Not here: a step whose graph changes from step to step is refused, never recaptured.
+// Tests: engine/compiled/compiled_test.cc (gradients bitwise equal to the eager engine on every
+// workload, with and without a memory budget; the guard; the plan's invariants).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/compiled/compiled_scalar.h"
+#include "engine/compiled/program.h"
+#include "engine/core/tensor.h"
+#include "workloads/backend.h"
+
+namespace bp {
+
+struct CompiledBackend : EngineTensorInputs {
+  static constexpr std::string_view name = "compiled";
+  static constexpr Implements implements = Implements::both;
+  // ---- scalar graphs, double precision: captured once, replayed
+  // (engine/compiled/compiled_scalar.h) ----
+  using Scalar = CompiledScalar::Value;
+  CompiledScalar scalars;
+
+  Scalar param(double v) { return scalars.param(v); }
+  Scalar pow(Scalar x, double k) { return scalars.pow(x, k); }
+  Scalar relu(Scalar x) { return scalars.unary(ScalarOp::relu, x); }
+  Scalar tanh(Scalar x) { return scalars.unary(ScalarOp::tanh, x); }
+  Scalar exp(Scalar x) { return scalars.unary(ScalarOp::exp, x); }
+  Scalar log(Scalar x) { return scalars.unary(ScalarOp::log, x); }
+  void backward(Scalar root) { scalars.backward(root); }
+  double value(Scalar x) { return scalars.value(x); }
+  double grad(Scalar x) { return scalars.grad(x); }
+  void reset() { scalars.reset(); }
+  // After the captured step, the whole step without the workload's code (compiled_scalar.h).
+  bool can_replay_scalar_step() const { return scalars.can_replay(); }
+  double replay_scalar_step(std::span<double> grads) { return scalars.replay(grads); }
+
+  // ---- tensors, float32 ----
+  using Tensor = bp::Tensor;
+  using Indices = IndexSpan;
+  using Node = TensorGraph<float>::Node;
+  TensorGraph<float> graph{256, /*record_only=*/true};  // parameters; the capture
+  Program<float> program;
+  std::vector<Node> captured;  // the captured step's nodes from the first op to the loss
+  uint32_t root = 0;           // the loss
+  uint32_t cursor = 0;         // ops replayed in this step
+  bool ran_forward = false, ran_backward = false;
+  // Rematerialisation (engine/compiled/program.h): the planned arena's budget, in bytes, or as a
+  // fraction of the plan's peak without one (0: no budget).
+  size_t budget_bytes = 0;
+  double budget_fraction = 0;
+  DialectSpec dialects;  // how kernels are chosen (engine/compiled/dialects.h); priority unless set
+  double selection_seconds = 0;  // of compile_seconds, what choosing kernels took
+  std::string
+      libraries_left_out;  // by auto, as not worth their memory (engine/compiled/dialects.h)
+  // Time to first step: from the first op of the captured step to its program being ready
+  // (capture, planning), and to the end of its first backward (running it once too).
+  std::chrono::steady_clock::time_point capture_started;
+  double compile_seconds = 0, first_step_seconds = 0;
+
+  bool compiled() const { return !captured.empty(); }
+
+  Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
+    return graph.param(rows, cols, v);
+  }
+  Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
+    return graph.constant(rows, cols, v);
+  }
+
+  Tensor linear(Tensor x, Tensor w, Tensor b) {
+    if (!compiled()) return capture(graph.linear(x, w, b));
+    return replay(TensorOp::linear, {x, w, b}, {0, 0, 0});
+  }
+  Tensor linear(Tensor x, Tensor w) {
+    if (!compiled()) return capture(graph.matmul(x, w, true));
+    return replay(TensorOp::matmul, {x, w}, {1, 0, 0});
+  }
+  Tensor linear_relu(Tensor x, Tensor w, Tensor b) {
+    if (!compiled()) return capture(graph.linear(x, w, b, true));
+    return replay(TensorOp::linear, {x, w, b}, {1, 0, 0});
+  }
+  Tensor embedding(Tensor table, Indices idx) {
+    if (!compiled()) return capture(graph.embedding(table, idx));
+    return replay(TensorOp::embedding, {table}, {0, 0, 0}, idx);
+  }
+  Tensor view(Tensor x, int32_t rows, int32_t cols) {
+    if (!compiled()) return capture(graph.view(x, rows, cols));
+    return replay(TensorOp::view, {x}, {0, 0, 0}, {}, rows, cols);
+  }
+  Tensor add(Tensor x, Tensor y) {
+    if (!compiled()) return capture(graph.add(x, y));
+    return replay(TensorOp::add, {x, y}, {0, 0, 0});
+  }
+  Tensor tanh(Tensor x) {
+    if (!compiled()) return capture(graph.tanh(x));
+    return replay(TensorOp::tanh, {x}, {0, 0, 0});
+  }
+  Tensor relu(Tensor x) {
+    if (!compiled()) return capture(graph.relu(x));
+    return replay(TensorOp::relu, {x}, {0, 0, 0});
+  }
+  Tensor layernorm(Tensor x, Tensor g, Tensor b) {
+    if (!compiled()) return capture(graph.layernorm(x, g, b));
+    return replay(TensorOp::layernorm, {x, g, b}, {0, 0, 0});
+  }
+  Tensor attention(Tensor qkv, int32_t B, int32_t T, int32_t H) {
+    if (!compiled()) return capture(graph.attention(qkv, B, T, H));
+    return replay(TensorOp::attention, {qkv}, {B, T, H});
+  }
+  Tensor cross_entropy(Tensor logits, Indices targets) {
+    if (!compiled()) return capture(graph.cross_entropy(logits, targets));
+    return replay(TensorOp::cross_entropy, {logits}, {0, 0, 0}, targets);
+  }
+
+  // After the captured step, zeroing is the program's: its first writers write the parameters'
+  // gradients fresh instead (Program::start_gradients); until then they read as zeros.
+  bool gradients_zeroed = false;
+  void zero_grad() {
+    if (compiled())
+      gradients_zeroed = true;
+    else
+      graph.zero_grad();
+  }
+
+  // The first step's backward compiles the capture; every step's runs the program.
+  void backward(Tensor loss) {
+    if (!compiled()) {
+      graph.backward(loss);  // checks the root as the eager engine does; records nothing
+      if (loss.id < graph.num_params())
+        refuse("backward", "from parameter %u itself: the step has no op to compile", loss.id);
+      root = loss.id;
+      for (uint32_t i = uint32_t(graph.num_params()); i <= root; i++)
+        captured.push_back(graph.node_at(i));
+      program = compile_program();
+      compile_seconds = seconds_since(capture_started);
+      cursor = root + 1 - uint32_t(graph.num_params());
+    } else {
+      check_handle(loss, "backward");
+      if (loss.id != root || cursor != captured.size())
+        refuse("backward",
+               "backward from node %u after %u ops; the captured step ran %zu ops "
+               "and took its backward from node %u",
+               loss.id, cursor, captured.size(), root);
+      if (ran_backward)
+        refuse("backward",
+               "called twice in one step (every gradient would be added twice); call "
+               "end_step() between steps");
+    }
+    if (!ran_forward) program.forward();
+    program.start_gradients(gradients_zeroed);
+    gradients_zeroed = false;
+    program.backward();
+    ran_forward = ran_backward = true;
+    if (first_step_seconds == 0) first_step_seconds = seconds_since(capture_started);
+  }
+  void optimizer_step() {
+    if (!ran_backward) refuse("optimizer_step", "called before backward() in this step");
+    if (adamw) {
+      const AdamWStep<float> k = graph.adamw_next_step(adamw_config);
+      if (!program.has_updates()) program.set_updates(graph);
+      program.adamw_update_all(k);
+    } else {
+      if (!program.has_updates()) program.set_updates(graph);
+      program.sgd_update_all(float(sgd_lr));
+    }
+  }
+  void end_step() {
+    graph.end_step();
+    cursor = 0;
+    ran_forward = ran_backward = false;
+  }
+  double loss_value(Tensor loss) {
+    if (!compiled())
+      refuse("loss_value",
+             "before the first step's backward(): the compiled mode "
+             "captures a step up to its backward");
+    check_handle(loss, "loss_value");
+    if (loss.id != root)
+      refuse("loss_value", "of node %u; the program's loss is node %u", loss.id, root);
+    if (!ran_forward) program.forward(), ran_forward = true;
+    return program.loss();
+  }
+  void read_grad(Tensor p, std::span<float> out) const {
+    graph.read_grad(p, out);
+    if (gradients_zeroed) std::fill(out.begin(), out.end(), 0.0f);
+  }
+
+  // Which kernel served the ops of the step, per op and dialect in the order first met:
+  // "auto: linear=blis x3, matmul=engine x2, ...". Empty before the first compile, and for
+  // scalar graphs (one kernel per op there).
+  std::string kernel_report() const {
+    if (!compiled()) return "";
+    std::vector<std::pair<std::string, int>> uses;
+    for (const auto& k : program.kernels()) {
+      const std::string key =
+          std::string(tensor_op_names[int(k.op)]) + "=" + k.choice.kernel->dialect;
+      auto it = std::find_if(uses.begin(), uses.end(), [&](auto& u) { return u.first == key; });
+      if (it == uses.end())
+        uses.push_back({key, 1});
+      else
+        it->second++;
+    }
+    std::string text = dialects.text + ":";
+    for (size_t i = 0; i < uses.size(); i++)
+      text += (i ? ", " : " ") + uses[i].first + " x" + std::to_string(uses[i].second);
+    if (!libraries_left_out.empty())
+      text += " (left out, gaining under " +
+              std::to_string(int(DialectSelector<float>::kLibraryGain * 100)) +
+              "% of the step: " + libraries_left_out + ")";
+    return text;
+  }
+
+  // Counters: every arena this backend holds, and the plan's own figures.
+  size_t arena_bytes() const {
+    return scalars.arena_bytes() + graph.arena_bytes() + program.memory().arena_bytes;
+  }
+  std::vector<std::pair<const char*, double>> extra_counters() const {
+    if (!compiled()) return scalars.counters();
+    const MemoryPlan& m = program.memory();
+    return {{"planned_arena_bytes", double(m.arena_bytes)},
+            {"lower_bound_bytes", double(m.lower_bound_bytes)},
+            {"unplanned_bytes", double(m.unplanned_bytes)},
+            {"instructions", double(program.num_instructions())},
+            {"memory_budget_bytes", double(program.budget_bytes())},
+            {"recomputed_nodes", double(m.recomputed_nodes)},
+            {"compile_seconds", compile_seconds},
+            {"dialect_selection_seconds", selection_seconds},
+            {"first_step_seconds", first_step_seconds}};
+  }
+
+ private:
+  // The program, under the budget if there is one. A budget no plan meets ends the process with
+  // one line naming the smallest this planner reached: exit 2, as for any bad flag, before any
+  // arithmetic of the step has run.
+  Program<float> compile_program() {
+    try {
+      // Under a memory budget no library is opened unless forced: its resident code and tables
+      // would sit outside the budget (engine/compiled/dialects.h).
+      const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
+      DialectSelector<float> selector(dialects, !budgeted);
+      Program<float> p(graph, root, ArenaBudget{budget_bytes, budget_fraction}, &selector);
+      selection_seconds = selector.seconds_measuring();
+      for (const std::string& l : selector.libraries_left_out())
+        libraries_left_out += (libraries_left_out.empty() ? "" : ", ") + l;
+      return p;
+    } catch (const DialectError& e) {
+      std::fprintf(stderr, "error: --dialect=%s: %s\n", dialects.text.c_str(), e.message.c_str());
+      std::exit(2);
+    } catch (const BudgetError& e) {
+      std::fprintf(stderr,
+                   "error: memory budget %zu bytes cannot be met: recomputing activations, the "
+                   "smallest plan of this step needs %zu bytes (%.3f of its %zu without a "
+                   "budget); give at least that\n",
+                   e.budget, e.smallest, double(e.smallest) / double(e.unbudgeted), e.unbudgeted);
+      std::exit(2);
+    }
+  }
+  Tensor capture(Tensor t) {
+    if (t.id == graph.num_params()) capture_started = std::chrono::steady_clock::now();
+    return t;
+  }
+
+  [[noreturn]] __attribute__((format(printf, 3, 4))) void refuse(const char* op, const char* format,
+                                                                 ...) const {
+    char where[64];
+    std::snprintf(where, sizeof where, "bp::CompiledBackend::%s", op);
+    va_list args;
+    va_start(args, format);
+    engine_vfail(where, format, args);
+  }
+  // A handle of this graph: a parameter or constant, or made earlier in this step.
+  void check_handle(Tensor t, const char* op) const {
+    if (t.graph != graph.serial())
+      refuse(op, t.graph == 0 ? "an operand is an empty Tensor handle (default-constructed)"
+                              : "an operand belongs to another backend");
+    const uint32_t P = uint32_t(graph.num_params());
+    if (t.id >= P && (t.step != graph.step_count() || t.id >= P + cursor))
+      refuse(op,
+             "an operand was made before the last end_step(); only parameters and constants "
+             "outlive a step");
+  }
+  static const char* text(const Node& n, char (&buf)[32]) {
+    std::snprintf(buf, sizeof buf, "(%d, %d)", n.rows, n.cols);
+    return buf;
+  }
+
+  // One op of a replayed step: the guard, then the step's inputs into the program's slots.
+  Tensor replay(TensorOp op, std::initializer_list<Tensor> operands, std::array<int32_t, 3> arg,
+                IndexSpan idx = {}, int32_t rows = 0, int32_t cols = 0) {
+    const char* name = tensor_op_names[int(op)];
+    const uint32_t P = uint32_t(graph.num_params()), id = P + cursor;
+    if (cursor >= captured.size())
+      refuse(name,
+             "op %u of the step, but the captured step has %zu ops up to its loss: a compiled "
+             "step must repeat the captured one",
+             cursor + 1, captured.size());
+    const Node& c = captured[cursor];
+    if (c.op != op)
+      refuse(name,
+             "op %u of the step is %s, but the captured step has %s there: a compiled step "
+             "must repeat the captured one",
+             cursor + 1, name, tensor_op_names[int(c.op)]);
+    int k = 0;
+    for (Tensor t : operands) {
+      check_handle(t, name);
+      if (t.id == c.in[k]) {
+        if (t.id < P && !graph.node_at(t.id).needs_grad)  // a constant: this step's, again
+          program.bind_constant(id, k, graph.data(t));
+      } else {
+        const Node &given = t.id < P ? graph.node_at(t.id) : captured[t.id - P],
+                   &want = c.in[k] < P ? graph.node_at(c.in[k]) : captured[c.in[k] - P];
+        const bool both_constants =
+            t.id < P && c.in[k] < P && !given.needs_grad && !want.needs_grad;
+        char a[32], b[32];
+        if (!both_constants || given.rows != want.rows || given.cols != want.cols)
+          refuse(name,
+                 "op %u, operand %d is node %u %s, but the captured step used node %u %s; "
+                 "only a constant of the same shape may change between steps",
+                 cursor + 1, k, t.id, text(given, a), c.in[k], text(want, b));
+        if (op == TensorOp::view)  // not an instruction: its readers hold the captured address
+          refuse(name,
+                 "op %u views constant %u, but the captured step viewed constant %u; a view's "
+                 "constant cannot change between steps (pass the constant to an op instead)",
+                 cursor + 1, t.id, c.in[k]);
+        program.bind_constant(id, k, graph.data(t));
+      }
+      k++;
+    }
+    for (int i = 0; i < 3; i++)
+      if (op != TensorOp::view && arg[i] != c.arg[i])
+        refuse(name, "op %u, argument %d is %d; the captured step had %d", cursor + 1, i, arg[i],
+               c.arg[i]);
+    if (op == TensorOp::view && (rows != c.rows || cols != c.cols))
+      refuse(name, "op %u views as (%d, %d); the captured step viewed as (%d, %d)", cursor + 1,
+             rows, cols, c.rows, c.cols);
+    if (op == TensorOp::embedding || op == TensorOp::cross_entropy) {
+      if (idx.size != c.index.size)
+        refuse(name, "op %u has %d indices; the captured step had %d", cursor + 1, idx.size,
+               c.index.size);
+      const Node& x = c.in[0] < P ? graph.node_at(c.in[0]) : captured[c.in[0] - P];
+      if (op == TensorOp::embedding)
+        TensorGraph<float>::check_embedding_indices(x, idx);
+      else
+        TensorGraph<float>::check_targets(x, idx);
+      program.bind_index(id, idx);
+    }
+    cursor++;
+    return Tensor{id, graph.serial(), graph.step_count()};
+  }
+};
+
+}  // namespace bp

@@ -1,0 +1,481 @@
+// engine/compiled/compiled_test.cc: the compiled mode against the eager engine, bitwise, on every
+// workload; the memory plan's invariants; the replay guard.
+//
+// Bitwise, not within a tolerance: the compiled program runs the eager engine's own rules
+// (engine/core/ops.h, engine/core/scalar.h) in the same order, only at other addresses, so any
+// difference is a bug (a missed zeroing, a buffer shared while still live, a slot not rebound).
+//   build/engine_tests --gtest_filter='Compiled*'    (or ctest -R Compiled)
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/compiled/backend.h"
+#include "workloads/data.h"
+#include "workloads/registry.h"
+
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+std::array<double, 3> grads_of_every_op;  // every_op's gradients, as finish_step reads them
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The smallest size of each sized workload and one more: what every test here runs. Under
+// AddressSanitizer (make sanitize) the smallest only: the same code paths at a tenth of the time
+// (mini_gpt_wide at batch 8 alone took most of the sanitized test's 62 s).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kSizesPerWorkload = 1;
+#else
+constexpr int kSizesPerWorkload = 2;
+#endif
+std::vector<int64_t> test_sizes(const bp::Sizes& sizes) {
+  std::vector<int64_t> out;
+  for (int64_t s : sizes.defaults())
+    if (int(out.size()) < kSizesPerWorkload) out.push_back(s);
+  return out;
+}
+
+// Every model workload; the recurrent ones at lengths up to 1000 wherever a test would take all
+// default sizes (10^5 steps unrolled is 1.4 million instructions, and the plan's check below
+// compares every pair of buffers).
+template <class W>
+constexpr bool recurrent() {
+  return bp::RecurrentModel<typename W::template Run<bp::CompiledBackend>, bp::CompiledBackend>;
+}
+// test_sizes, but 8 steps for a recurrent workload under AddressSanitizer (as workloads_test).
+template <class W>
+std::vector<int64_t> model_test_sizes() {
+#if defined(__SANITIZE_ADDRESS__)
+  if constexpr (recurrent<W>()) return {8};
+#endif
+  return test_sizes(W::sizes);
+}
+
+TEST(CompiledScalarGraphs, BitwiseEqualToTheEagerTapeOnEveryWorkload) {
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ScalarWorkload<W>) {
+      for (int64_t size : test_sizes(W::sizes)) {
+        bp::EngineBackend eager;
+        bp::CompiledBackend compiled;
+        typename W::template Run<bp::EngineBackend> eager_run(eager, size);
+        typename W::template Run<bp::CompiledBackend> compiled_run(compiled, size);
+        // The capture, replays through the workload's code (the guard), replays of the program
+        // alone (what the benchmark times).
+        for (int step = 0; step < 5; step++) {
+          std::array<double, W::num_grads> ge{}, gc{};
+          const double ve = eager_run.step(eager, std::span<double, W::num_grads>(ge));
+          if (step >= 3 && W::num_grads > 0) {
+            ASSERT_TRUE(compiled.can_replay_scalar_step());
+          }
+          const double vc = step >= 3 && compiled.can_replay_scalar_step()
+                                ? compiled.replay_scalar_step(gc)
+                                : compiled_run.step(compiled, std::span<double, W::num_grads>(gc));
+          double worst = std::fabs(ve - vc);
+          EXPECT_TRUE(same_bits(ve, vc)) << W::name << " size " << size << " step " << step;
+          for (int i = 0; i < W::num_grads; i++) {
+            worst = std::max(worst, std::fabs(ge[i] - gc[i]));
+            EXPECT_TRUE(same_bits(ge[i], gc[i])) << W::name << " grad " << i << " step " << step;
+          }
+          if (step == 4)
+            std::printf("  %-13s size %-6lld max |compiled - eager| %.1e (must be bitwise 0)\n",
+                        std::string(W::name).c_str(), (long long)size, worst);
+        }
+        checked++;
+      }
+    }
+  });
+  EXPECT_GE(checked, 4);
+}
+
+// Every scalar op, on both executors of the compiled mode (the captured step runs threaded code,
+// later ones generated code where the machine has it: engine/compiled/scalar_jit.h), against the
+// eager tape, bitwise. The graph mixes each op with parameters and literals on either side, an
+// operand used twice (x * x, x / x), integer powers inline and negative, non-integer powers
+// (called) and exponents 0 and 1 (no gradient; a derivative of x^0), so that every instruction
+// emitted and each one-sided gradient is exercised; long enough that values leave the register
+// cache.
+template <class B>
+double every_op(B& be, typename B::Scalar a, typename B::Scalar b, typename B::Scalar c) {
+  using S = typename B::Scalar;
+  S x = a * b + c;
+  S terms = x;
+  for (int round = 0; round < 3; round++) {
+    const double k = 0.5 + round;
+    S y = be.tanh(x) * 2.0 - be.exp(b * 0.25) / (1.5 + be.relu(a - c));
+    S z = be.log(be.exp(c * 0.1) + 1.0) - (-y) + be.pow(a, 3.0) * be.pow(b, -2.0);
+    S w = be.pow(be.exp(x * 0.1), k) + be.pow(c, 0.0) + be.pow(b, 1.0) + x * x / (x * x + 1.0);
+    S u = be.relu(-z) + be.relu(z) - (a / a) + 3.0 / (w + 4.0) - (2.0 - y);
+    x = be.tanh(u * 0.3 + w * 0.01);
+    terms = terms + x + u * 0.001 - 1.0 * z + y / 7.0;
+  }
+  return finish_step(be, terms, std::span<double, 3>(grads_of_every_op), a, b, c);
+}
+
+TEST(CompiledScalarGraphs, EveryOpOnBothExecutorsIsBitwiseTheEagerTape) {
+  bp::EngineBackend eager;
+  bp::CompiledBackend compiled;
+  const std::array<double, 3> start{0.7, -1.3, 0.4};
+  auto ea = eager.param(start[0]), eb = eager.param(start[1]), ec = eager.param(start[2]);
+  auto ca = compiled.param(start[0]), cb = compiled.param(start[1]), cc = compiled.param(start[2]);
+  double worst = 0;
+  for (int step = 0; step < 4; step++) {  // 0: capture (threaded), 1: generates code, 2, 3: runs it
+    const double ve = every_op(eager, ea, eb, ec);
+    const std::array<double, 3> ge = grads_of_every_op;
+    const double vc = every_op(compiled, ca, cb, cc);
+    const std::array<double, 3> gc = grads_of_every_op;
+    EXPECT_TRUE(same_bits(ve, vc)) << "value of step " << step;
+    worst = std::max(worst, std::fabs(ve - vc));
+    for (int i = 0; i < 3; i++) {
+      EXPECT_TRUE(same_bits(ge[i], gc[i])) << "gradient " << i << " of step " << step;
+      worst = std::max(worst, std::fabs(ge[i] - gc[i]));
+    }
+  }
+  const auto counters = compiled.scalars.counters();
+  double code_bytes = -1;
+  for (const auto& [name, value] : counters)
+    if (std::string(name) == "generated_code_bytes") code_bytes = value;
+  std::printf(
+      "  every op, 4 steps: max |compiled - eager| %.1e (must be bitwise 0); generated "
+      "code: %.0f bytes%s\n",
+      worst, code_bytes, bp::kScalarJitBuilt ? "" : " (not built for this machine)");
+  if (bp::kScalarJitBuilt) {
+    EXPECT_GT(code_bytes, 0) << "steps 1 to 3 ran threaded code";
+  }
+}
+
+// A literal has no gradient in the compiled mode (as in PyTorch): asking for one is refused.
+void grad_of_a_literal() {
+  bp::CompiledBackend be;
+  auto a = be.param(2.0);
+  auto two = be.scalars.constant(2.0);
+  auto y = a * two;
+  be.backward(y);
+  be.grad(two);
+}
+TEST(CompiledScalarGraphsDeathTest, ALiteralsGradientIsRefused) {
+  EXPECT_DEATH(grad_of_a_literal(),
+               "bp::CompiledScalar::grad: node 1 depends on no parameter \\(a literal, or an op "
+               "on literals only\\): the compiled step computes no gradient for it");
+}
+
+// Step 0's loss and every gradient (before any update), `steps` training steps' losses, and the
+// gradients of one more step at the parameters those updates reached (read_grad is the reader
+// both backends share): everything a compiled step could get wrong.
+template <class W, class B>
+struct Trace {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> step0_grads, grads_after_updates;
+};
+template <class W, class B>
+Trace<W, B> trace(int64_t size, const bp::Corpus& corpus, int steps, double budget_fraction = 0) {
+  Trace<W, B> t;
+  B be;
+  if constexpr (std::is_same_v<B, bp::CompiledBackend>) be.budget_fraction = budget_fraction;
+  typename W::template Run<B> run(be, size, corpus);
+  for (int s = 0; s < steps; s++) {
+    be.zero_grad();
+    auto loss = run.loss(be, size_t(s) % bp::kBatches);
+    be.backward(loss);
+    if (s == 0)
+      for (size_t i = 0; i < run.params.size(); i++) {
+        std::vector<float> g(run.param_sizes[i]);
+        be.read_grad(run.params[i], g);
+        t.step0_grads.push_back(g);
+      }
+    be.optimizer_step();
+    t.losses.push_back(be.loss_value(loss));
+    be.end_step();
+  }
+  be.zero_grad();
+  auto loss = run.loss(be, 0);
+  be.backward(loss);
+  for (size_t i = 0; i < run.params.size(); i++) {
+    std::vector<float> g(run.param_sizes[i]);
+    be.read_grad(run.params[i], g);
+    t.grads_after_updates.push_back(g);
+  }
+  be.end_step();
+  return t;
+}
+
+TEST(CompiledModels, BitwiseEqualToTheEagerEngineOnEveryWorkload) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int checked = 0, workloads = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      workloads++;
+      for (int64_t size : model_test_sizes<W>()) {
+        const auto e = trace<W, bp::EngineBackend>(size, corpus, 6);
+        const auto c = trace<W, bp::CompiledBackend>(size, corpus, 6);
+        double worst = 0;
+        for (size_t i = 0; i < e.losses.size(); i++) {
+          worst = std::max(worst, std::fabs(e.losses[i] - c.losses[i]));
+          EXPECT_TRUE(same_bits(e.losses[i], c.losses[i])) << W::name << " loss of step " << i;
+        }
+        ASSERT_EQ(e.step0_grads.size(), c.step0_grads.size());
+        for (size_t i = 0; i < e.step0_grads.size(); i++) {
+          for (size_t j = 0; j < e.step0_grads[i].size(); j++)
+            worst = std::max(worst, double(std::fabs(e.step0_grads[i][j] - c.step0_grads[i][j])));
+          EXPECT_TRUE(same_bits(e.step0_grads[i], c.step0_grads[i])) << W::name << " param " << i;
+          EXPECT_TRUE(same_bits(e.grads_after_updates[i], c.grads_after_updates[i]))
+              << W::name << " param " << i << ": gradients after 6 updates";
+        }
+        std::printf(
+            "  %-13s size %-5lld 6 steps, max |compiled - eager| %.1e (must be bitwise 0)\n",
+            std::string(W::name).c_str(), (long long)size, worst);
+        checked++;
+      }
+    }
+  });
+  // char_mlp, mini_gpt, mini_gpt_wide, mlp_width, char_rnn, char_rnn_wide
+  EXPECT_EQ(workloads, 6);
+  EXPECT_GE(checked, workloads);
+}
+
+// The plan of every model workload at every default size (recurrent ones up to 1000 steps; under
+// AddressSanitizer, at model_test_sizes): no two buffers live at the same instruction share a byte;
+// the arena is at least the lower bound and (the issue's bound) at most 1.10 times it.
+TEST(CompiledModels, PlansShareNoLiveBytesAndStayNearTheLowerBound) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+#if defined(__SANITIZE_ADDRESS__)
+      const std::vector<int64_t> sizes = model_test_sizes<W>();
+#else
+      std::vector<int64_t> sizes(W::sizes.defaults().begin(), W::sizes.defaults().end());
+      if (recurrent<W>()) std::erase_if(sizes, [](int64_t n) { return n > 1000; });
+#endif
+      for (int64_t size : sizes) {
+        bp::CompiledBackend be;
+        typename W::template Run<bp::CompiledBackend> run(be, size, corpus);
+        run.step(be);
+        const bp::MemoryPlan& m = be.program.memory();
+        const auto& b = be.program.buffers();
+        for (size_t i = 0; i < b.size(); i++)
+          for (size_t j = i + 1; j < b.size(); j++) {
+            const bool same_time = b[i].first <= b[j].last && b[j].first <= b[i].last;
+            const bool same_bytes =
+                b[i].offset < b[j].offset + b[j].bytes && b[j].offset < b[i].offset + b[i].bytes;
+            ASSERT_FALSE(same_time && same_bytes) << W::name << " buffers " << i << ", " << j;
+          }
+        const double ratio = double(m.arena_bytes) / double(m.lower_bound_bytes);
+        std::printf(
+            "  %-13s %s:%-5lld arena %8.2f MB, lower bound %8.2f MB (%.3fx), unplanned "
+            "%8.2f MB\n",
+            std::string(W::name).c_str(), std::string(W::sizes.key).c_str(), (long long)size,
+            m.arena_bytes / 1e6, m.lower_bound_bytes / 1e6, ratio, m.unplanned_bytes / 1e6);
+        EXPECT_GE(m.arena_bytes, m.lower_bound_bytes);
+        EXPECT_LE(ratio, 1.10) << W::name << " at " << size;
+      }
+    }
+  });
+}
+
+// Rematerialisation: at half the unbudgeted plan's peak, the plan fits its budget, recomputes
+// something, and every loss and gradient is still bitwise the eager engine's (a recomputation
+// runs the same kernel on the same inputs).
+TEST(CompiledBudget, HalfThePeakFitsAndChangesNoBit) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  auto check = [&]<class W>(int64_t size) {
+    const auto e = trace<W, bp::EngineBackend>(size, corpus, 4);
+    const auto c = trace<W, bp::CompiledBackend>(size, corpus, 4, 0.5);
+    for (size_t i = 0; i < e.losses.size(); i++)
+      EXPECT_TRUE(same_bits(e.losses[i], c.losses[i])) << W::name << " loss of step " << i;
+    for (size_t i = 0; i < e.step0_grads.size(); i++) {
+      EXPECT_TRUE(same_bits(e.step0_grads[i], c.step0_grads[i])) << W::name << " param " << i;
+      EXPECT_TRUE(same_bits(e.grads_after_updates[i], c.grads_after_updates[i])) << W::name;
+    }
+    bp::CompiledBackend free_plan, half;
+    half.budget_fraction = 0.5;
+    typename W::template Run<bp::CompiledBackend> r1(free_plan, size, corpus),
+        r2(half, size, corpus);
+    r1.step(free_plan), r2.step(half);
+    const bp::MemoryPlan &m1 = free_plan.program.memory(), &m2 = half.program.memory();
+    std::printf(
+        "  %-13s size %-3lld arena %7.2f MB -> %7.2f MB under a budget of %7.2f MB, "
+        "%zu activations recomputed, bitwise equal\n",
+        std::string(W::name).c_str(), (long long)size, m1.arena_bytes / 1e6, m2.arena_bytes / 1e6,
+        m1.lower_bound_bytes * 0.5 / 1e6, m2.recomputed_nodes);
+    EXPECT_LE(m2.arena_bytes, m1.lower_bound_bytes / 2) << W::name;
+    EXPECT_GT(m2.recomputed_nodes, 0u) << W::name;
+  };
+  check.template operator()<bp::MiniGpt>(8);
+  check.template operator()<bp::MiniGptWide>(1);
+}
+
+void compile_under_an_impossible_budget() {
+  bp::CompiledBackend be;
+  be.budget_bytes = 64;
+  auto w = be.param(3, 4, std::vector<float>(12, 0.5f)), b = be.param(1, 3, std::vector<float>(3));
+  auto x = be.constant(2, 4, std::vector<float>(8, 1.0f));
+  std::vector<int32_t> t{0, 2};
+  be.backward(be.cross_entropy(be.linear(x, w, b), be.indices(t)));
+}
+
+TEST(CompiledBudgetDeathTest, ABudgetNoPlanMeetsIsOneLineAndExit2) {
+  EXPECT_EXIT(compile_under_an_impossible_budget(), testing::ExitedWithCode(2),
+              "^error: memory budget 64 bytes cannot be met: recomputing activations, the smallest "
+              "plan of this step needs [0-9]+ bytes \\([0-9.]+ of its [0-9]+ without a budget\\); "
+              "give at least that\n$");
+}
+
+// Gradients summed over steps without zero_grad between them, then zeroed again: after the
+// captured step the compiled mode's zero_grad is its first writers writing fresh
+// (Program::start_gradients), which must give way to adding when no zero_grad came, and back.
+// Also: right after zero_grad, before any backward, gradients read as zeros. Bitwise the eager
+// engine's, every model workload at its smallest size.
+template <class W, class B>
+std::vector<std::vector<float>> accumulated_grads(int64_t size, const bp::Corpus& corpus) {
+  B be;
+  typename W::template Run<B> run(be, size, corpus);
+  std::vector<std::vector<float>> out;
+  auto read = [&] {
+    for (size_t i = 0; i < run.params.size(); i++) {
+      std::vector<float> g(run.param_sizes[i]);
+      be.read_grad(run.params[i], g);
+      out.push_back(g);
+    }
+  };
+  for (int s = 0; s < 5; s++) {
+    if (s != 2 && s != 3) be.zero_grad();  // steps 1 to 3 sum into one gradient
+    if (s == 4) read();                    // zeros
+    be.backward(run.loss(be, size_t(s) % bp::kBatches));
+    if (s >= 2) read();
+    be.end_step();
+  }
+  return out;
+}
+
+TEST(CompiledModels, GradientsSumOverStepsWithoutZeroGradAsInTheEagerEngine) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int workloads = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      const int64_t size = model_test_sizes<W>()[0];
+      const auto e = accumulated_grads<W, bp::EngineBackend>(size, corpus);
+      const auto c = accumulated_grads<W, bp::CompiledBackend>(size, corpus);
+      ASSERT_EQ(e.size(), c.size());
+      for (size_t i = 0; i < e.size(); i++)
+        EXPECT_TRUE(same_bits(e[i], c[i])) << W::name << " read " << i;
+      workloads++;
+    }
+  });
+  EXPECT_EQ(workloads, 6);
+}
+
+// ---- the replay guard: a step that is not the captured one stops with one line ----
+
+struct TwoLayer {  // a small model to break in the ways a workload could
+  bp::CompiledBackend be;
+  bp::Tensor w1, b1, w2, b2, x, x_other, x_wide;
+  bp::IndexSpan targets;
+  std::vector<int32_t> t{0, 1, 2, 1};
+  TwoLayer() {
+    w1 = be.param(8, 6, std::vector<float>(48, 0.1f)), b1 = be.param(1, 8, std::vector<float>(8));
+    std::vector<float> w2_init(24);
+    for (size_t i = 0; i < w2_init.size(); i++) w2_init[i] = 0.05f * float(i % 7) - 0.1f;
+    w2 = be.param(3, 8, w2_init), b2 = be.param(1, 3, std::vector<float>(3));
+    x = be.constant(4, 6, std::vector<float>(24, 1.0f));
+    x_other = be.constant(4, 6, std::vector<float>(24, 2.0f));
+    x_wide = be.constant(4, 8, std::vector<float>(32, 1.0f));
+    targets = be.indices(t);
+  }
+  double step(bp::Tensor input, bool relu = true) {
+    be.zero_grad();
+    bp::Tensor h = relu ? be.linear_relu(input, w1, b1) : be.linear(input, w1, b1);
+    bp::Tensor loss = be.cross_entropy(be.linear(h, w2, b2), targets);
+    be.backward(loss);
+    const double v = be.loss_value(loss);
+    be.end_step();
+    return v;
+  }
+};
+
+TEST(CompiledGuard, AnotherConstantOfTheSameShapeIsBoundAndTheOriginalRebound) {
+  TwoLayer m;
+  const double first = m.step(m.x), other = m.step(m.x_other), again = m.step(m.x);
+  EXPECT_NE(first, other);
+  EXPECT_TRUE(same_bits(first, again));
+}
+
+void replay_with_a_target_out_of_range() {
+  TwoLayer m;
+  m.step(m.x);
+  const std::vector<int32_t> bad{0, 1, 7, 1};
+  m.be.cross_entropy(m.be.linear(m.be.linear_relu(m.x, m.w1, m.b1), m.w2, m.b2), m.be.indices(bad));
+}
+void replay_with_another_constant_under_a_view() {
+  TwoLayer m;
+  auto step = [&](bp::Tensor input) {
+    m.be.zero_grad();
+    bp::Tensor x = m.be.view(input, 4, 6);
+    m.be.backward(
+        m.be.cross_entropy(m.be.linear(m.be.linear_relu(x, m.w1, m.b1), m.w2, m.b2), m.targets));
+    m.be.end_step();
+  };
+  step(m.x);
+  step(m.x_other);
+}
+void scalar_step_with_another_constant() {
+  bp::CompiledBackend be;
+  auto a = be.param(-4.0), b = be.param(2.0);
+  be.backward(a * b + 1.0);
+  be.reset();
+  be.backward(a * b + 2.0);
+}
+void scalar_step_with_another_op() {
+  bp::CompiledBackend be;
+  auto a = be.param(-4.0), b = be.param(2.0);
+  be.backward(a * b);
+  be.reset();
+  be.backward(a + b);
+}
+
+TEST(CompiledGuardDeathTest, AStepThatDiffersFromTheCapturedOneIsRefused) {
+  EXPECT_DEATH(
+      {
+        TwoLayer m;
+        m.step(m.x);
+        m.step(m.x, false);
+      },
+      "bp::CompiledBackend::linear: op 1, argument 0 is 0; the captured step had 1");
+  EXPECT_DEATH(
+      {
+        TwoLayer m;
+        m.step(m.x);
+        m.step(m.x_wide);
+      },
+      "bp::CompiledBackend::linear: op 1, operand 0 is node 6 \\(4, 8\\), but the captured step "
+      "used node 4 \\(4, 6\\); only a constant of the same shape may change between steps");
+  EXPECT_DEATH(
+      {
+        TwoLayer m;
+        m.step(m.x);
+        m.be.tanh(m.x);
+      },
+      "bp::CompiledBackend::tanh: op 1 of the step is tanh, but the captured step has linear "
+      "there");
+  EXPECT_DEATH(
+      replay_with_a_target_out_of_range(),
+      "bp::TensorGraph::cross_entropy: logits \\(4, 3\\), target 7 at row 2: valid targets are 0 "
+      "to 2");
+  EXPECT_DEATH(replay_with_another_constant_under_a_view(),
+               "bp::CompiledBackend::view: op 1 views constant 5, but the captured step viewed "
+               "constant 4; a view's constant cannot change between steps");
+  EXPECT_DEATH(scalar_step_with_another_constant(),
+               "bp::CompiledScalar::constant: node 3 is the constant 2; the captured step had 1 "
+               "there");
+  EXPECT_DEATH(scalar_step_with_another_op(),
+               "bp::CompiledScalar::add: node 2 is add\\(0, 1\\); the captured step has "
+               "mul\\(0, 1\\) there");
+}
+
+}  // namespace

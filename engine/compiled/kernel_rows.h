@@ -1,0 +1,165 @@
+// engine/compiled/kernel_rows.h: `bench_compiled --kernel_rows`, the matmul dialects kernel by
+// kernel on the shapes of real steps, and the core's FMA peak beside them in the same process.
+//
+// For each instance given, the workload is set up on the compiled backend under auto and stepped
+// once; each matmul or linear of its program with a shape not seen before gets a row per dialect
+// that can run it (the reference left out, as auto leaves it out):
+//   kernel/<instance>/<op>[<operand shapes>]/<dialect>
+// Each iteration is the op's forward and backward (its three products) on buffers of its shapes,
+// as the step runs them. Counters: flops (per iteration, 2 M N K over the products, so GFLOP/s is
+// flops over the time), auto (1 on the dialect auto chose for that shape) and auto_seconds (what
+// auto measured for the dialect while choosing; 0 where it stopped timing a slow one early).
+// Then one row, peak/fma_f32/threads:1: fused multiply-adds on registers only, independent chains
+// of the widest vector the build targets (16 with AVX-512, 12 with AVX2), the ceiling any kernel
+// is judged against.
+// bench_run runs this after the step benchmarks (kernels.json); plots/plot.py draws it.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/compiled/backend.h"
+#include "engine/compiled/dialects.h"
+#include "engine/kernels/products.h"  // FloatVector: the vector the peak loop runs
+#include "harness/common/names.h"
+#include "harness/common/protocol.h"
+#include "workloads/registry.h"
+
+namespace bp {
+
+// One op shape of a step, as auto saw it.
+struct MatmulShape {
+  std::string instance;
+  TensorOp op;
+  OpArgs<float> shape;
+  KernelChoice<float> choice;
+};
+
+inline std::string operand_shapes(const OpArgs<float>& a) {
+  std::string s;
+  for (int k = 0; k < 3; k++)
+    if (a.in_rows[k]) {
+      if (k) s += ',';
+      s += std::to_string(a.in_rows[k]);
+      s += 'x';
+      s += std::to_string(a.in_cols[k]);
+    }
+  return s;
+}
+
+// The products' multiply-adds, twice: a forward and both operand gradients.
+inline double matmul_flops(TensorOp op, const OpArgs<float>& a) {
+  double f = 0;
+  for (const ops::Product& p : ops::products_of(a, op == TensorOp::linear))
+    f += 2.0 * p.M * p.N * p.K;
+  return f;
+}
+
+template <class Corpus>
+std::vector<MatmulShape> matmul_shapes_of(const InstanceSpec& spec, const Corpus& corpus) {
+  std::vector<MatmulShape> out;
+  for_each_workload([&]<class W>() {
+    if constexpr (!ScalarWorkload<W>) {
+      if (W::name != spec.workload) return;
+      CompiledBackend backend;
+      std::string unused;
+      backend.dialects = *parse_dialect_spec<float>("auto", &unused);
+      typename W::template Run<CompiledBackend> run(backend, *spec.size, corpus);
+      run.step(backend);
+      const std::string id = instance_id(*find_workload(W::name), *spec.size);
+      for (const auto& k : backend.program.kernels())
+        if (family_of(k.op) == OpFamily::matmul) out.push_back({id, k.op, k.shape, k.choice});
+    }
+  });
+  return out;
+}
+
+// Chains of FMAs, each an independent register: more than latency x throughput on every x86
+// core with FMA (4 x 2), so the loop runs at the units' peak, and with the two constant operands
+// within the vector registers. 16 chains and 2 constants are 18 of AVX2's 16 registers: GCC kept
+// three chains on the stack, each FMA waiting on a store and a load, and Zen 3's "peak" read 57
+// GFLOP/s where 8 to 14 chains ran at 100 and our products at up to 93.
+#if defined(__AVX512F__) || defined(__FMA__)
+inline constexpr int kFmaPeakLanes = FloatVector::lanes;
+inline constexpr int kFmaChains = FloatVector::registers >= 32 ? 16 : 12;
+static_assert(kFmaChains + 2 <= FloatVector::registers, "the peak loop's chains must not spill");
+__attribute__((noinline)) inline double fma_peak_loop(int64_t rounds) {
+  using F = FloatVector;
+  F::V acc[kFmaChains];
+  for (int i = 0; i < kFmaChains; i++) acc[i] = F::broadcast(float(i) * 1e-3f);
+  const F::V mul = F::broadcast(0.999999f), add = F::broadcast(1e-7f);
+  for (int64_t r = 0; r < rounds; r++)
+    for (int i = 0; i < kFmaChains; i++) acc[i] = F::fmadd(acc[i], mul, add);
+  float total = 0, lanes[F::lanes];
+  for (int i = 0; i < kFmaChains; i++) {
+    F::store(lanes, acc[i]);
+    for (float x : lanes) total += x;
+  }
+  return double(total);
+}
+#else
+inline constexpr int kFmaPeakLanes = 1, kFmaChains = 8;
+__attribute__((noinline)) inline double fma_peak_loop(int64_t rounds) {
+  float acc[kFmaChains];
+  for (int i = 0; i < kFmaChains; i++) acc[i] = float(i) * 1e-3f;
+  for (int64_t r = 0; r < rounds; r++)
+    for (int i = 0; i < kFmaChains; i++) acc[i] = acc[i] * 0.999999f + 1e-7f;
+  float total = 0;
+  for (float x : acc) total += x;
+  return double(total);
+}
+#endif
+
+// Registers the rows; the caller runs Google Benchmark. Shapes met twice are measured once.
+template <class Corpus>
+void register_kernel_rows(const std::vector<InstanceSpec>& instances, const Corpus& corpus) {
+  std::set<std::string> seen;
+  for (const InstanceSpec& spec : instances)
+    for (MatmulShape& m : matmul_shapes_of(spec, corpus)) {
+      const std::string shape =
+          std::string(tensor_op_names[int(m.op)]) + "[" + operand_shapes(m.shape) +
+          (m.shape.arg[0] ? m.op == TensorOp::linear ? ",relu" : ",t" : "") + "]";
+      if (!seen.insert(shape).second) continue;
+      for (const Kernel<float>& k : kernels_of<float>(m.op)) {
+        if (!k.in_build || !k.available(m.shape) || k.priority == 0) continue;
+        double auto_seconds = 0;
+        for (const auto& [name, s] : m.choice.seconds)
+          if (name == std::string(k.dialect)) auto_seconds = s;
+        const bool chosen = m.choice.kernel == &k;
+        const double flops = matmul_flops(m.op, m.shape);
+        const TensorOp op = m.op;
+        const OpArgs<float> shape_args = m.shape;
+        benchmark::RegisterBenchmark(
+            ("kernel/" + m.instance + "/" + shape + "/" + k.dialect).c_str(),
+            [&k, op, shape_args, flops, chosen, auto_seconds](benchmark::State& state) {
+              const KernelBench<float> bench(op, shape_args, {&k});
+              bench.run(k);  // warm: caches, JIT
+              for (auto _ : state) bench.run(k);
+              state.counters["flops"] = flops;
+              state.counters["gflops"] =
+                  benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+              state.counters["auto"] = chosen;
+              state.counters["auto_seconds"] = auto_seconds;
+            })
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  benchmark::RegisterBenchmark("peak/fma_f32/threads:1", [](benchmark::State& state) {
+    constexpr int64_t kRounds = 1 << 20;
+    for (auto _ : state) {
+      int64_t rounds = kRounds;  // opaque to the compiler: the loop cannot be folded or hoisted
+      benchmark::DoNotOptimize(rounds);
+      benchmark::DoNotOptimize(fma_peak_loop(rounds));
+    }
+    const double flops = double(kRounds) * kFmaChains * kFmaPeakLanes * 2;
+    state.counters["flops"] = flops;
+    state.counters["gflops"] =
+        benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  })->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace bp

@@ -1,0 +1,119 @@
+// engine/compiled/main.cc: bench_compiled, every workload on our engine's compiled mode
+// (engine/compiled/backend.h), through the generic driver (harness/driver/backend_main.h): the
+// first step captured and planned, every later step a replay of that program. Does not link
+// libtorch, like bench_engine, so its peak RSS is its own.
+//
+// Its own flags:
+//   --dialect=SPEC        how kernels are chosen (engine/compiled/dialects.h): auto (default),
+//                         priority, or FAMILY:NAME forced, e.g. matmul:blis
+//   --memory_budget=X     the planned arena's budget: bytes (a whole number above 1) or a fraction
+//                         of the unbudgeted plan's peak in (0, 1] (engine/compiled/program.h)
+// and the driver's --time_first_step (cold starts), --verdicts=FILE (a run's shared kernel
+// verdicts) and --kernel_rows (engine/compiled/kernel_rows.h).
+//   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
+//   build/bench_compiled --instance=workload=char_mlp,size=1024 --dialect=matmul:blis
+//   build/bench_compiled --kernel_rows --instance=workload=char_mlp,size=1024
+#include <malloc.h>
+
+#include <cmath>
+#include <string>
+#include <string_view>
+
+#include "engine/compiled/backend.h"
+#include "engine/compiled/kernel_rows.h"
+#include "harness/driver/backend_main.h"
+
+namespace {
+
+// What the flags set, applied to every backend object the process makes.
+struct CompiledOptions {
+  size_t budget_bytes = 0;
+  double budget_fraction = 0;
+  bp::DialectSpec dialects = auto_dialects();
+  static bp::DialectSpec auto_dialects() {
+    std::string unused;
+    return *bp::parse_dialect_spec("auto", &unused);
+  }
+};
+
+// --memory_budget=X: bytes, a whole number from 2 to 2^50, or a fraction in (0, 1] of at least
+// 1e-9 (below that no plan is smaller than a byte); anything else is refused, never cast.
+void parse_memory_budget(std::string_view v, CompiledOptions& o) {
+  const std::string text(v);
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  const bool fraction = x >= 1e-9 && x <= 1;
+  const bool bytes = x > 1 && x <= 0x1p50 && x == std::floor(x);
+  if (text.empty() || *end || !(fraction || bytes))
+    bp::backend_usage_error(fmt::format(
+        "--memory_budget={}: expected bytes (a whole number from 2 to 2^50) or a fraction of "
+        "the unbudgeted plan's peak from 1e-9 to 1",
+        text));
+  if (bytes)
+    o.budget_bytes = size_t(x);
+  else
+    o.budget_fraction = x;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using bp::CompiledBackend;
+  static CompiledOptions options;
+  bp::BackendHooks<CompiledBackend> hooks;
+  hooks.version =
+      "backprop-bench engine, compiled mode (this repository): the step captured once, planned "
+      "into one arena and replayed; scalars in double, tensors in float32, single-threaded";
+  std::string in_build;
+  for (const std::string& name : bp::dialects_of<float>(bp::OpFamily::matmul))
+    if (bp::dialect_in_build<float>(bp::OpFamily::matmul, name))
+      in_build += (in_build.empty() ? "" : ", ") + name;
+  hooks.context = {{"matmul", "per op and shape from the dialects " + in_build +
+                                  " (engine/compiled/dialects.h; each result's label names the "
+                                  "choice)"}};
+  // The libraries' own thread pools get the run's threads, as every backend does.
+  hooks.set_threads = [](int threads) { bp::set_library_threads(threads); };
+  // As bench_engine (engine/main.cc says why): freed large blocks go back to the system.
+  hooks.before_work = [] { mallopt(M_MMAP_THRESHOLD, 256 * 1024); };
+  hooks.flag = [](std::string_view arg) {
+    auto value_of = [&](std::string_view flag) {
+      return arg.substr(0, flag.size()) == flag ? std::optional(arg.substr(flag.size()))
+                                                : std::nullopt;
+    };
+    if (auto v = value_of("--memory_budget=")) {
+      parse_memory_budget(*v, options);
+    } else if (auto v = value_of("--dialect=")) {
+      std::string error;
+      std::optional<bp::DialectSpec> spec = bp::parse_dialect_spec(*v, &error);
+      if (!spec) bp::backend_usage_error(fmt::format("--dialect={}: {}", *v, error));
+      options.dialects = *spec;
+    } else {
+      return false;
+    }
+    return true;
+  };
+  hooks.configure = [](CompiledBackend& b) {
+    b.budget_bytes = options.budget_bytes;
+    b.budget_fraction = options.budget_fraction;
+    b.dialects = options.dialects;
+  };
+  hooks.report = [](const CompiledBackend& b, benchmark::State& state) {
+    state.counters["arena_bytes"] = double(b.arena_bytes());
+    for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;
+    state.SetLabel(b.kernel_report());
+  };
+  hooks.replay_scalar_step = [](CompiledBackend& b,
+                                std::span<double> grads) -> std::optional<double> {
+    if (!b.can_replay_scalar_step()) return std::nullopt;
+    return b.replay_scalar_step(grads);
+  };
+  hooks.forget_warm_state = [] { bp::DialectSelector<float>::forget_verdicts(); };
+  hooks.share_verdicts = [](const bp::SharedLines& file) {
+    bp::DialectSelector<float>::exchange_verdicts(
+        [file] { return file.read(); }, [file](const std::string& line) { file.append(line); });
+  };
+  hooks.kernel_rows = [](const std::vector<bp::InstanceSpec>& instances, const bp::Corpus& corpus) {
+    bp::register_kernel_rows(instances, corpus);
+  };
+  return bp::backend_main<CompiledBackend>(argc, argv, hooks);
+}

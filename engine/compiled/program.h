@@ -1,0 +1,722 @@
+// engine/compiled/program.h: a captured training step compiled into a flat program over one planned
+// arena.
+//
+// Input: a record-only TensorGraph (engine/core/tensor.h) holding one step's ops up to its loss.
+// The program is the whole step: every op's forward in creation order, then the backward generated
+// from the same rules (engine/core/ops.h) in reverse order, then the optimizer update over every
+// parameter. Each instruction is one kernel call over an OpArgs whose pointers were resolved at
+// compile time: running it is a loop of indirect calls, with no graph, no allocation and no
+// branch on op kinds.
+//
+// Memory (engine/compiled/planner.h): every activation, gradient, saved aux and scratch buffer is a
+// buffer with a lifetime over the program; buffers that are never live together share bytes. An
+// activation lives from its forward to its last reader (a consumer's forward, or a backward that
+// reads it: the rules say which); its gradient from its first accumulation to its own backward.
+// Elementwise ops write over an operand that nothing reads afterwards (residual adds, ReLU of a
+// dead input), so their output takes no buffer of its own. A gradient's first writer writes it
+// fresh where its kernel can (OpArgs::fresh: the sums start from zero instead of from a zeroed
+// buffer, the same bits), and the others are zeroed right before their first accumulation, as the
+// eager tape's zeroed allocations are; parameters' gradients too, when the step begins with
+// zero_grad (start_gradients). So the arithmetic is the eager engine's, operation for operation:
+// gradients come out bitwise equal (tested).
+//
+// Inputs that change between steps are slots: a constant operand (a batch made at setup) and the
+// indices of embedding and cross_entropy are patched into the instructions that read them before
+// each step (bind_constant, bind_index). Shapes never change: engine/compiled/backend.h refuses a
+// step whose ops or shapes differ from the captured ones.
+//
+// Kernels: each node's forward and backward come from the dialect chosen for it
+// (engine/compiled/dialects.h); the op's rule still says what the planner needs (aux, reads, in
+// place). Not here: capture and the replay guard (engine/compiled/backend.h). Tests:
+// engine/compiled/compiled_test.cc.
+#pragma once
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "engine/compiled/dialects.h"
+#include "engine/compiled/planner.h"
+#include "engine/core/ops.h"
+#include "engine/core/tensor.h"
+
+namespace bp {
+
+// One kernel call with its arguments, every pointer resolved.
+template <class T>
+struct Instr {
+  void (*run)(const OpArgs<T>&);
+  OpArgs<T> args;
+};
+
+// One parameter's optimizer update, pointers resolved (moments null for SGD).
+template <class T>
+struct ParamUpdate {
+  T* param;
+  const T* grad;
+  T *m, *v;
+  size_t n;
+};
+
+namespace program_kernels {
+template <class T>
+void zero_fill(const OpArgs<T>& a) {  // out (rows * cols) = 0
+  std::memset(a.out, 0, size_t(a.rows) * a.cols * sizeof(T));
+}
+template <class T>
+void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager tape adds it
+  a.out[0] += T(1);
+}
+}  // namespace program_kernels
+
+// The planned arena's budget: bytes, or a fraction of the plan's own peak without one (0 and 0:
+// no budget).
+struct ArenaBudget {
+  size_t bytes = 0;
+  double fraction = 0;
+  // Without a budget: recompute what costs almost nothing (choose_recomputation). A budget of
+  // the plan's own peak (fraction 1) recomputes nothing.
+  bool free_recomputation = true;
+};
+
+// A budget no plan of this program meets: the smallest arena this planner placed by recomputation
+// (a budget it meets), and the plan's peak without any.
+struct BudgetError {
+  size_t budget, smallest, unbudgeted;
+};
+
+template <class T>
+class Program {
+ public:
+  Program() = default;
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  Program(Program&&) = default;
+  Program& operator=(Program&&) = default;
+
+  // Compiles nodes [num_params, root] of the record-only graph `g`; root is the loss (1, 1). With
+  // a budget, activations are recomputed until the plan fits, or BudgetError says the smallest
+  // it reached.
+  // Kernels: chosen per node by `dialects` (engine/compiled/dialects.h); without one, by priority,
+  // which is the eager engine's own kernels.
+  Program(const TensorGraph<T>& g, uint32_t root, ArenaBudget budget = {},
+          DialectSelector<T>* dialects = nullptr) {
+    DialectSelector<T> by_priority;
+    compile(g, root, budget, dialects ? *dialects : by_priority);
+  }
+
+  void forward() const {
+    for (size_t i = 0; i < forward_end_; i++) code_[i].run(code_[i].args);
+  }
+  void backward() const {
+    for (size_t i = forward_end_; i < code_.size(); i++) code_[i].run(code_[i].args);
+  }
+  // Whether this step's parameter gradients start at zero (zero_grad before it) or hold sums to
+  // add to (gradients accumulated over steps). At zero, each parameter's first writer writes its
+  // gradient fresh (OpArgs::fresh) and only the few no first writer covers whole are zeroed here
+  // (an embedding's table, written row by row): the step makes no pass over every gradient to
+  // zero it, where the eager engine's zero_grad does.
+  void start_gradients(bool zeroed) {
+    if (zeroed != params_fresh_) {
+      for (const FirstWrite& w : param_first_writes_)
+        code_[w.at].args.fresh = zeroed ? uint8_t(code_[w.at].args.fresh | w.bit)
+                                        : uint8_t(code_[w.at].args.fresh & ~w.bit);
+      params_fresh_ = zeroed;
+    }
+    if (zeroed)
+      for (const auto& [grad, n] : param_fills_) std::memset(grad, 0, n * sizeof(T));
+  }
+  void sgd_update_all(T lr) const {
+    for (const ParamUpdate<T>& u : updates_) sgd_update(u.param, u.grad, lr, u.n);
+  }
+  void adamw_update_all(const AdamWStep<T>& k) const {
+    for (const ParamUpdate<T>& u : updates_) adamw_update(u.param, u.grad, u.m, u.v, k, u.n);
+  }
+  // The update segment: every trained parameter of g (moments from g once AdamW allocated them).
+  void set_updates(const TensorGraph<T>& g) {
+    updates_.clear();
+    for (size_t i = 0; i < g.num_params(); i++) {
+      const auto& p = g.node_at(i);
+      if (p.grad)
+        updates_.push_back({p.data, p.grad, g.adam_m(i), g.adam_v(i), size_t(p.rows) * p.cols});
+    }
+  }
+  bool has_updates() const { return !updates_.empty(); }
+
+  T loss() const { return loss_[0]; }
+
+  // Slots: node `id`'s operand k now reads `data` (same shape: the caller checked), or its
+  // indices are `idx`.
+  void bind_constant(uint32_t id, int k, const T* data) {
+    for (int32_t at : {forward_at_[id - first_node_], backward_at_[id - first_node_]})
+      if (at >= 0 && code_[at].args.in[k]) code_[at].args.in[k] = data;
+  }
+  void bind_index(uint32_t id, IndexSpan idx) {
+    for (int32_t at : {forward_at_[id - first_node_], backward_at_[id - first_node_]})
+      if (at >= 0) code_[at].args.index = idx;
+  }
+
+  const MemoryPlan& memory() const { return plan_; }
+  // The kernel that serves each op of the step, in creation order (views have none).
+  struct KernelUse {
+    uint32_t node;
+    TensorOp op;
+    OpArgs<T> shape;  // shapes and arguments only
+    KernelChoice<T> choice;
+  };
+  const std::vector<KernelUse>& kernels() const { return kernels_; }
+  size_t budget_bytes() const { return budget_bytes_; }  // what it was planned under (0: none)
+  const std::vector<PlannedBuffer>& buffers() const { return planned_; }  // placed, for the tests
+  size_t num_instructions() const { return code_.size(); }
+
+ private:
+  // Where a pointer of an instruction goes: a planned buffer, or memory outside the arena
+  // (parameters, constants), or nowhere.
+  struct Ref {
+    int32_t buffer = -1;
+    const T* outside = nullptr;
+  };
+  struct Buffer {
+    size_t elems;
+    bool zeroed;          // accumulated into: filled with zeros right before its first use
+    int32_t parent = -1;  // merged into another buffer (an op in place)
+  };
+  struct Pending {
+    void (*run)(const OpArgs<T>&);
+    OpArgs<T> args;  // shapes and op arguments; pointers come from the refs
+    Ref out, dout, aux, in[3], din[3], scratch;
+    TensorOp op;
+    bool backward;
+    uint32_t node;
+    bool recompute = false;  // a forward again, right before the backward that needs its output
+    uint8_t fresh_ok = 0;    // the din[k] (bit k) the kernel's backward can write fresh
+  };
+  template <class F>
+  static void for_each_ref(const Pending& p, F&& f) {
+    f(p.out), f(p.dout), f(p.aux), f(p.scratch);
+    for (int k = 0; k < 3; k++) f(p.in[k]), f(p.din[k]);
+  }
+  // The operand k through which `p` may write the gradient `is_it` picks out fresh
+  // (OpArgs::fresh), or -1: p's kernel can write din[k] so, and p touches that memory through
+  // din[k] alone (add(x, x) adds both halves into one).
+  template <class F>
+  static int fresh_operand(const Pending& p, F&& is_it) {
+    int refs = 0, operand = -1;
+    for_each_ref(p, [&](const Ref& r) { refs += is_it(r); });
+    for (int k = 0; k < 3; k++)
+      if (is_it(p.din[k])) operand = k;
+    return refs == 1 && operand >= 0 && (p.fresh_ok >> operand & 1) ? operand : -1;
+  }
+
+  static int32_t find(const std::vector<Buffer>& buffers, int32_t b) {
+    while (buffers[b].parent >= 0) b = buffers[b].parent;
+    return b;
+  }
+  int32_t new_buffer(size_t elems, bool zeroed) {
+    buffers_.push_back({elems, zeroed, -1});
+    return int32_t(buffers_.size() - 1);
+  }
+
+  // The step as emitted: forward, seed, backward; each node's buffers; what may be recomputed.
+  struct Emitted {
+    std::vector<Pending> code;
+    size_t forward_count = 0;
+    int32_t loss_buffer = -1;
+    std::vector<uint32_t> candidates;  // nodes whose output may be dropped and recomputed
+    std::vector<int32_t> forward_of;   // node - P -> its forward in code
+    std::vector<double> cost;          // node - P -> FLOPs of its forward (a model, for choosing)
+  };
+
+  Emitted emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>& dialects) {
+    const uint32_t P = uint32_t(g.num_params());
+    const uint32_t N = root + 1;
+    Emitted e;
+    e.forward_of.assign(N - P, -1), e.cost.assign(N - P, 0);
+    // Where each node's value and gradient are: parameters and constants outside, the step's
+    // nodes in buffers, a view wherever its operand is.
+    std::vector<Ref> data(N), grad(N);
+    std::vector<int32_t> aux(N, -1);
+    std::vector<const Kernel<T>*> kernel_of(N, nullptr);
+    kernels_.clear();
+    for (uint32_t j = 0; j < P; j++)
+      data[j] = {-1, g.node_at(j).data}, grad[j] = {-1, g.node_at(j).grad};
+    std::vector<Pending>& code = e.code;
+
+    // Whether each library pays for its memory, weighed over the whole step
+    // (engine/compiled/dialects.h).
+    std::vector<std::pair<TensorOp, OpArgs<T>>> ops;
+    for (uint32_t i = P; i < N; i++)
+      if (g.node_at(i).op != TensorOp::view && g.node_at(i).op != TensorOp::leaf)
+        ops.push_back({g.node_at(i).op, shapes_of(g, g.node_at(i))});
+    dialects.weigh_libraries(ops);
+    // Forward, in creation order: every node gets its buffers here (a view its operand's).
+    for (uint32_t i = P; i < N; i++) {
+      const auto& n = g.node_at(i);
+      const OpRule<T>& rule = op_rules<T>[int(n.op)];
+      if (n.op == TensorOp::view) {
+        data[i] = data[n.in[0]], grad[i] = grad[n.in[0]];
+        continue;
+      }
+      if (n.op == TensorOp::leaf) fail("node %u is an input leaf inside the step", i);
+      data[i] = {new_buffer(numel(n), rule.forward_accumulates), nullptr};
+      if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), nullptr};
+      kernels_.push_back({i, n.op, shapes_of(g, n), {}});
+      kernels_.back().choice = dialects.choose(n.op, kernels_.back().shape);
+      const Kernel<T>& kernel = *kernels_.back().choice.kernel;
+      kernel_of[i] = &kernel;
+      Pending p{kernel.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
+      if (const size_t a = rule.aux_elems(p.args)) aux[i] = new_buffer(a, false);
+      p.out = data[i], p.aux = Ref{aux[i], nullptr};
+      bool recomputable =
+          n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;
+      for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
+        p.in[k] = data[n.in[k]];
+        const auto& x = g.node_at(n.in[k]);
+        if (n.in[k] < P && !x.needs_grad) recomputable = false;  // a slot: bound per step
+      }
+      if (const size_t s = kernel.forward_scratch(p.args))
+        p.scratch = {new_buffer(s, false), nullptr};
+      e.forward_of[i - P] = int32_t(code.size());
+      e.cost[i - P] = flops(p.args, n.op);
+      if (recomputable) e.candidates.push_back(i);
+      code.push_back(p);
+    }
+    e.forward_count = code.size();
+
+    // Backward, in reverse creation order, as the eager tape walks it.
+    if (grad[root].buffer < 0)
+      fail(
+          "the loss (node %u) is no op of the step with a gradient (a parameter, or a view of "
+          "one)",
+          root);
+    code.push_back({program_kernels::seed_loss<T>,
+                    {},
+                    grad[root],
+                    {},
+                    {},
+                    {},
+                    {},
+                    {},
+                    TensorOp::count,
+                    true,
+                    root});
+    code.back().args.rows = code.back().args.cols = 1;
+    for (uint32_t i = N; i-- > P;) {
+      const auto& n = g.node_at(i);
+      const OpRule<T>& rule = op_rules<T>[int(n.op)];
+      if (!n.needs_grad || !rule.backward) continue;
+      const Kernel<T>& kernel = *kernel_of[i];
+      Pending p{kernel.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
+      p.fresh_ok = kernel.backward_fresh;
+      p.dout = grad[i];
+      // Only what the rule reads: a pointer left null faults at once if the table is wrong.
+      if (rule.backward_reads & kReadsOut) p.out = data[i];
+      if (rule.backward_reads & kReadsAux) p.aux = Ref{aux[i], nullptr};
+      for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
+        if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data[n.in[k]];
+        p.din[k] = grad[n.in[k]];
+      }
+      if (const size_t s = kernel.backward_scratch(p.args))
+        p.scratch = {new_buffer(s, false), nullptr};
+      code.push_back(p);
+    }
+    e.loss_buffer = data[root].buffer;
+    // Only what a backward reads is worth recomputing (the rest dies in the forward anyway).
+    std::vector<bool> read_later(buffers_.size(), false);
+    for (size_t t = e.forward_count; t < code.size(); t++)
+      for (const Ref* r :
+           {&code[t].out, &code[t].aux, &code[t].in[0], &code[t].in[1], &code[t].in[2]})
+        if (r->buffer >= 0) read_later[r->buffer] = true;
+    std::erase_if(e.candidates,
+                  [&](uint32_t c) { return !read_later[code[e.forward_of[c - P]].out.buffer]; });
+    return e;
+  }
+
+  // A rough cost of an op's forward, to choose what to recompute: the products' multiply-adds,
+  // attention's two passes over (T, T) per head, a few operations per element otherwise.
+  static double flops(const OpArgs<T>& a, TensorOp op) {
+    const double out = double(a.rows) * a.cols;
+    switch (op) {
+      case TensorOp::matmul:
+      case TensorOp::linear: return 2 * out * a.in_cols[0];
+      case TensorOp::attention:
+        return 2.0 * a.arg[0] * a.arg[2] * a.arg[1] * a.arg[1] * (a.cols / a.arg[2]);
+      case TensorOp::layernorm: return 8 * out;
+      case TensorOp::softmax:
+      case TensorOp::gelu:
+      case TensorOp::tanh: return 20 * out;
+      default: return out;
+    }
+  }
+
+  // The program in its final order, with `recomputed` nodes' outputs dropped after their last
+  // forward use and recomputed before their first backward use; ops in place where they may be;
+  // each zeroed buffer's fill right before its first use. Buffers come back merged (`buffers`).
+  struct Lowered {
+    std::vector<Pending> code;
+    std::vector<Buffer> buffers;
+    std::vector<int32_t> first, last;
+    size_t forward_end = 0;
+  };
+  Lowered lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const {
+    Lowered l;
+    l.buffers = buffers_;
+    std::vector<Pending> code(e.code.begin(), e.code.begin() + e.forward_count);
+    // Each recomputed node's forward again, writing a fresh output (and aux) buffer; every later
+    // reader of the old ones reads the copies, so the old ones die with the forward.
+    struct Move {
+      int32_t from, to;  // an output or aux buffer and its copy
+      size_t recompute;  // which of `recomputes` makes it
+    };
+    std::vector<Move> moves;
+    std::vector<Pending> recomputes;
+    auto copy_of = [&](int32_t b) {
+      l.buffers.push_back({l.buffers[b].elems, l.buffers[b].zeroed, -1});
+      return int32_t(l.buffers.size() - 1);
+    };
+    for (uint32_t node : recomputed) {
+      Pending r = e.code[e.forward_of[node - first_node_]];
+      r.recompute = r.backward = true;
+      moves.push_back({r.out.buffer, copy_of(r.out.buffer), recomputes.size()});
+      r.out.buffer = moves.back().to;
+      if (r.aux.buffer >= 0) {
+        moves.push_back({r.aux.buffer, copy_of(r.aux.buffer), recomputes.size()});
+        r.aux.buffer = moves.back().to;
+      }
+      if (r.scratch.buffer >= 0) r.scratch.buffer = copy_of(r.scratch.buffer);
+      recomputes.push_back(r);
+    }
+    // Each copy is made right before its first reader; a recomputation that reads another's
+    // output has that one made first.
+    std::vector<bool> placed(recomputes.size(), false);
+    auto redirect = [&](Pending& p, auto&& place) {
+      for (Ref* r : {&p.out, &p.aux, &p.in[0], &p.in[1], &p.in[2]})
+        for (const Move& m : moves)
+          if (r->buffer == m.from) {
+            place(m.recompute, place);
+            r->buffer = m.to;
+          }
+    };
+    auto place = [&](size_t i, auto&& self) -> void {
+      if (placed[i]) return;
+      placed[i] = true;
+      Pending r = recomputes[i];
+      for (Ref* in : {&r.in[0], &r.in[1], &r.in[2]})
+        for (const Move& m : moves)
+          if (in->buffer == m.from) {
+            self(m.recompute, self);
+            in->buffer = m.to;
+          }
+      code.push_back(r);
+    };
+    for (size_t t = e.forward_count; t < e.code.size(); t++) {
+      Pending p = e.code[t];
+      redirect(p, place);
+      code.push_back(p);
+    }
+    for (size_t i = 0; i < recomputes.size(); i++)
+      if (!placed[i])
+        fail("node %u was chosen for recomputation but no backward reads it", recomputed[i]);
+
+    // In place: an elementwise forward writes over an operand of its size that nothing reads
+    // later (not the loss, which is read after the step).
+    touches(code, l.buffers, l.first, l.last);
+    for (size_t t = 0; t < e.forward_count; t++) {
+      Pending& p = code[t];
+      if (!op_rules<T>[int(p.op)].elementwise) continue;
+      const int32_t out = find(l.buffers, p.out.buffer);
+      for (int k = 0; k < 3; k++) {
+        if (p.in[k].buffer < 0) continue;
+        const int32_t in = find(l.buffers, p.in[k].buffer);
+        if (in != out && l.buffers[in].elems == l.buffers[out].elems && l.last[in] == int32_t(t) &&
+            l.first[out] == int32_t(t) && out != e.loss_buffer) {
+          // The merged buffer's lifetime is the union of both (what touches() would find again,
+          // without a pass over the whole program per merge: an unrolled RNN has 10^4 of them).
+          l.buffers[out].parent = in;
+          l.first[in] = std::min(l.first[in], l.first[out]);
+          l.last[in] = std::max(l.last[in], l.last[out]);
+          break;
+        }
+      }
+    }
+
+    // Each zeroed buffer's fill right before its first use, unless that use writes it fresh.
+    std::vector<std::vector<int32_t>> fills(code.size());
+    for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
+      if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0) {
+        Pending& p = code[l.first[b]];
+        const int k = fresh_operand(
+            p, [&](const Ref& r) { return r.buffer >= 0 && find(l.buffers, r.buffer) == b; });
+        if (k >= 0)
+          p.args.fresh |= uint8_t(1 << k);
+        else
+          fills[l.first[b]].push_back(b);
+      }
+    for (size_t t = 0; t < code.size(); t++) {
+      if (t == e.forward_count) l.forward_end = l.code.size();
+      for (int32_t b : fills[t]) {
+        Pending z{program_kernels::zero_fill<T>,
+                  {},
+                  {b, nullptr},
+                  {},
+                  {},
+                  {},
+                  {},
+                  {},
+                  TensorOp::count,
+                  code[t].backward,
+                  code[t].node};
+        z.args.rows = 1, z.args.cols = int32_t(l.buffers[b].elems);
+        l.code.push_back(z);
+      }
+      l.code.push_back(code[t]);
+    }
+    if (e.forward_count == code.size()) l.forward_end = l.code.size();
+    touches(l.code, l.buffers, l.first, l.last);
+    const int32_t loss = find(l.buffers, e.loss_buffer);
+    l.last[loss] = int32_t(l.code.size()) - 1;  // read after the step
+    return l;
+  }
+
+  // Planner input: every root buffer in use, with its lifetime; slot[b]: its index there.
+  static std::vector<PlannedBuffer> lifetimes(const Lowered& l, std::vector<int32_t>* slot) {
+    std::vector<PlannedBuffer> planned;
+    if (slot) slot->assign(l.buffers.size(), -1);
+    for (int32_t b = 0; b < int32_t(l.buffers.size()); b++) {
+      if (l.buffers[b].parent >= 0 || l.first[b] < 0) continue;
+      if (slot) (*slot)[b] = int32_t(planned.size());
+      planned.push_back({l.buffers[b].elems * sizeof(T), l.first[b], l.last[b]});
+    }
+    return planned;
+  }
+  static size_t lower_bound_of(const Lowered& l, double* mean_live = nullptr) {
+    std::vector<PlannedBuffer> b = lifetimes(l, nullptr);
+    return plan_memory_bound(b, int32_t(l.code.size()), mean_live);
+  }
+
+  // Rematerialisation (RAF, arXiv 2303.04759, after Chen et al. 2016's checkpointing): drop an
+  // activation after the forward and recompute it before the backward that needs it. RAF's
+  // greedy choice: the candidate that lowers the peak the most per unit of recomputation cost.
+  // When no single candidate lowers it (two instructions tie at the peak), the one that lowers
+  // the bytes live on average the most per unit of cost, so that the next can. A recomputation
+  // that needs another dropped value has it recomputed first (lower() places them), so chains of
+  // cheap ops can go together. Two uses:
+  //  - a memory budget (`budget` bytes): choose until the plan fits, at whatever cost;
+  //  - without one, what costs almost nothing (ArenaBudget::free_recomputation): elementwise ops
+  //    and layernorm only, a pass over memory each (a FLOP model prices attention's exp and
+  //    softmax at a tenth of their time: recomputing two of mini_gpt_wide's made its step 7-9%
+  //    slower), each lowering the peak by at least kFreeMinBytes, all of them together costing
+  //    at most kFreeCost of the step; the choices are kept up to the one that reached the lowest
+  //    peak.
+  // Cost: the forward's FLOPs (flops()) plus kCallCost for the kernel call itself.
+  static constexpr double kCallCost = 1e4;   // a small kernel's fixed cost, in FLOPs
+  static constexpr double kFreeCost = 0.01;  // of the step's modelled cost
+  static constexpr size_t kFreeMinBytes = 256 << 10;
+  static constexpr size_t kFreeMaxCandidates = 512;  // the search is candidates x program long
+  std::vector<uint32_t> choose_recomputation(const Emitted& e, size_t budget, size_t* unbudgeted,
+                                             size_t* reached) const {
+    const bool free = budget == 0;
+    std::vector<uint32_t> chosen;
+    double mean = 0;
+    size_t peak = lower_bound_of(lower(e, chosen), &mean);
+    *unbudgeted = *reached = peak;
+    if (free && e.candidates.size() > kFreeMaxCandidates) return chosen;
+    double allowance = 1e300;
+    if (free) {
+      allowance = 0;
+      for (double c : e.cost) allowance += 3 * c;  // forward and backward, roughly
+      allowance = kFreeCost * (allowance + kCallCost * double(e.code.size()));
+    }
+    std::vector<bool> dropped(e.cost.size(), false);
+    size_t lowest = peak, lowest_at = 0;
+    while (free || peak > budget) {
+      double best_peak_score = 0, best_mean_score = 0;
+      int64_t best_peak = -1, best_mean = -1;
+      size_t peak_of_best = peak;
+      double mean_of_best = mean, mean_of_best_mean = mean;
+      size_t peak_of_best_mean = peak;
+      for (uint32_t c : e.candidates) {
+        const double cost = e.cost[c - first_node_] + kCallCost;
+        if (dropped[c - first_node_] || cost > allowance) continue;
+        if (free) {
+          // A pass over memory, and one that frees at least kFreeMinBytes itself (its output and
+          // aux), or trying it is wasted: an unrolled RNN has hundreds of 2 KiB candidates.
+          const Pending& f = e.code[e.forward_of[c - first_node_]];
+          if (!op_rules<T>[int(f.op)].elementwise && f.op != TensorOp::layernorm) continue;
+          size_t frees = buffers_[f.out.buffer].elems;
+          if (f.aux.buffer >= 0) frees += buffers_[f.aux.buffer].elems;
+          if (frees * sizeof(T) < kFreeMinBytes) continue;
+        }
+        std::vector<uint32_t> trial = chosen;
+        trial.push_back(c);
+        double m = 0;
+        const size_t p = lower_bound_of(lower(e, trial), &m);
+        if (p < peak && (!free || peak - p >= kFreeMinBytes) &&
+            double(peak - p) / cost > best_peak_score)
+          best_peak_score = double(peak - p) / cost, best_peak = c, peak_of_best = p,
+          mean_of_best = m;
+        if (p <= peak && m < mean && (mean - m) / cost > best_mean_score &&
+            (!free || mean - m >= double(kFreeMinBytes)))
+          best_mean_score = (mean - m) / cost, best_mean = c, peak_of_best_mean = p,
+          mean_of_best_mean = m;
+      }
+      const int64_t best = best_peak >= 0 ? best_peak : best_mean;
+      if (best < 0) break;
+      chosen.push_back(uint32_t(best));
+      dropped[best - first_node_] = true;
+      if (free) allowance -= e.cost[best - first_node_] + kCallCost;
+      peak = best_peak >= 0 ? peak_of_best : peak_of_best_mean;
+      mean = best_peak >= 0 ? mean_of_best : mean_of_best_mean;
+      if (peak < lowest) lowest = peak, lowest_at = chosen.size();
+    }
+    if (free) chosen.resize(lowest_at), peak = lowest;
+    *reached = peak;
+    return chosen;
+  }
+
+  void compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit,
+               DialectSelector<T>& dialects) {
+    const uint32_t P = uint32_t(g.num_params());
+    first_node_ = P;
+    const uint32_t N = root + 1;
+    const Emitted e = emit(g, root, dialects);
+    size_t budget = limit.bytes;
+    // A fraction so small it rounds to no bytes is still a budget (one no plan meets), never none.
+    if (limit.fraction > 0)
+      budget = std::max<size_t>(1, size_t(limit.fraction * double(lower_bound_of(lower(e, {})))));
+    budget_bytes_ = budget;
+    std::vector<uint32_t> recomputed;
+    Lowered l;
+    std::vector<int32_t> slot;
+    // The choice aims at the lower bound; placement can need a little more. Then aim lower by
+    // the excess and choose again (a few times at most), or give up with the smallest arena
+    // placed, which as a budget is met.
+    size_t target = budget, smallest = SIZE_MAX, unbudgeted = 0;
+    for (int attempt = 0;; attempt++) {
+      size_t reached = 0;
+      if (budget || limit.free_recomputation)
+        recomputed = choose_recomputation(e, target, &unbudgeted, &reached);
+      l = lower(e, recomputed);
+      planned_ = lifetimes(l, &slot);
+      plan_ = plan_memory(planned_, int32_t(l.code.size()));
+      smallest = std::min(smallest, plan_.arena_bytes);
+      if (!budget || plan_.arena_bytes <= budget) break;
+      if (reached > target || attempt == 8 || plan_.arena_bytes - budget >= target)
+        throw BudgetError{budget, smallest, unbudgeted};
+      target -= plan_.arena_bytes - budget;
+    }
+    plan_.recomputed_nodes = recomputed.size();
+    arena_.reset(
+        static_cast<T*>(std::aligned_alloc(kPlanAlign, std::max(plan_.arena_bytes, kPlanAlign))));
+    if (!arena_) throw std::bad_alloc();
+
+    auto resolve = [&](const Ref& r) -> T* {
+      if (r.buffer < 0) return const_cast<T*>(r.outside);
+      return arena_.get() + planned_[slot[find(l.buffers, r.buffer)]].offset / sizeof(T);
+    };
+    code_.clear();
+    forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
+    forward_end_ = l.forward_end;
+    for (Pending& p : l.code) {
+      OpArgs<T> a = p.args;
+      a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
+      a.scratch = resolve(p.scratch);
+      for (int k = 0; k < 3; k++) a.in[k] = resolve(p.in[k]), a.din[k] = resolve(p.din[k]);
+      if (p.op != TensorOp::count && !p.recompute)  // not a fill, the seed or a recomputation
+        (p.backward ? backward_at_ : forward_at_)[p.node - P] = int32_t(code_.size());
+      code_.push_back({p.run, a});
+    }
+    loss_ = arena_.get() + planned_[slot[find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
+    find_param_first_writes(g, l.code);
+  }
+
+  // Each trained parameter's gradient's first writer (start_gradients), when it may write it fresh
+  // (fresh_operand).
+  void find_param_first_writes(const TensorGraph<T>& g, const std::vector<Pending>& code) {
+    param_first_writes_.clear(), param_fills_.clear(), params_fresh_ = false;
+    std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
+    for (uint32_t j = 0; j < first_node_; j++)
+      if (g.node_at(j).grad) params.push_back({g.node_at(j).grad, j});
+    std::sort(params.begin(), params.end());
+    enum Start : uint8_t { unwritten, written_fresh, zeroed };
+    std::vector<Start> start(params.size(), unwritten);
+    for (size_t t = 0; t < code.size(); t++)
+      for (int k = 0; k < 3; k++) {
+        const T* grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : nullptr;
+        const auto it = std::lower_bound(params.begin(), params.end(), std::pair{grad, 0u});
+        if (!grad || it == params.end() || it->first != grad) continue;
+        const size_t i = size_t(it - params.begin());
+        if (start[i] != unwritten) continue;
+        const bool fresh = fresh_operand(code[t], [&](const Ref& r) {
+                             return r.buffer < 0 && r.outside == grad;
+                           }) == k;
+        if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
+        start[i] = fresh ? written_fresh : zeroed;
+      }
+    for (size_t i = 0; i < params.size(); i++)
+      if (start[i] != written_fresh) {
+        const auto& p = g.node_at(params[i].second);
+        param_fills_.push_back({p.grad, size_t(p.rows) * p.cols});
+      }
+  }
+
+  // first[b], last[b]: the first and last instruction touching buffer b (merged ones: their root).
+  static void touches(std::vector<Pending>& code, const std::vector<Buffer>& buffers,
+                      std::vector<int32_t>& first, std::vector<int32_t>& last) {
+    first.assign(buffers.size(), -1), last.assign(buffers.size(), -1);
+    for (int32_t t = 0; t < int32_t(code.size()); t++)
+      for_each_ref(code[t], [&](const Ref& r) {
+        if (r.buffer < 0) return;
+        const int32_t b = find(buffers, r.buffer);
+        if (first[b] < 0) first[b] = t;
+        last[b] = t;
+      });
+  }
+
+  static size_t numel(const typename TensorGraph<T>::Node& n) { return size_t(n.rows) * n.cols; }
+  // An op's shapes and arguments with every pointer cleared: the refs fill them.
+  static OpArgs<T> shapes_of(const TensorGraph<T>& g, const typename TensorGraph<T>::Node& n) {
+    OpArgs<T> a = g.args_of(n);
+    a.out = a.dout = a.aux = a.scratch = nullptr;
+    for (int k = 0; k < 3; k++) a.in[k] = nullptr, a.din[k] = nullptr;
+    return a;
+  }
+  [[noreturn]] __attribute__((format(printf, 1, 2))) static void fail(const char* format, ...) {
+    va_list args;
+    va_start(args, format);
+    engine_vfail("bp::Program", format, args);
+  }
+
+  struct FreeDeleter {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::vector<Buffer> buffers_;
+  std::vector<KernelUse> kernels_;
+  std::vector<PlannedBuffer> planned_;
+  std::vector<Instr<T>> code_;
+  size_t forward_end_ = 0;
+  std::vector<int32_t> forward_at_, backward_at_;  // node - first_node_ -> its instruction
+  uint32_t first_node_ = 0;
+  std::vector<ParamUpdate<T>> updates_;
+  // Parameters' gradients (start_gradients): the instruction that writes each first, and the
+  // operand's bit; the gradients no first writer writes whole (pointer, elements).
+  struct FirstWrite {
+    size_t at;
+    uint8_t bit;
+  };
+  std::vector<FirstWrite> param_first_writes_;
+  std::vector<std::pair<T*, size_t>> param_fills_;
+  bool params_fresh_ = false;
+  std::unique_ptr<T, FreeDeleter> arena_;  // (plan_.arena_bytes / sizeof(T)): every buffer
+  T* loss_ = nullptr;                      // (1, 1), inside the arena
+  size_t budget_bytes_ = 0;
+  MemoryPlan plan_;
+};
+
+}  // namespace bp

@@ -1,0 +1,501 @@
+// engine/core/ops.h: the closed set of tensor ops and all their derivative rules, in one table.
+//
+// One application of an op is an OpArgs: its output, the output's gradient, what it saves for the
+// backward (aux), its operands and their gradients, shapes, op arguments, token indices and
+// scratch, all as raw pointers. Each op has a forward and a backward over an OpArgs, side by side
+// (the arithmetic itself is in engine/kernels/kernels.h and engine/kernels/products.h), plus the
+// facts a planner needs: how much aux and scratch it takes, what its backward reads, whether its
+// forward accumulates into its output, and whether it may write over an operand. Both ways of
+// running a step use this one table: the eager graph (engine/core/tensor.h) fills an OpArgs per
+// node as it goes; the compiled program (engine/compiled/program.h) fills them once, at planned
+// addresses, and calls the same functions as its `engine` dialect, or another kernel of the op's
+// (engine/compiled/dialects.h: the matmul and linear functions here are templates over the product
+// kernel, so a dialect replaces only that).
+//
+// Not here: operand checking (engine/core/tensor.h does it, with the shapes in its messages),
+// memory. Tests: engine/core/tensor_test.cc (every op against finite differences in double, both
+// modes).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/products.h"
+
+namespace bp {
+
+enum class TensorOp : uint8_t {
+  leaf,
+  view,
+  matmul,
+  linear,
+  add,
+  mul,
+  tanh,
+  relu,
+  gelu,
+  exp,
+  log,
+  embedding,
+  sum,
+  mean,
+  layernorm,
+  softmax,
+  attention,
+  cross_entropy,
+  count
+};
+inline constexpr const char* tensor_op_names[] = {
+    "leaf", "view", "matmul",    "linear",  "add",       "mul",
+    "tanh", "relu", "gelu",      "exp",     "log",       "embedding",
+    "sum",  "mean", "layernorm", "softmax", "attention", "cross_entropy"};
+static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
+
+// Misuse of the engine's API stops the program with one line, "<where>: <what>" (every class's
+// fail or refuse formats its message and ends here).
+[[noreturn]] inline void engine_vfail(const char* where, const char* format, va_list args) {
+  std::fprintf(stderr, "%s: ", where);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  std::abort();
+}
+
+// Indices (token ids, targets) live outside the graph: the caller owns them for the step.
+struct IndexSpan {
+  const int32_t* data = nullptr;
+  int32_t size = 0;
+};
+
+// One application of an op. A null gradient pointer means nothing upstream needs it.
+template <class T>
+struct OpArgs {
+  T* out = nullptr;   // (rows, cols)
+  T* dout = nullptr;  // (rows, cols), null when no operand needs a gradient
+  T* aux = nullptr;   // what backward needs that forward had (aux_elems)
+  const T* in[3] = {};
+  T* din[3] = {};
+  int32_t rows = 0, cols = 0;
+  int32_t in_rows[3] = {}, in_cols[3] = {};
+  int32_t arg[3] = {};   // matmul: transpose b; linear: relu; attention: B, T, H
+  IndexSpan index;       // embedding: ids; cross_entropy: targets
+  T* scratch = nullptr;  // forward_scratch or backward_scratch elements, uninitialised
+  // Bit k: din[k] is uninitialised and is written, not added to. The compiled mode sets it on a
+  // gradient's first writer instead of filling the gradient with zeros first. A kernel given it
+  // computes what adding to zero gives, bit for bit: where it would load din[k] it takes 0.
+  uint8_t fresh = 0;
+};
+
+// What a backward reads besides its own output gradient, for liveness.
+enum : uint8_t { kReadsIn0 = 1, kReadsIn1 = 2, kReadsIn2 = 4, kReadsOut = 8, kReadsAux = 16 };
+
+template <class T>
+struct OpRule {
+  void (*forward)(const OpArgs<T>&);   // null: no work (a leaf, a view)
+  void (*backward)(const OpArgs<T>&);  // null: no work
+  size_t (*aux_elems)(const OpArgs<T>&);
+  size_t (*forward_scratch)(const OpArgs<T>&);
+  size_t (*backward_scratch)(const OpArgs<T>&);
+  uint8_t backward_reads;
+  bool forward_accumulates;    // adds into out: out must start at zero
+  bool elementwise;            // out[i] from operands' element i only: may overwrite operand 0
+  uint8_t backward_fresh = 0;  // the din[k] (bit k) backward can write fresh (OpArgs::fresh)
+};
+
+namespace ops {
+
+template <class T>
+size_t none(const OpArgs<T>&) {
+  return 0;
+}
+template <class T>
+size_t numel(const OpArgs<T>& a) {
+  return size_t(a.rows) * a.cols;
+}
+
+// ---- matmul and linear, over a product policy G (engine/kernels/products.h's TiledGemm by
+// default; the other matmul dialects in engine/compiled/dialects.h) ----
+
+// One product c (M, N) += op(a) (M, K) op(b) (K, N).
+struct Product {
+  int32_t M, N, K;
+  bool trans_a, trans_b;
+};
+template <class G, class T>
+void run_product(T* c, const T* a, const T* b, const Product& p, T* scratch, bool fresh = false) {
+  G::run(c, a, p.trans_a, b, p.trans_b, p.M, p.N, p.K, scratch, fresh);
+}
+
+// matmul: out (M, N) = in0 (M, K) @ op(in1), op(in1) = in1^T when arg[0]. Its products: [0] the
+// forward, [1] in0's gradient, [2] in1's.
+template <class T>
+std::array<Product, 3> matmul_products(const OpArgs<T>& a) {
+  const int32_t M = a.rows, N = a.cols, K = a.in_cols[0];
+  const bool tb = a.arg[0];
+  return {Product{M, N, K, false, tb}, Product{M, K, N, false, !tb},
+          tb ? Product{N, K, M, true, false} : Product{K, N, M, true, false}};
+}
+template <class T, class G = TiledGemm>
+void matmul_forward(const OpArgs<T>& a) {
+  run_product<G>(a.out, a.in[0], a.in[1], matmul_products(a)[0], a.scratch);
+}
+template <class T, class G = TiledGemm>
+void matmul_backward(const OpArgs<T>& a) {
+  const std::array<Product, 3> p = matmul_products(a);
+  if (a.din[0])  // da += g op(b)^T
+    run_product<G>(a.din[0], a.dout, a.in[1], p[1], a.scratch, a.fresh & 1);
+  if (a.din[1]) {
+    if (a.arg[0])  // db += g^T a
+      run_product<G>(a.din[1], a.dout, a.in[0], p[2], a.scratch, a.fresh & 2);
+    else  // db += a^T g
+      run_product<G>(a.din[1], a.in[0], a.dout, p[2], a.scratch, a.fresh & 2);
+  }
+}
+
+// linear: out (N, OC) = in0 (N, C) @ in1^T + in2, in1 (OC, C), in2 (1, OC); arg[0]: relu.
+// torch.nn.Linear, fused: the output starts as the bias rows and the gemm accumulates onto them,
+// so neither the product nor its gradient is stored apart (measured on mini_gpt: README,
+// "Kernels"). With relu, the ReLU is applied in place: relu(linear(...)) without storing the
+// pre-activation and its gradient (on mini_gpt batch:64, 2.4 MB of 18.5 MB of process peak).
+template <class T>
+std::array<Product, 3> linear_products(const OpArgs<T>& a) {
+  const int32_t N = a.rows, OC = a.cols, C = a.in_cols[0];
+  return {Product{N, OC, C, false, true}, Product{N, C, OC, false, false},
+          Product{OC, C, N, true, false}};
+}
+template <class T, class G = TiledGemm>
+void linear_forward(const OpArgs<T>& a) {
+  const int32_t N = a.rows, OC = a.cols;
+  for (int32_t r = 0; r < N; r++) std::memcpy(a.out + size_t(r) * OC, a.in[2], OC * sizeof(T));
+  run_product<G>(a.out, a.in[0], a.in[1], linear_products(a)[0], a.scratch);
+  if (a.arg[0]) {
+    T* out = a.out;
+#pragma omp simd
+    for (size_t i = 0; i < size_t(N) * OC; i++) out[i] = out[i] > 0 ? out[i] : T(0);
+  }
+}
+// dx += g w; dw += g^T x; db += the column sums of g.
+template <class T, class G = TiledGemm>
+void linear_backward(const OpArgs<T>& a) {
+  const int32_t N = a.rows, OC = a.cols;
+  const std::array<Product, 3> p = linear_products(a);
+  T* g = a.dout;
+  if (a.arg[0])  // relu: pass the gradient where the output is positive (in place: this op's
+    for (size_t i = 0; i < size_t(N) * OC; i++)  // output gradient has no other reader)
+      g[i] = a.out[i] > 0 ? g[i] : T(0);
+  if (a.din[0]) run_product<G>(a.din[0], g, a.in[1], p[1], a.scratch, a.fresh & 1);
+  if (a.din[1]) run_product<G>(a.din[1], g, a.in[0], p[2], a.scratch, a.fresh & 2);
+  if (a.din[2])  // written by the first row when fresh
+    for (int32_t r = 0; r < N; r++)
+      axpy(a.din[2], T(1), g + size_t(r) * OC, OC, (a.fresh & 4) && !r);
+}
+
+// Scratch and availability of either op's products under G (the backward's run one after the
+// other, so they share one scratch).
+template <class T>
+std::array<Product, 3> products_of(const OpArgs<T>& a, bool linear) {
+  return linear ? linear_products(a) : matmul_products(a);
+}
+template <class T, class G, bool Linear>
+size_t product_forward_scratch(const OpArgs<T>& a) {
+  const Product p = products_of(a, Linear)[0];
+  return G::scratch_elems(p.M, p.N, p.K, p.trans_a, p.trans_b);
+}
+template <class T, class G, bool Linear>
+size_t product_backward_scratch(const OpArgs<T>& a) {
+  const std::array<Product, 3> p = products_of(a, Linear);
+  return std::max(G::scratch_elems(p[1].M, p[1].N, p[1].K, p[1].trans_a, p[1].trans_b),
+                  G::scratch_elems(p[2].M, p[2].N, p[2].K, p[2].trans_a, p[2].trans_b));
+}
+template <class T, class G, bool Linear>
+bool products_available(const OpArgs<T>& a) {
+  for (const Product& p : products_of(a, Linear))
+    if (!G::template available<T>(p.M, p.N, p.K, p.trans_a, p.trans_b)) return false;
+  return true;
+}
+
+// ---- add and mul: in1 has in0's shape, or is one row broadcast over every row ----
+template <class T>
+bool broadcasts_row(const OpArgs<T>& a) {
+  return a.in_rows[1] == 1 && a.rows != 1;
+}
+template <class T>
+void add_forward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for (int32_t r = 0; r < a.rows; r++) {
+    const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
+    const T* xr = a.in[0] + size_t(r) * C;
+    T* out = a.out + size_t(r) * C;
+    for (int32_t c = 0; c < C; c++) out[c] = xr[c] + yr[c];
+  }
+}
+template <class T>
+void add_backward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for (int32_t r = 0; r < a.rows; r++) {
+    const T* gr = a.dout + size_t(r) * C;
+    if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C, a.fresh & 1);
+    if (a.din[1])  // a broadcast row: written by the first row, added to by the rest
+      axpy(a.din[1] + (row ? 0 : size_t(r) * C), T(1), gr, C, (a.fresh & 2) && (!row || r == 0));
+  }
+}
+template <class T>
+void mul_forward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for (int32_t r = 0; r < a.rows; r++) {
+    const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
+    const T* xr = a.in[0] + size_t(r) * C;
+    T* out = a.out + size_t(r) * C;
+    for (int32_t c = 0; c < C; c++) out[c] = xr[c] * yr[c];
+  }
+}
+template <class T>
+void mul_backward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for (int32_t r = 0; r < a.rows; r++) {
+    const T* gr = a.dout + size_t(r) * C;
+    const size_t yo = row ? 0 : size_t(r) * C, xo = size_t(r) * C;
+    if (a.din[0])
+      for (int32_t c = 0; c < C; c++) a.din[0][xo + c] += gr[c] * a.in[1][yo + c];
+    if (a.din[1])
+      for (int32_t c = 0; c < C; c++) a.din[1][yo + c] += gr[c] * a.in[0][xo + c];
+  }
+}
+
+// ---- elementwise unary ops: backward from the output where that is cheaper ----
+template <class T>
+void tanh_forward(const OpArgs<T>& a) {
+  const T* x = a.in[0];
+  T* out = a.out;
+#pragma omp simd
+  for (size_t i = 0; i < numel(a); i++) out[i] = tanh_t(x[i]);
+}
+template <class T>
+void tanh_backward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.dout[i] * (1 - a.out[i] * a.out[i]);
+}
+template <class T>
+void relu_forward(const OpArgs<T>& a) {
+  const T* x = a.in[0];
+  T* out = a.out;
+#pragma omp simd
+  for (size_t i = 0; i < numel(a); i++) out[i] = x[i] > 0 ? x[i] : T(0);
+}
+template <class T>
+void relu_backward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.out[i] > 0 ? a.dout[i] : T(0);
+}
+template <class T>  // exact (erf) form, torch's default
+void gelu_forward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < numel(a); i++)
+    a.out[i] = T(0.5) * a.in[0][i] * (1 + std::erf(a.in[0][i] * T(M_SQRT1_2)));
+}
+template <class T>  // d/dx x Phi(x) = Phi(x) + x phi(x)
+void gelu_backward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < numel(a); i++) {
+    const T v = a.in[0][i];
+    const T cdf = T(0.5) * (1 + std::erf(v * T(M_SQRT1_2)));
+    const T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);  // 1/sqrt(2 pi)
+    a.din[0][i] += a.dout[i] * (cdf + v * pdf);
+  }
+}
+template <class T>
+void exp_forward(const OpArgs<T>& a) {
+  const T* x = a.in[0];
+  T* out = a.out;
+#pragma omp simd
+  for (size_t i = 0; i < numel(a); i++) out[i] = exp_t(x[i]);
+}
+template <class T>
+void exp_backward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.dout[i] * a.out[i];
+}
+template <class T>
+void log_forward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < numel(a); i++) a.out[i] = std::log(a.in[0][i]);
+}
+template <class T>
+void log_backward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.dout[i] / a.in[0][i];
+}
+
+// ---- embedding: rows of in0 (V, C) picked by index (N): (N, C) ----
+template <class T>
+void embedding_forward(const OpArgs<T>& a) {
+  for (int32_t i = 0; i < a.index.size; i++)
+    std::memcpy(a.out + size_t(i) * a.cols, a.in[0] + size_t(a.index.data[i]) * a.cols,
+                a.cols * sizeof(T));
+}
+template <class T>
+void embedding_backward(const OpArgs<T>& a) {
+  for (int32_t i = 0; i < a.index.size; i++)
+    axpy(a.din[0] + size_t(a.index.data[i]) * a.cols, T(1), a.dout + size_t(i) * a.cols, a.cols);
+}
+
+// ---- sum and mean of every element: (1, 1) ----
+template <class T>
+size_t in_numel(const OpArgs<T>& a) {
+  return size_t(a.in_rows[0]) * a.in_cols[0];
+}
+template <class T>
+void sum_forward(const OpArgs<T>& a) {
+  T s = 0;
+  for (size_t i = 0; i < in_numel(a); i++) s += a.in[0][i];
+  a.out[0] = s;
+}
+template <class T>
+void mean_forward(const OpArgs<T>& a) {
+  T s = 0;
+  for (size_t i = 0; i < in_numel(a); i++) s += a.in[0][i];
+  a.out[0] = s / T(in_numel(a));
+}
+template <class T>
+void sum_backward(const OpArgs<T>& a) {
+  for (size_t i = 0; i < in_numel(a); i++) a.din[0][i] += a.dout[0];
+}
+template <class T>
+void mean_backward(const OpArgs<T>& a) {
+  const T d = a.dout[0] / T(in_numel(a));
+  for (size_t i = 0; i < in_numel(a); i++) a.din[0][i] += d;
+}
+
+// ---- layernorm of in0 (N, C), scale in1 (1, C), shift in2 (1, C); aux: N means, N rstds ----
+template <class T>
+void layernorm_forward_op(const OpArgs<T>& a) {
+  layernorm_forward(a.out, a.aux, a.in[0], a.in[1], a.in[2], a.rows, a.cols);
+}
+template <class T>
+void layernorm_backward_op(const OpArgs<T>& a) {
+  layernorm_backward(a.din[0], a.din[1], a.din[2], a.dout, a.aux, a.in[0], a.in[1], a.rows, a.cols,
+                     a.fresh);
+}
+template <class T>
+size_t layernorm_aux(const OpArgs<T>& a) {
+  return 2 * size_t(a.rows);
+}
+
+// ---- softmax of every row ----
+template <class T>
+void softmax_forward(const OpArgs<T>& a) {
+  for (int32_t r = 0; r < a.rows; r++)
+    softmax_row(a.out + size_t(r) * a.cols, a.in[0] + size_t(r) * a.cols, a.cols);
+}
+template <class T>
+void softmax_backward(const OpArgs<T>& a) {
+  for (int32_t r = 0; r < a.rows; r++) {
+    const size_t o = size_t(r) * a.cols;
+    softmax_row_backward(a.din[0] + o, a.dout + o, a.out + o, a.cols);
+  }
+}
+
+// ---- causal self-attention of in0 (B*T, 3C) into (B*T, C); arg: B, T, H; aux: (B, H, T, T) ----
+template <class T>
+void attention_forward_op(const OpArgs<T>& a) {
+  attention_forward_any(a.out, a.aux, a.in[0], a.arg[0], a.arg[1], a.arg[2], a.cols / a.arg[2]);
+}
+template <class T>
+void attention_backward_op(const OpArgs<T>& a) {
+  if (!a.din[0]) return;
+  attention_backward_any(a.din[0], a.scratch, a.dout, a.aux, a.in[0], a.arg[0], a.arg[1], a.arg[2],
+                         a.cols / a.arg[2]);
+}
+template <class T>
+size_t attention_aux(const OpArgs<T>& a) {
+  return size_t(a.arg[0]) * a.arg[2] * a.arg[1] * a.arg[1];
+}
+template <class T>
+size_t attention_backward_scratch(const OpArgs<T>& a) {  // one (T) row of probability gradients
+  return size_t(a.arg[1]);
+}
+
+// ---- cross-entropy: mean over rows of in0 (N, V) against targets (N): (1, 1); aux: (N, V) ----
+template <class T>
+void cross_entropy_forward_op(const OpArgs<T>& a) {
+  a.out[0] = cross_entropy_forward(a.aux, a.in[0], a.index.data, a.in_rows[0], a.in_cols[0]);
+}
+template <class T>
+void cross_entropy_backward_op(const OpArgs<T>& a) {
+  cross_entropy_backward(a.din[0], a.dout[0], a.aux, a.index.data, a.in_rows[0], a.in_cols[0],
+                         a.fresh & 1);
+}
+template <class T>
+size_t cross_entropy_aux(const OpArgs<T>& a) {
+  return in_numel(a);
+}
+
+}  // namespace ops
+
+// The table, in TensorOp's order: {forward, backward, aux, forward scratch, backward scratch,
+// what backward reads, forward accumulates, elementwise, operands backward writes fresh}.
+template <class T>
+inline constexpr OpRule<T> op_rules[] = {
+    /* leaf */ {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
+    /* view: shares its operand's buffers */
+    {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
+    /* matmul */
+    {ops::matmul_forward<T>, ops::matmul_backward<T>, ops::none<T>,
+     ops::product_forward_scratch<T, TiledGemm, false>,
+     ops::product_backward_scratch<T, TiledGemm, false>, kReadsIn0 | kReadsIn1, true, false, 1 | 2},
+    /* linear */
+    {ops::linear_forward<T>, ops::linear_backward<T>, ops::none<T>,
+     ops::product_forward_scratch<T, TiledGemm, true>,
+     ops::product_backward_scratch<T, TiledGemm, true>, kReadsIn0 | kReadsIn1 | kReadsOut, false,
+     false, 1 | 2 | 4},
+    /* add */
+    {ops::add_forward<T>, ops::add_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0, false,
+     true, 1 | 2},
+    /* mul */
+    {ops::mul_forward<T>, ops::mul_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+     kReadsIn0 | kReadsIn1, false, true},
+    /* tanh */
+    {ops::tanh_forward<T>, ops::tanh_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+     kReadsOut, false, true},
+    /* relu */
+    {ops::relu_forward<T>, ops::relu_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+     kReadsOut, false, true},
+    /* gelu */
+    {ops::gelu_forward<T>, ops::gelu_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+     kReadsIn0, false, true},
+    /* exp */
+    {ops::exp_forward<T>, ops::exp_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, kReadsOut,
+     false, true},
+    /* log */
+    {ops::log_forward<T>, ops::log_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, kReadsIn0,
+     false, true},
+    /* embedding */
+    {ops::embedding_forward<T>, ops::embedding_backward<T>, ops::none<T>, ops::none<T>,
+     ops::none<T>, 0, false, false},
+    /* sum */
+    {ops::sum_forward<T>, ops::sum_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0, false,
+     false},
+    /* mean */
+    {ops::mean_forward<T>, ops::mean_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
+     false, false},
+    /* layernorm */
+    {ops::layernorm_forward_op<T>, ops::layernorm_backward_op<T>, ops::layernorm_aux<T>,
+     ops::none<T>, ops::none<T>, kReadsIn0 | kReadsIn1 | kReadsAux, false, false, 1 | 2 | 4},
+    /* softmax */
+    {ops::softmax_forward<T>, ops::softmax_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+     kReadsOut, false, false},
+    /* attention */
+    {ops::attention_forward_op<T>, ops::attention_backward_op<T>, ops::attention_aux<T>,
+     ops::none<T>, ops::attention_backward_scratch<T>, kReadsIn0 | kReadsAux, false, false},
+    /* cross_entropy */
+    {ops::cross_entropy_forward_op<T>, ops::cross_entropy_backward_op<T>, ops::cross_entropy_aux<T>,
+     ops::none<T>, ops::none<T>, kReadsAux, false, false, 1},
+};
+static_assert(std::size(op_rules<float>) == size_t(TensorOp::count), "a rule for every TensorOp");
+
+}  // namespace bp

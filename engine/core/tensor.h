@@ -1,0 +1,548 @@
+// engine/core/tensor.h: dense tensor reverse-mode autodiff on the same plan as
+// engine/core/scalar.h.
+//
+// Every tensor is a row-major matrix (rows, cols); sequences are (B*T, C) and a view changes the
+// shape without copying. Building ops records nodes on a tape and computes forward at once;
+// `backward` walks the tape once in reverse creation order. Memory comes from two arenas
+// (engine/core/arena.h): one for parameters (kept), one for the step's activations and their
+// gradients (reset after each step, consolidated to one block, so steady-state steps allocate
+// nothing). Each op's method below checks its operands and makes its node; forward_last and
+// backward_node run the op's rule from engine/core/ops.h, the one table of forward and derivative
+// code that the compiled mode (engine/compiled/program.h) runs too. Backward accumulates (+=) into
+// gradients; only zero_grad zeroes.
+//
+// Record-only (`TensorGraph(reserve, /*record_only=*/true)`): parameters are real, but a step's
+// ops only record their nodes, shapes checked, with no memory and no arithmetic. The compiled
+// mode captures a step this way, so capturing never costs what an eager step holds.
+//
+// The contract at the edges: every operand of every op is checked (its handle belongs to this
+// graph and to this step, its shape fits the op); a violation stops the program with one line
+// naming the op, the operands' shapes and what is valid. A second backward in one step is refused,
+// as PyTorch refuses it.
+//
+// Not here: threads (single-threaded by design), broadcasting beyond "one row against every row",
+// more than two dimensions, a static-graph mode (engine/compiled/backend.h).
+// T is float for benchmarks and double for the finite-difference tests.
+//
+//   bp::TensorGraph<float> g;
+//   auto W = g.param(4, 3, init), x = g.input(2, 3, data);        // (OC, C), (N, C)
+//   auto loss = g.cross_entropy(g.matmul(x, W, true), targets);    // x @ W^T: (N, OC)
+//   g.backward(loss); g.adamw_step(cfg); g.end_step();
+//
+// Tests: engine/core/tensor_test.cc (every op against central finite differences in double,
+// misuse).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <iterator>
+#include <span>
+#include <vector>
+
+#include "engine/core/arena.h"
+#include "engine/core/ops.h"
+
+namespace bp {
+
+// A handle to one tensor: which graph made it (0: an empty, default-constructed handle), which
+// node, and in which step (parameters and constants outlive steps; anything else is valid until
+// end_step()).
+struct Tensor {
+  uint32_t id = 0;
+  uint32_t graph = 0;
+  uint32_t step = 0;
+};
+
+struct AdamWConfig {  // torch.optim.AdamW's defaults, so both backends run the same update
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+template <class T>
+class TensorGraph {
+ public:
+  struct Node {
+    T* data;
+    T* grad;  // null when nothing upstream needs the gradient (inputs)
+    T* aux;   // what backward needs that forward had: layernorm mean/rstd, probabilities
+    int32_t rows, cols;
+    uint32_t in[3];
+    int32_t arg[3];  // op-specific: matmul transpose flag; linear's relu flag; attention B, T, H
+    IndexSpan index;
+    TensorOp op;
+    bool needs_grad;  // some operand is trained (grad is null in record-only mode all the same)
+  };
+
+  explicit TensorGraph(size_t reserve_nodes = 256, bool record_only = false)
+      : serial_(next_serial()), record_only_(record_only) {
+    nodes_.reserve(reserve_nodes);
+  }
+  TensorGraph(const TensorGraph&) = delete;
+  TensorGraph& operator=(const TensorGraph&) = delete;
+
+  // ---- leaves ----
+
+  // A trainable (rows, cols) parameter initialised from `init` (row-major). Parameters come
+  // before any step's graph, so that end_step() keeps them by truncating the tape.
+  Tensor param(int32_t rows, int32_t cols, std::span<const T> init) {
+    return persistent_leaf("param", rows, cols, init, true);
+  }
+  // A constant that lives as long as the parameters (a dataset prepared at setup); no gradient.
+  Tensor constant(int32_t rows, int32_t cols, std::span<const T> values) {
+    return persistent_leaf("constant", rows, cols, values, false);
+  }
+  // A constant (rows, cols) input of this step only; no gradient.
+  Tensor input(int32_t rows, int32_t cols, std::span<const T> values) {
+    check_leaf_shape("input", rows, cols, values.size());
+    if (record_only_)
+      fail("input",
+           "(%d, %d) in a record-only graph: a captured step reads constants, made at setup", rows,
+           cols);
+    Node& n = push(TensorOp::leaf, rows, cols, step_, false);
+    std::copy(values.begin(), values.end(), n.data);
+    return last();
+  }
+
+  // ---- ops: each checks its operands, builds a node and computes its forward ----
+
+  // Same data, new shape (rows*cols must match); the gradient buffer is shared too, so
+  // backward has nothing to do.
+  Tensor view(Tensor x, int32_t rows, int32_t cols) {
+    const Node a = operand(x, "view");
+    if (rows < 1 || cols < 1 || size_t(rows) * cols != numel(a))
+      fail("view", "x %s cannot be viewed as (%d, %d): need the same number of elements",
+           shape(a).text, rows, cols);
+    Node n = a;
+    n.op = TensorOp::view, n.rows = rows, n.cols = cols, n.in[0] = x.id;
+    nodes_.push_back(n);
+    return last();
+  }
+
+  // a (M, K) times b (K, N), or times b^T when transpose_b and b is (N, K) (nn.Linear's layout).
+  Tensor matmul(Tensor a, Tensor b, bool transpose_b) {
+    const Node x = operand(a, "matmul"), y = operand(b, "matmul");
+    const int32_t M = x.rows, K = x.cols, N = transpose_b ? y.rows : y.cols;
+    if ((transpose_b ? y.cols : y.rows) != K)
+      fail("matmul", "a %s, b %s%s: the inner dimensions differ", shape(x).text, shape(y).text,
+           transpose_b ? " (transposed)" : "");
+    Node& n = make(TensorOp::matmul, M, N, {a.id, b.id});
+    n.arg[0] = transpose_b;
+    return forward_last();
+  }
+
+  // x (N, C) @ w^T + b, w (OC, C), b (1, OC): torch.nn.Linear, fused (engine/core/ops.h says why),
+  // and relu(linear(...)) when relu.
+  Tensor linear(Tensor x, Tensor w, Tensor b, bool relu = false) {
+    const char* op = relu ? "linear_relu" : "linear";
+    const Node xi = operand(x, op), wi = operand(w, op), bi = operand(b, op);
+    const int32_t N = xi.rows, C = xi.cols, OC = wi.rows;
+    if (wi.cols != C || bi.rows != 1 || bi.cols != OC)
+      fail(op, "x %s, w %s, b %s: need x (N, C), w (OC, C), b (1, OC)", shape(xi).text,
+           shape(wi).text, shape(bi).text);
+    Node& n = make(TensorOp::linear, N, OC, {x.id, w.id, b.id});
+    n.arg[0] = relu;
+    return forward_last();
+  }
+
+  // x + y, where y has x's shape or is one row (cols) added to every row of x (a bias).
+  Tensor add(Tensor x, Tensor y) { return binary(TensorOp::add, x, y); }
+  // x * y elementwise, with the same broadcasting as add.
+  Tensor mul(Tensor x, Tensor y) { return binary(TensorOp::mul, x, y); }
+
+  Tensor tanh(Tensor x) { return unary(TensorOp::tanh, x); }
+  Tensor relu(Tensor x) { return unary(TensorOp::relu, x); }
+  Tensor gelu(Tensor x) { return unary(TensorOp::gelu, x); }  // exact (erf) form, torch's default
+  Tensor exp(Tensor x) { return unary(TensorOp::exp, x); }
+  Tensor log(Tensor x) { return unary(TensorOp::log, x); }
+
+  // Rows of table (V, C) picked by idx (N): (N, C).
+  Tensor embedding(Tensor table, IndexSpan idx) {
+    const Node t = operand(table, "embedding");
+    check_embedding_indices(t, idx);
+    Node& n = make(TensorOp::embedding, idx.size, t.cols, {table.id});
+    n.index = idx;
+    return forward_last();
+  }
+
+  Tensor sum(Tensor x) { return reduce(TensorOp::sum, x); }
+  Tensor mean(Tensor x) { return reduce(TensorOp::mean, x); }
+
+  // Per row of x (N, C): normalise to zero mean and unit variance (biased, eps 1e-5 as in
+  // torch.nn.LayerNorm), then scale by gamma (1, C) and shift by beta (1, C).
+  Tensor layernorm(Tensor x, Tensor gamma, Tensor beta) {
+    const Node a = operand(x, "layernorm"), g = operand(gamma, "layernorm"),
+               b = operand(beta, "layernorm");
+    if (g.rows != 1 || g.cols != a.cols || b.rows != 1 || b.cols != a.cols)
+      fail("layernorm",
+           "x %s, gamma %s, beta %s: gamma and beta must be (1, %d), one value per "
+           "column of x",
+           shape(a).text, shape(g).text, shape(b).text, a.cols);
+    make(TensorOp::layernorm, a.rows, a.cols, {x.id, gamma.id, beta.id});
+    return forward_last();
+  }
+
+  // Softmax of every row.
+  Tensor softmax(Tensor x) {
+    const Node a = operand(x, "softmax");
+    make(TensorOp::softmax, a.rows, a.cols, {x.id});
+    return forward_last();
+  }
+
+  // Causal multi-head self-attention of qkv (B*T, 3C) into (B*T, C), H heads of C/H
+  // (engine/kernels/kernels.h).
+  Tensor attention(Tensor qkv, int32_t B, int32_t T_, int32_t H) {
+    const Node a = operand(qkv, "attention");
+    if (B < 1 || T_ < 1 || H < 1)
+      fail("attention", "qkv %s, B=%d, T=%d, H=%d: B, T and H must each be at least 1",
+           shape(a).text, B, T_, H);
+    const int32_t C = a.cols / 3;
+    if (int64_t(B) * T_ != a.rows || a.cols % 3 != 0 || C < H || C % H != 0)
+      fail("attention",
+           "qkv %s, B=%d, T=%d, H=%d: need qkv (B*T, 3C) = (%lld, 3C) with C a "
+           "multiple of H",
+           shape(a).text, B, T_, H, (long long)B * T_);
+    if (C / H > kMaxHeadSize)
+      fail("attention", "qkv %s, H=%d: head size %d is above kMaxHeadSize (%d)", shape(a).text, H,
+           C / H, kMaxHeadSize);
+    Node& n = make(TensorOp::attention, B * T_, C, {qkv.id});
+    n.arg[0] = B, n.arg[1] = T_, n.arg[2] = H;
+    return forward_last();
+  }
+
+  // Mean over rows of -log softmax(logits)[target]: logits (N, V), targets (N). Output (1, 1).
+  Tensor cross_entropy(Tensor logits, IndexSpan targets) {
+    const Node a = operand(logits, "cross_entropy");
+    check_targets(a, targets);
+    Node& n = make(TensorOp::cross_entropy, 1, 1, {logits.id});
+    n.index = targets;
+    return forward_last();
+  }
+
+  // ---- backward, optimizers, step boundaries ----
+
+  // d(root)/d(everything) into the gradient buffers; root must be (1, 1). Once per step: a second
+  // call would add every gradient again (PyTorch refuses it too).
+  void backward(Tensor root) {
+    const Node r = operand(root, "backward");
+    if (r.rows != 1 || r.cols != 1 || !r.needs_grad)
+      fail("backward", "root %s%s: need a (1, 1) result that depends on a parameter", shape(r).text,
+           r.needs_grad ? "" : " with no gradient");
+    if (backward_done_)
+      fail("backward",
+           "called twice in one step (every gradient would be added twice); call "
+           "end_step() between steps");
+    backward_done_ = true;
+    if (record_only_) return;
+    r.grad[0] += T(1);
+    for (uint32_t i = root.id + 1; i-- > num_params_;) backward_node(nodes_[i]);
+  }
+
+  // ---- segments: backpropagation through part of a step (engine/checkpoint/checkpoint.h) ----
+  // A recurrent model reversed one time step at a time: mark(), a state() leaf, the step's ops,
+  // seed_grad() on its loss and on its output state, backward_since(mark), read the state's
+  // gradient, rewind(mark). Not mixed with backward() in one step.
+
+  struct Mark {
+    uint32_t nodes, step;
+    typename Arena<T>::Mark arena;
+  };
+  Mark mark() const { return {uint32_t(nodes_.size()), steps_, step_.mark()}; }
+
+  // A leaf of this step that takes a gradient: the state a segment starts from (PyTorch's
+  // h.detach().requires_grad_()).
+  Tensor state(int32_t rows, int32_t cols, std::span<const T> values) {
+    check_leaf_shape("state", rows, cols, values.size());
+    if (record_only_) fail("state", "(%d, %d) in a record-only graph", rows, cols);
+    Node& n = push(TensorOp::leaf, rows, cols, step_, true);
+    std::copy(values.begin(), values.end(), n.data);
+    return last();
+  }
+
+  // Adds `g` to t's gradient: the gradient flowing into a segment's output from the steps after
+  // it, or 1 for a loss. Added, not set, so that the arithmetic is the whole step's backward's.
+  void seed_grad(Tensor t, std::span<const T> g) {
+    const Node& n = nodes_[checked(t, "seed_grad")];
+    if (!n.grad)
+      fail("seed_grad", "%s has no gradient (it depends on no parameter or state)", shape(n).text);
+    if (g.size() != numel(n))
+      fail("seed_grad", "%s holds %zu values; %zu given", shape(n).text, numel(n), g.size());
+    for (size_t i = 0; i < g.size(); i++) n.grad[i] += g[i];
+  }
+
+  // The chain rule over the nodes made since m, newest first, from the gradients seeded on them.
+  void backward_since(const Mark& m) {
+    check_mark(m, "backward_since");
+    if (record_only_) return;
+    for (uint32_t i = uint32_t(nodes_.size()); i-- > m.nodes;) backward_node(nodes_[i]);
+  }
+
+  // Drops the nodes made since m and their memory. Every handle of this step becomes invalid
+  // (its nodes may be made again under the same positions); parameters and constants stay.
+  void rewind(const Mark& m) {
+    check_mark(m, "rewind");
+    nodes_.resize(m.nodes);
+    step_.rewind(m.arena);
+    steps_++;
+  }
+
+  // Parameters are the persistent nodes with a gradient (constants have none).
+  void zero_grad() {
+    for (uint32_t i = 0; i < num_params_; i++)
+      if (nodes_[i].grad) std::memset(nodes_[i].grad, 0, numel(nodes_[i]) * sizeof(T));
+  }
+  void sgd_step(double lr) {
+    for (uint32_t i = 0; i < num_params_; i++)
+      if (nodes_[i].grad) sgd_update(nodes_[i].data, nodes_[i].grad, T(lr), numel(nodes_[i]));
+  }
+  // engine/kernels/kernels.h's adamw_update on every parameter: torch.optim.AdamW's step.
+  void adamw_step(const AdamWConfig& cfg) {
+    const AdamWStep<T> k = adamw_next_step(cfg);
+    for (uint32_t i = 0; i < num_params_; i++)
+      if (nodes_[i].grad)
+        adamw_update(nodes_[i].data, nodes_[i].grad, adam_m_[i], adam_v_[i], k, numel(nodes_[i]));
+  }
+  // Counts one more AdamW step and returns its coefficients; the moments are allocated (zeroed)
+  // on the first call. The compiled mode calls it too, so that both modes count steps alike.
+  AdamWStep<T> adamw_next_step(const AdamWConfig& cfg) {
+    if (adam_m_.empty())
+      for (uint32_t i = 0; i < num_params_; i++) {
+        const bool trained = nodes_[i].grad != nullptr;
+        adam_m_.push_back(trained ? params_.alloc(numel(nodes_[i])) : nullptr);
+        adam_v_.push_back(trained ? params_.alloc(numel(nodes_[i])) : nullptr);
+      }
+    adam_t_++;
+    return adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, adam_t_);
+  }
+  T* adam_m(size_t param) const { return adam_m_.empty() ? nullptr : adam_m_[param]; }
+  T* adam_v(size_t param) const { return adam_v_.empty() ? nullptr : adam_v_[param]; }
+
+  // Drop this step's graph and activations; parameters, their gradients and optimizer state stay.
+  // Every handle of this step becomes invalid.
+  void end_step() {
+    nodes_.resize(num_params_);
+    step_.reset();
+    steps_++;
+    backward_done_ = false;
+  }
+
+  // ---- access (handles checked like any operand) ----
+  const Node& node(Tensor t) const { return nodes_[checked(t, "node")]; }
+  const Node& node_at(size_t i) const {  // by position on the tape, for tests that walk it
+    if (i >= nodes_.size()) fail("node_at", "position %zu of %zu nodes", i, nodes_.size());
+    return nodes_[i];
+  }
+  T* data(Tensor t) const { return nodes_[checked(t, "data")].data; }
+  // A parameter's gradient copied out; `out` must hold exactly its values.
+  void read_grad(Tensor t, std::span<T> out) const {
+    const Node& p = nodes_[checked(t, "read_grad")];
+    if (out.size() != numel(p))
+      fail("read_grad", "parameter %s has %zu values; the output holds %zu", shape(p).text,
+           numel(p), out.size());
+    if (!p.grad) fail("read_grad", "%s is a constant: it has no gradient", shape(p).text);
+    std::copy(p.grad, p.grad + numel(p), out.begin());
+  }
+  T* grad(Tensor t) const { return nodes_[checked(t, "grad")].grad; }
+  int32_t rows(Tensor t) const { return nodes_[checked(t, "rows")].rows; }
+  int32_t cols(Tensor t) const { return nodes_[checked(t, "cols")].cols; }
+  size_t num_params() const { return num_params_; }
+  uint32_t serial() const { return serial_; }     // the graph field of this graph's handles
+  uint32_t step_count() const { return steps_; }  // the step field of this step's handles
+  // Every index in range, checked on every step (the compiled mode's replay calls these too).
+  static void check_embedding_indices(const Node& t, IndexSpan idx) {
+    if (idx.size < 1 || !idx.data)
+      fail("embedding", "table %s, %d indices: need at least one index", shape(t).text, idx.size);
+    for (int32_t i = 0; i < idx.size; i++)
+      if (idx.data[i] < 0 || idx.data[i] >= t.rows)
+        fail("embedding", "table %s, index %d at position %d: valid indices are 0 to %d",
+             shape(t).text, idx.data[i], i, t.rows - 1);
+  }
+  static void check_targets(const Node& a, IndexSpan targets) {
+    if (targets.size != a.rows || !targets.data)
+      fail("cross_entropy", "logits %s, %d targets: need one target per row", shape(a).text,
+           targets.size);
+    for (int32_t r = 0; r < a.rows; r++)
+      if (targets.data[r] < 0 || targets.data[r] >= a.cols)
+        fail("cross_entropy", "logits %s, target %d at row %d: valid targets are 0 to %d",
+             shape(a).text, targets.data[r], r, a.cols - 1);
+  }
+
+  // Node n's application of its op, every pointer and shape filled from the tape, no scratch.
+  OpArgs<T> args_of(const Node& n) const {
+    OpArgs<T> a;
+    a.out = n.data, a.dout = n.grad, a.aux = n.aux, a.rows = n.rows, a.cols = n.cols;
+    a.index = n.index;
+    for (int k = 0; k < 3; k++) {
+      a.arg[k] = n.arg[k];
+      if (k >= operand_count(n.op)) continue;
+      const Node& x = nodes_[n.in[k]];
+      a.in[k] = x.data, a.din[k] = x.grad, a.in_rows[k] = x.rows, a.in_cols[k] = x.cols;
+    }
+    return a;
+  }
+  static int operand_count(TensorOp op) {
+    switch (op) {
+      case TensorOp::leaf: return 0;
+      case TensorOp::matmul:
+      case TensorOp::add:
+      case TensorOp::mul: return 2;
+      case TensorOp::linear:
+      case TensorOp::layernorm: return 3;
+      default: return 1;
+    }
+  }
+  size_t num_nodes() const { return nodes_.size(); }
+  size_t arena_bytes() const { return params_.peak_bytes() + step_.peak_bytes(); }
+  size_t step_arena_blocks() const { return step_.num_blocks(); }
+
+ private:
+  static size_t numel(const Node& n) { return size_t(n.rows) * n.cols; }
+
+  static uint32_t next_serial() {  // 0 is never a graph's serial: it marks an empty handle
+    static std::atomic<uint32_t> serial{0};
+    return ++serial;
+  }
+
+  struct ShapeText {
+    char text[32];
+  };
+  static ShapeText shape(const Node& n) {
+    ShapeText s;
+    std::snprintf(s.text, sizeof s.text, "(%d, %d)", n.rows, n.cols);
+    return s;
+  }
+
+  [[noreturn]] __attribute__((format(printf, 2, 3))) static void fail(const char* op,
+                                                                      const char* format, ...) {
+    char where[64];
+    std::snprintf(where, sizeof where, "bp::TensorGraph::%s", op);
+    va_list args;
+    va_start(args, format);
+    engine_vfail(where, format, args);
+  }
+
+  // The position of t's node, after checking that t is a handle of this graph and of this step.
+  uint32_t checked(Tensor t, const char* op) const {
+    if (t.graph != serial_)
+      fail(op, t.graph == 0 ? "an operand is an empty Tensor handle (default-constructed)"
+                            : "an operand belongs to another TensorGraph");
+    if (t.id >= nodes_.size() || (t.id >= num_params_ && t.step != steps_))
+      fail(op,
+           "an operand was made before the last end_step() or rewind(); only parameters and "
+           "constants outlive them");
+    return t.id;
+  }
+  // A copy: the reference would not survive the push of the op's own node.
+  Node operand(Tensor t, const char* op) const { return nodes_[checked(t, op)]; }
+
+  void check_mark(const Mark& m, const char* op) const {
+    if (m.step != steps_ || m.nodes < num_params_ || m.nodes > nodes_.size())
+      fail(op, "the mark (node %u of step %u) is not of this step (step %u, %zu nodes)", m.nodes,
+           m.step, steps_, nodes_.size());
+  }
+
+  static void check_leaf_shape(const char* what, int32_t rows, int32_t cols, size_t values) {
+    if (rows < 1 || cols < 1)
+      fail(what, "shape (%d, %d): rows and cols must each be at least 1", rows, cols);
+    if (values != size_t(rows) * cols)
+      fail(what, "shape (%d, %d) holds %zu values; %zu given", rows, cols, size_t(rows) * cols,
+           values);
+  }
+  Tensor persistent_leaf(const char* what, int32_t rows, int32_t cols, std::span<const T> values,
+                         bool with_grad) {
+    if (nodes_.size() != num_params_)
+      fail(what, "called after %zu ops of this step; create parameters and constants before any op",
+           nodes_.size() - num_params_);
+    check_leaf_shape(what, rows, cols, values.size());
+    Node& n = push(TensorOp::leaf, rows, cols, params_, with_grad);
+    std::copy(values.begin(), values.end(), n.data);
+    num_params_++;
+    return last();
+  }
+
+  Node& push(TensorOp op, int32_t rows, int32_t cols, Arena<T>& arena, bool with_grad) {
+    Node n{};
+    n.op = op, n.rows = rows, n.cols = cols, n.needs_grad = with_grad;
+    if (!record_only_ || &arena == &params_) {
+      n.data = arena.alloc(size_t(rows) * cols);
+      n.grad = with_grad ? arena.alloc(size_t(rows) * cols) : nullptr;
+    }
+    nodes_.push_back(n);
+    return nodes_.back();
+  }
+  // An op's node: activations and their gradients from the step arena. The gradient is only
+  // allocated if an operand needs one, so nothing flows back into inputs.
+  Node& make(TensorOp op, int32_t rows, int32_t cols, std::initializer_list<uint32_t> in) {
+    bool needs_grad = false;
+    for (uint32_t id : in) needs_grad |= nodes_[id].needs_grad;
+    Node& n = push(op, rows, cols, step_, needs_grad);
+    int k = 0;
+    for (uint32_t id : in) n.in[k++] = id;
+    return n;
+  }
+  Tensor last() const { return Tensor{uint32_t(nodes_.size() - 1), serial_, steps_}; }
+
+  Tensor binary(TensorOp op, Tensor x, Tensor y) {
+    const char* name = tensor_op_names[int(op)];
+    const Node a = operand(x, name), b = operand(y, name);
+    const bool row = b.rows == 1 && a.rows != 1;
+    if (a.cols != b.cols || (!row && a.rows != b.rows))
+      fail(name, "x %s, y %s: y must have x's shape or be one row (1, %d)", shape(a).text,
+           shape(b).text, a.cols);
+    make(op, a.rows, a.cols, {x.id, y.id});
+    return forward_last();
+  }
+
+  Tensor unary(TensorOp op, Tensor x) {
+    const Node in = operand(x, tensor_op_names[int(op)]);
+    make(op, in.rows, in.cols, {x.id});
+    return forward_last();
+  }
+
+  Tensor reduce(TensorOp op, Tensor x) {
+    operand(x, tensor_op_names[int(op)]);
+    make(op, 1, 1, {x.id});
+    return forward_last();
+  }
+
+  // The last node's forward, by its rule (engine/core/ops.h): its aux and scratch from the step
+  // arena.
+  Tensor forward_last() {
+    Node& n = nodes_.back();
+    if (record_only_) return last();
+    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    OpArgs<T> a = args_of(n);
+    if (const size_t aux = rule.aux_elems(a)) n.aux = a.aux = step_.alloc(aux);
+    if (const size_t scratch = rule.forward_scratch(a))
+      a.scratch = step_.alloc_uninitialized(scratch);
+    rule.forward(a);
+    return last();
+  }
+
+  // The chain rule for one node: reads its gradient, adds into its operands' gradients.
+  void backward_node(const Node& n) {
+    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    if (!n.grad || !rule.backward) return;
+    OpArgs<T> a = args_of(n);
+    if (const size_t scratch = rule.backward_scratch(a))
+      a.scratch = step_.alloc_uninitialized(scratch);
+    rule.backward(a);
+  }
+
+  std::vector<Node> nodes_;  // parameters first ([0, num_params_)), then the current step's ops
+  uint32_t num_params_ = 0;
+  uint32_t serial_;     // this graph's identity in its handles
+  uint32_t steps_ = 0;  // end_step() and rewind() count: this step's identity in its handles
+  bool backward_done_ = false;
+  bool record_only_;
+  Arena<T> params_, step_;
+  std::vector<T*> adam_m_, adam_v_;
+  int64_t adam_t_ = 0;
+};
+
+}  // namespace bp

@@ -1,0 +1,37 @@
+// engine/main.cc: bench_engine, every workload on our engine (engine/backend.h), eager, through
+// the generic driver (harness/driver/backend_main.h). Does not link libtorch, so its peak RSS is
+// the engine's own (a few MB) and not libtorch's ~170 MB floor.
+//
+//   build/bench_engine --benchmark_filter=tiny_graph
+//   build/bench_engine --instance=workload=char_rnn,size=1000 --strategy=multistage --snapshots=8
+#include <malloc.h>
+
+#include <iterator>
+
+#include "engine/backend.h"
+#include "harness/driver/backend_main.h"
+
+int main(int argc, char** argv) {
+  using bp::EngineBackend;
+  bp::BackendHooks<EngineBackend> hooks;
+  hooks.version =
+      "backprop-bench engine (this repository): scalars in double, tensors in float32, "
+      "single-threaded";
+  hooks.context = {{"matmul", "own register-tiled kernels (engine/kernels/products.h), no BLAS"}};
+  // glibc raises its mmap threshold each time a large mmapped block is freed, after which large
+  // blocks come from the heap and are kept when freed: Google Benchmark's repeated setups then
+  // piled freed arenas up in RSS. A fixed threshold returns them. Only here and in
+  // bench_compiled: the baselines run with the allocator as their users get it (libtorch's CPU
+  // allocator does not cache; under this setting it paid an mmap for every large tensor).
+  hooks.before_work = [] { mallopt(M_MMAP_THRESHOLD, 256 * 1024); };
+  hooks.strategies = {std::begin(EngineBackend::through_time_strategies),
+                      std::end(EngineBackend::through_time_strategies)};
+  hooks.use_through_time = [](EngineBackend& b, const bp::ThroughTime& t) {
+    b.use_through_time(t);
+  };
+  hooks.report = [](const EngineBackend& b, benchmark::State& state) {
+    state.counters["arena_bytes"] = double(b.arena_bytes());
+    for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;
+  };
+  return bp::backend_main<EngineBackend>(argc, argv, hooks);
+}

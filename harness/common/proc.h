@@ -1,0 +1,197 @@
+// harness/common/proc.h: what the harness reads from /proc about its own process and machine.
+//
+// Other benchmarks: a timing taken while another benchmark ran on the same 2 cores is not
+// comparable, so the runner looks for other benchmark processes (any of kBenchmarkPrograms that
+// is not its own child) before each process it starts, and records the load average at the
+// start and the end of the run.
+//
+// Peak RSS of one benchmark: writing "5" to /proc/self/clear_refs resets the kernel's high-water
+// mark (VmHWM) to the current RSS (Linux >= 4.0, proc(5)); VmHWM read after the benchmark is then
+// that benchmark's peak, setup included. The whole process's peak is the larger of the parent's
+// wait4 ru_maxrss and every repetition's VmHWM (harness/runner/results.h): the kernel's ru_maxrss
+// follows the reset too, so a peak before the last one (a setup run once, --warm_once: char_rnn
+// compiled at 10^4 peaked at 224 MB compiling, then 162 MB a step) is only in the counters.
+#pragma once
+
+#include <dirent.h>
+#include <sched.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "harness/common/text.h"
+
+namespace bp {
+
+inline bool proc_reset_peak_rss() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+// A "Vm...:  1234 kB" field of /proc/self/status in bytes, or -1 if it cannot be read.
+inline int64_t proc_status_bytes(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t bytes = -1;
+  const size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      long long kb = 0;
+      if (std::sscanf(line + len + 1, "%lld", &kb) == 1) bytes = kb * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return bytes;
+}
+inline int64_t proc_peak_rss_bytes() { return proc_status_bytes("VmHWM"); }
+
+// A "Name:  1234 kB" field of /proc/meminfo in bytes, or -1.
+inline int64_t proc_meminfo_bytes(const char* field) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  long long kb;
+  while (in >> name >> kb) {
+    if (name == std::string(field) + ":") return kb * 1024;
+    in.ignore(64, '\n');
+  }
+  return -1;
+}
+
+// The first processor's "key : value" fields of /proc/cpuinfo, in order.
+inline std::vector<std::pair<std::string, std::string>> proc_cpuinfo() {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  auto trim = [](std::string t) {
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.erase(0, 1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.pop_back();
+    return t;
+  };
+  while (std::getline(in, line) && !line.empty()) {  // a blank line ends the first processor
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos)
+      out.emplace_back(trim(line.substr(0, colon)), trim(line.substr(colon + 1)));
+  }
+  return out;
+}
+
+inline std::string proc_cpu_model() {
+  for (const auto& [key, value] : proc_cpuinfo())
+    if (key == "model name") return value;
+  return "unknown";
+}
+
+// The first line of a small text file, or `otherwise`.
+inline std::string first_line_of(const char* path, const char* otherwise) {
+  std::ifstream in(path);
+  std::string line;
+  return std::getline(in, line) && !line.empty() ? line : otherwise;
+}
+
+// What a timing depends on, as the machine reports it, in a fixed order: the processor (vendor,
+// family, model and stepping tell Zen 4 from Zen 5 where the model name says "AMD EPYC" for
+// both; the flags say which vector units it has), the CPUs this process may run on, frequency
+// policy where the VM exposes it, the kernel and the memory. Recorded in every result
+// (harness/driver/backend_main.h) and in the run's summary (harness/runner/run.cc).
+inline std::vector<std::pair<std::string, std::string>> proc_environment() {
+  const auto cpu = proc_cpuinfo();
+  auto field = [&cpu](const char* key) {
+    for (const auto& [k, v] : cpu)
+      if (k == key) return v;
+    return std::string("unknown");
+  };
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"cpu_vendor", field("vendor_id")},    {"cpu_family", field("cpu family")},
+      {"cpu_model_number", field("model")},  {"cpu_stepping", field("stepping")},
+      {"cpu_microcode", field("microcode")}, {"cpu_flags", field("flags")}};
+  cpu_set_t set;
+  std::string affinity;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) {
+        if (!affinity.empty()) affinity += ',';
+        affinity += std::to_string(c);
+      }
+  env.emplace_back("cpus_online", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)));
+  env.emplace_back("cpu_affinity", affinity.empty() ? "unknown" : affinity);
+  env.emplace_back(
+      "cpu_governor",
+      first_line_of("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "not exposed"));
+  env.emplace_back("cpu_boost",
+                   first_line_of("/sys/devices/system/cpu/cpufreq/boost", "not exposed"));
+  utsname u{};
+  env.emplace_back("kernel", uname(&u) == 0 ? std::string(u.release) + " " + u.version : "?");
+  env.emplace_back("memory_total_bytes", std::to_string(proc_meminfo_bytes("MemTotal")));
+  return env;
+}
+
+// A process's parent, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold spaces);
+// 0 if it is gone.
+inline long proc_parent_of(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const std::string line((std::istreambuf_iterator<char>(stat)), {});
+  const size_t close = line.rfind(')');
+  long ppid = 0;
+  if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %*c %ld", &ppid);
+  return ppid;
+}
+
+// The programs whose processes are benchmarks: the runner and every backend's.
+inline constexpr std::string_view kBenchmarkPrograms[] = {
+    "bench_run", "bench_engine", "bench_compiled", "bench_libtorch", "pytorch_bench.py"};
+
+// "pid NAME" of every benchmark process on the machine that is not `self`, its child, or one of
+// its ancestors (a wrapper such as `time` or `timeout build/bench_run ...` names it in its
+// arguments, and is no other benchmark).
+inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
+  std::vector<long> ancestors;
+  for (long p = proc_parent_of(self); p > 1 && ancestors.size() < 64; p = proc_parent_of(p))
+    ancestors.push_back(p);
+  std::vector<std::string> out;
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  while (const dirent* e = readdir(proc)) {
+    const long pid = std::strtol(e->d_name, nullptr, 10);
+    if (pid <= 0 || pid == self ||
+        std::find(ancestors.begin(), ancestors.end(), pid) != ancestors.end())
+      continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    std::ifstream cmd(dir + "/cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
+    std::string name;
+    for (const std::string& arg : split(cmdline, '\0')) {  // python3 runs pytorch_bench.py
+      const std::string base = arg.substr(arg.rfind('/') + 1);
+      if (std::find(std::begin(kBenchmarkPrograms), std::end(kBenchmarkPrograms), base) !=
+          std::end(kBenchmarkPrograms)) {
+        name = base;
+        break;
+      }
+    }
+    if (!name.empty() && proc_parent_of(pid) != self)
+      out.push_back(std::to_string(pid) + " " + name);
+  }
+  closedir(proc);
+  return out;
+}
+
+inline double load_average_1min() {
+  double load[1] = {-1};
+  return getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+}  // namespace bp

@@ -1,0 +1,60 @@
+// harness/driver/faults.h: the test hook that breaks a backend on purpose, so that the tests can
+// prove the runner survives and reports it (harness/tests/test_faults.py).
+//
+// BACKPROP_BENCH_FAULT=KIND:TEXT breaks the instances whose benchmark name contains TEXT. KIND is
+// `crash`, `hang`, `oom` or `slowN` while benchmarking (`slowN` runs every timed step N times,
+// 2 to 100: a regression `bench_run compare` must catch), or, during the check, `check-crash`,
+// `wrong` (adds 1 to every value and loss reported), `nan` (makes them NaN) or `reset` (adds 1
+// only to the repeated step's). baselines/pytorch/pytorch_bench.py reads the same variable.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "harness/common/text.h"
+
+namespace bp {
+
+[[noreturn]] inline void backend_usage_error(const std::string& what) {
+  fmt::print(stderr, "error: {}\n", what);
+  std::exit(2);
+}
+
+// Crashes and hangs happen here; returns the fault's kind for this benchmark ("" for none).
+inline std::string inject_fault(const std::string& name, bool checking) {
+  const char* spec = std::getenv("BACKPROP_BENCH_FAULT");
+  const char* colon = spec ? std::strchr(spec, ':') : nullptr;
+  if (!colon || name.find(colon + 1) == std::string::npos) return "";
+  const std::string kind(spec, colon);
+  if (kind == (checking ? "check-crash" : "crash")) {
+    fmt::print(stderr, "BACKPROP_BENCH_FAULT: crashing in {}\n", name);
+    std::abort();
+  }
+  if (kind == "hang" && !checking)
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (kind == "oom" && !checking) throw std::bad_alloc();
+  return kind;
+}
+
+// The fault `slowN`: N steps per timed iteration (0: no such fault).
+inline int slowdown(const std::string& fault) {
+  if (fault.rfind("slow", 0) != 0) return 0;
+  const std::optional<int64_t> n = parse_whole(fault.substr(4));
+  if (!n || *n < 2 || *n > 100)
+    backend_usage_error("BACKPROP_BENCH_FAULT=" + fault + ": slowN, N 2 to 100");
+  return int(*n);
+}
+
+// What the check reports under the faults `wrong` and `nan`: added to every number.
+inline double check_offset(const std::string& fault) {
+  return fault == "wrong" ? 1.0 : fault == "nan" ? NAN : 0.0;
+}
+
+}  // namespace bp

@@ -1,0 +1,74 @@
+// harness/driver/hooks.h: what a backend binary tells the generic driver about itself
+// (BackendHooks), and what the driver was told on its command line (DriverFlags).
+//
+// The driver (harness/driver/backend_main.h) knows workloads and the protocol, never a backend:
+// everything particular to one, its version, its threads, its own flags (the compiled mode's
+// --dialect and --memory_budget), its counters, a compiled scalar step's replay, is a hook its
+// main() fills in (engine/main.cc, engine/compiled/main.cc, baselines/libtorch/main.cc). A hook
+// left empty is a capability the backend lacks, and the flag that needs it is refused.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "harness/common/protocol.h"
+#include "harness/driver/shared_lines.h"
+#include "workloads/backend.h"
+#include "workloads/data.h"
+
+namespace bp {
+
+using ContextPairs = std::vector<std::pair<std::string, std::string>>;
+
+template <class B>
+struct BackendHooks {
+  std::string version;                                // e.g. libtorch 1.13.1
+  int max_threads = 1;                                // --threads accepts 1..max_threads
+  std::function<void(int)> set_threads = [](int) {};  // called once, before any work
+  std::function<void()> before_work = [] {};          // process settings, first thing
+  ContextPairs context;                               // extra context (e.g. the BLAS)
+  std::function<ContextPairs()> late_context = [] { return ContextPairs{}; };  // after set_threads
+
+  // The backend's own flags: each flag the driver does not know is offered here; true if taken.
+  // A bad value is the hook's to refuse (backend_usage_error: one line, exit 2).
+  std::function<bool(std::string_view arg)> flag = [](std::string_view) { return false; };
+  // Applies what the backend's flags set to a backend object just made, before a workload uses it.
+  std::function<void(B&)> configure = [](B&) {};
+  // The ways back through time it has (--strategy; the first is autograd over the unrolled
+  // sequence) and how one is applied to a backend; empty: the flags are refused.
+  std::vector<std::string_view> strategies;
+  std::function<void(B&, const ThroughTime&)> use_through_time;
+  // After a benchmark's timed loop: counters and a label for its results (peak RSS is the
+  // driver's own).
+  std::function<void(const B&, benchmark::State&)> report = [](const B&, benchmark::State&) {};
+  // A scalar step without the workload's code, once the backend has compiled it (the compiled
+  // mode): its value, or nullopt while there is nothing to replay.
+  std::function<std::optional<double>(B&, std::span<double> grads)> replay_scalar_step;
+  // --time_first_step: what a cold start must forget (kernel verdicts); null: the backend
+  // compiles nothing and the flag is refused.
+  std::function<void()> forget_warm_state;
+  // --verdicts=FILE: the run's file of kernel verdicts, handed over once; null: refused.
+  std::function<void(const SharedLines&)> share_verdicts;
+  // --kernel_rows: registers kernel benchmarks on the instances' shapes instead of their steps
+  // (engine/compiled/kernel_rows.h); null: refused.
+  std::function<void(const std::vector<InstanceSpec>&, const Corpus&)> kernel_rows;
+};
+
+struct DriverFlags {
+  std::vector<InstanceSpec> instances;
+  std::string check_out, data = kDefaultCorpus;
+  std::string backend_name;  // --backend_name: what results call this backend (a variant's name)
+  std::string verdicts;      // --verdicts: the run's file of kernel verdicts
+  int threads = 1, warmup_steps = 3;
+  bool kernel_rows = false, take_turns = false, warm_once = false, time_first_step = false;
+  std::optional<ThroughTime> through_time;  // --strategy and its companions, when given
+};
+
+}  // namespace bp

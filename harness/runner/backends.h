@@ -1,0 +1,114 @@
+// harness/runner/backends.h: the backends bench_run knows, in the fixed order that decides the
+// reference (the first one selected) and the columns of every table.
+//
+// A variant is another row of this table over the same program with other flags (the compiled
+// mode under a memory budget, our engine's checkpointing strategies, a baseline at two threads):
+// it has a name of its own in every result and table. The Python backends are scripts in the
+// source tree (a program with a '/'); the C++ ones binaries in the build folder.
+//   Add a backend: a row here and its program (docs/extending.md).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/common/text.h"
+#include "workloads/workload.h"
+
+namespace bp {
+
+struct BackendSpec {
+  const char* name;
+  const char* program;     // a binary in the build folder, or a script in the source tree ('/')
+  const char* mode_flags;  // the flags that select its mode (space-separated), or null
+  bool threaded;           // --threads applies to it
+  const char* only_workloads = nullptr;  // the workloads a variant is measured on (null: every one)
+  bool checkpoints = false;  // writes checkpoint files (it is told the run's folder for them)
+  // "key=N": of the workloads sized by key, the default sizes up to N run and the larger ones are
+  // reported skipped (sizes given with --sizes all run). The torch backends take 1 to 2 s a
+  // sequence of 10^4 steps, ten times our engine; the compiled mode plans the whole unrolled
+  // sequence as one program, gigabytes at 10^5 steps.
+  const char* default_sizes_up_to = nullptr;
+  bool shares_verdicts = false;  // chooses kernels by timing them: gets the run's verdict file
+  int fixed_threads = 0;         // a variant at a thread count of its own, whatever --threads says
+  // Times something while it sets up (the compiled mode its kernels, multistage its writes):
+  // its setup runs alone (harness/runner/process.h, Turns).
+  bool measures_in_setup = false;
+};
+
+inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
+inline constexpr const char* kLengthsUpTo10k = "length=10000";
+inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
+inline constexpr BackendSpec kBackends[] = {
+    {"engine", "bench_engine", nullptr, false},
+    {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent},
+    {"engine_multistage", "bench_engine", "--strategy=multistage --snapshots=8", false, kRecurrent,
+     true, nullptr, false, 0, true},
+    {"compiled", "bench_compiled", nullptr, false, nullptr, false, kLengthsUpTo10k, true, 0, true},
+    {"compiled_budget", "bench_compiled", "--memory_budget=0.5", false, "mini_gpt_wide", false,
+     nullptr, true, 0, true},
+    {"compiled_first_step", "bench_compiled", "--time_first_step", false, nullptr, false,
+     kLengthsUpTo10k},
+    {"libtorch", "bench_libtorch", nullptr, true, nullptr, false, kLengthsUpTo10k},
+    {"libtorch_2t", "bench_libtorch", nullptr, true, kModels, false, nullptr, false, 2},
+    {"libtorch_segments", "bench_libtorch", "--strategy=segments", true, kRecurrent, false,
+     kLengthsUpTo10k},
+    {"pytorch", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, nullptr, false,
+     kLengthsUpTo10k},
+    {"pytorch_2t", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, kModels, false,
+     nullptr, false, 2},
+    {"pytorch_checkpoint", "baselines/pytorch/pytorch_bench.py", "--mode=checkpoint", true,
+     kRecurrent, false, kLengthsUpTo10k},
+    {"torchscript", "baselines/pytorch/pytorch_bench.py", "--mode=torchscript", true, nullptr,
+     false, kLengthsUpTo10k},
+    {"torchscript_2t", "baselines/pytorch/pytorch_bench.py", "--mode=torchscript", true, kModels,
+     false, nullptr, false, 2},
+};
+
+inline const BackendSpec* find_backend(std::string_view name) {
+  for (const BackendSpec& b : kBackends)
+    if (name == b.name) return &b;
+  return nullptr;
+}
+inline const BackendSpec& spec_of(std::string_view name) {
+  if (const BackendSpec* b = find_backend(name)) return *b;
+  std::abort();  // names come from kBackends
+}
+inline std::vector<std::string> backend_names() {
+  std::vector<std::string> names;
+  for (const BackendSpec& b : kBackends) names.push_back(b.name);
+  return names;
+}
+
+// The threads a backend runs with in this run: a variant's own, --threads for the threaded
+// backends, 1 for ours (single-threaded).
+inline int threads_of(std::string_view backend, int run_threads) {
+  const BackendSpec& spec = spec_of(backend);
+  return spec.fixed_threads ? spec.fixed_threads : spec.threaded ? run_threads : 1;
+}
+
+// Whether `backend` is measured on workload `w` at all (a variant made for some workloads).
+inline bool backend_runs(std::string_view backend, std::string_view workload) {
+  const char* only = spec_of(backend).only_workloads;
+  if (!only) return true;
+  const std::vector<std::string> names = fields(only, ',');
+  return std::find(names.begin(), names.end(), workload) != names.end();
+}
+
+// Why `backend` leaves out the default size `size` of `w` ("" if it runs it).
+inline std::string default_size_skipped(const std::string& backend, const WorkloadInfo& w,
+                                        int64_t size) {
+  const char* up_to = spec_of(backend).default_sizes_up_to;
+  if (!up_to || !w.sizes.sized()) return "";
+  const std::vector<std::string> kv = fields(up_to, '=');
+  if (kv[0] != w.sizes.key || size <= std::stoll(kv[1])) return "";
+  return fmt::format(
+      "not in the default sweep, which runs {} up to {}={}; --sizes {}=...,{} runs it", backend,
+      kv[0], kv[1], kv[0], size);
+}
+
+}  // namespace bp

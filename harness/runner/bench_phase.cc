@@ -1,0 +1,249 @@
+// harness/runner/bench_phase.cc: the benchmarks. Round by round, row by row: the benchmarks of a
+// row run in processes alive together that take turns, one timed loop at a time
+// (harness/common/protocol.h, --take_turns), each with its own wait4 peak RSS; then the next row.
+// With K rounds the whole selection is run K times, each time with its share of the repetitions,
+// and each benchmark's rounds are merged (merge_rounds, harness/runner/results.h): its
+// repetitions then come from K processes minutes apart, and so do its interval and its pairs.
+// A progress line per row says how far the run is and about how long is left.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+
+#include "harness/runner/bench_plan.h"
+#include "harness/runner/run_state.h"
+
+namespace bp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Running {
+  std::string backend, name, log;
+  std::vector<std::string> argv;
+  std::unique_ptr<Child> child;
+};
+
+// A benchmark the check did not let run: its cell says why (skipped and out of memory stay what
+// they are; anything else not ok is not run, with why).
+void not_benchmarked(RunState& run, const Selected& s, const std::string& b, const Verdict& v,
+                     int round, Cell& c) {
+  c.status = v.status == "skipped" || v.status == "out_of_memory" ? v.status : "not_run";
+  if (v.status == "skipped" || run.not_run_record(s, b))
+    c.message = v.message;
+  else if (v.status == "out_of_memory")
+    c.message = fmt::format("out of memory in the check at {} under the limit of {}: {}", s.id,
+                            human_bytes(double(run.opt.memory_limit)), v.message);
+  else
+    c.message = "check " + v.status + ": " + v.message;
+  if (round == 0)
+    run.add_process(RunState::process_json(b, "bench", s.names.at(b), "", "", c.status, c.message,
+                                           ProcessResult{}));
+}
+
+// The command lines of a row's benchmarks in this round, and the cells of those not run.
+std::vector<Running> plan_row(RunState& run, const Selected& s, int round,
+                              std::map<std::string, Cell>& cells) {
+  std::vector<Running> running;
+  for (const std::string& b : run.opt.backends) {
+    if (!s.names.count(b)) continue;
+    const BenchPlan plan = plan_of(run, s, b);
+    if (round >= plan.rounds) continue;
+    const std::string name = s.names.at(b), stem = file_stem(name);
+    // this round's share of the repetitions; its files and logs carry its number
+    const std::string suffix = plan.rounds > 1 ? fmt::format(".round{}", round + 1) : "";
+    Cell& c = cells[b];
+    const Verdict& v = run.verdicts[s.id][b];
+    c.verified = v.status == "ok";
+    if (v.status != "ok" && v.status != "unverified") {
+      not_benchmarked(run, s, b, v, round, c);
+      continue;
+    }
+    c.file = b + "/" + stem + suffix + ".json";
+    std::vector<std::string> argv = run.command(b, s.workload->corpus.context > 0);
+    argv.insert(argv.end(), {run.instance_arg(s, b),
+                             "--benchmark_out=" + (run.folder.dir() / c.file).string() + ".partial",
+                             "--benchmark_out_format=json",
+                             fmt::format("--benchmark_repetitions={}", plan.repetitions_in(round)),
+                             fmt::format("--benchmark_min_time={}", run.opt.min_time),
+                             fmt::format("--warmup_steps={}", plan.warmup_steps),
+                             "--benchmark_display_aggregates_only=true", "--take_turns"});
+    if (plan.warm_once) argv.push_back("--warm_once");
+    running.push_back({b, name, "logs/" + b + "/" + stem + suffix + ".log", std::move(argv), {}});
+  }
+  return running;
+}
+
+// Resuming: a row whose benchmarks all finished well before the interrupt is read, not run.
+bool reuse_finished_row(RunState& run, const std::vector<Running>& running, int round,
+                        std::map<std::string, Cell>& cells) {
+  if (running.empty() || run.opt.resume.empty()) return false;
+  std::map<std::string, Cell> kept = cells;
+  for (const Running& r : running) {
+    auto p = run.finished.find(r.name + "#" + std::to_string(round));
+    if (p == run.finished.end() || p->second["status"].str_or("") != "ok") return false;
+    Cell& c = kept[r.backend];
+    try {
+      const Json file = parse_benchmark_json(read_file(run.folder.dir() / c.file));
+      c.max_rss_bytes = p->second["max_rss_bytes"].num_or(NAN);
+      c.take(read_benchmark_result(file));
+      if (c.status != "ok") return false;
+      if (!run.contexts.count(r.backend)) run.contexts[r.backend] = file["context"];
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  cells = std::move(kept);
+  return true;
+}
+
+// What a finished benchmark process leaves: its result file (renamed from .partial only when it
+// ended well: a file cut short is removed, its log keeps what it printed), its cell, and its
+// record for processes.json.
+Json process_ended(RunState& run, const Selected& s, Running& r, Cell& c) {
+  const ProcessResult p = r.child->finish();
+  const fs::path partial = run.folder.dir() / (c.file + ".partial");
+  if (p.ok()) {
+    if (rename(partial.c_str(), (run.folder.dir() / c.file).c_str()) != 0 && errno != ENOENT)
+      throw WriteError(run.folder.dir() / c.file, errno);
+  } else {  // nor does an older copy stay (a resumed run's row that failed this time)
+    std::error_code ec;
+    fs::remove(partial, ec);
+    fs::remove(run.folder.dir() / c.file, ec);
+    c.file.clear();
+  }
+  c.max_rss_bytes = double(p.max_rss_bytes);
+  if (p.interrupted) {
+    c.status = "interrupted", c.message = "interrupted; --resume runs it again";
+  } else if (p.exit_code == kExitOutOfMemory) {
+    c.status = "out_of_memory";
+    c.message = fmt::format("out of memory at {} under the limit of {} (see {})", s.id,
+                            human_bytes(double(run.opt.memory_limit)), r.log);
+  } else if (!p.ok()) {
+    c.status = p.timed_out ? "timeout" : "failed";
+    c.message = p.failure() + " (see " + r.log + ")";
+    if (p.signal == SIGKILL && !p.timed_out)  // not sent by the runner
+      c.message += fmt::format(
+          "; a SIGKILL the runner did not send: most likely the kernel's out-of-memory killer "
+          "(peak RSS {})",
+          human_mb(c.max_rss_bytes));
+  } else {
+    try {
+      const Json file = parse_benchmark_json(read_file(run.folder.dir() / c.file));
+      c.take(read_benchmark_result(file));
+      if (!run.contexts.count(r.backend)) run.contexts[r.backend] = file["context"];
+    } catch (const std::exception& e) {
+      c.status = "failed", c.message = fmt::format("{}: {}", c.file, e.what());
+    }
+  }
+  return RunState::process_json(r.backend, "bench", r.name, c.file, r.log, c.status, c.message, p);
+}
+
+// One row's benchmarks in one round: started one after another, each once the one before is
+// ready (set up and warmed up), then turns in the backends' order until every process ended.
+std::map<std::string, Cell> bench_row(RunState& run, const Selected& s, int round, bool* reused) {
+  std::map<std::string, Cell> cells;
+  std::vector<Running> running = plan_row(run, s, round, cells);
+  if ((*reused = reuse_finished_row(run, running, round, cells))) return cells;
+  const auto row_start = Clock::now();
+  Turns turns;
+  for (Running& r : running) {
+    run.make_folders({run.folder.dir() / r.backend, run.folder.dir() / "logs" / r.backend});
+    run.note_other_benchmarks();
+    r.child = std::make_unique<Child>(r.argv, (run.folder.dir() / r.log).string(), run.opt.timeout,
+                                      run.child_env(), run.opt.memory_limit,
+                                      /*takes_turns=*/true);
+    turns.add(*r.child, spec_of(r.backend).measures_in_setup);
+  }
+  turns.take();
+  for (Running& r : running) {
+    Json record = process_ended(run, s, r, cells[r.backend]);
+    std::vector<double> when;  // seconds from the row's start: the order the turns went in
+    for (const auto& t : r.child->turns())
+      when.push_back(std::round(std::chrono::duration<double>(t - row_start).count() * 1e4) / 1e4);
+    const BenchPlan plan = plan_of(run, s, r.backend);
+    run.add_process(record.set("round", round + 1)
+                        .set("repetitions", plan.repetitions_in(round))
+                        .set("warmup_steps", plan.warmup_steps)
+                        .set("warm_once", plan.warm_once)
+                        .set("turns", Json::numbers(when)));
+  }
+  return cells;
+}
+
+// One benchmark's rounds as one cell: every round ok, their files merged into <stem>.json;
+// otherwise the first round that was not ok says why (a round never reached: interrupted).
+Cell merged(RunState& run, const Selected& s, const std::string& b,
+            const std::vector<Cell>& cells) {
+  for (const Cell& c : cells)
+    if (c.status != "ok") return c;
+  const int planned = plan_of(run, s, b).rounds;
+  if (int(cells.size()) < planned) {
+    Cell c = cells.back();
+    c.status = "interrupted", c.message = "interrupted before its last round";
+    return c;
+  }
+  if (planned == 1) return cells[0];
+  Cell c = cells[0];
+  c.file = b + "/" + file_stem(s.names.at(b)) + ".json";
+  try {
+    std::vector<Json> files;
+    for (const Cell& round : cells)
+      files.push_back(parse_benchmark_json(read_file(run.folder.dir() / round.file)));
+    const Json merged_file = merge_rounds(files);
+    write_atomically(run.folder.dir() / c.file, merged_file.dump(2, 3) + "\n");
+    c.take(read_benchmark_result(merged_file));
+    for (const Cell& round : cells)
+      c.max_rss_bytes = std::max(c.max_rss_bytes, round.max_rss_bytes);
+  } catch (const WriteError&) {
+    throw;
+  } catch (const std::exception& e) {
+    c.status = "failed", c.message = fmt::format("merging its rounds: {}", e.what());
+  }
+  return c;
+}
+
+void print_row(const RunState& run, const Selected& s, const std::map<std::string, Cell>& row,
+               bool reused) {
+  for (const std::string& b : run.opt.backends) {
+    if (!row.count(b)) continue;
+    const Cell& c = row.at(b);
+    fmt::print("    {:<11} {}", b, reused ? "(before the interrupt) " : "");
+    const BenchPlan p = plan_of(run, s, b);
+    if (c.status == "ok")
+      fmt::print("{:>10}  peak RSS {:>9}{}\n", human_time(c.median_seconds),
+                 human_mb(c.max_rss_bytes),
+                 p.shortened ? fmt::format("  ({} repetitions: {} a step in its check)",
+                                           p.repetitions, human_time(p.step_seconds))
+                             : "");
+    else
+      fmt::print("{}: {}\n", c.status, c.message);
+  }
+}
+
+}  // namespace
+
+void bench_phase(RunState& run) {
+  Progress progress = plan_progress(run);
+  progress.announce(run);
+  ByCell<std::vector<Cell>> rounds;  // instance -> backend -> its cell in each round so far
+  for (int round = 0; round < run.opt.rounds && !g_interrupted; round++)
+    for (const Selected& s : run.selected) {
+      if (g_interrupted) break;
+      if (!progress.start_row(run, s, round)) continue;
+      bool reused = false;
+      const std::map<std::string, Cell> row = bench_row(run, s, round, &reused);
+      progress.end_row(s, round);
+      print_row(run, s, row, reused);
+      for (const auto& [b, c] : row) rounds[s.id][b].push_back(c);
+    }
+  for (const Selected& s : run.selected)
+    for (auto& [b, cells] : rounds[s.id]) {
+      Cell c = merged(run, s, b, cells);
+      if (c.status != "ok" && c.status != "skipped" && c.status != "interrupted") run.failures++;
+      run.cells[s.id][b] = std::move(c);
+    }
+}
+
+}  // namespace bp

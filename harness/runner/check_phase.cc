@@ -1,0 +1,241 @@
+// harness/runner/check_phase.cc: the correctness check. One process per backend, told exactly
+// its selected instances (--jobs of them at once with --check-only, one after another
+// otherwise: a step the check times decides how the benchmark runs); then the judge
+// (harness/runner/judge.h), per instance over every selected backend; check.json; one line per
+// backend saying how closely it agreed, and every instance that did not.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "harness/runner/run_state.h"
+
+namespace bp {
+namespace {
+
+// A check file's records by benchmark name. A check process that died mid-way leaves a file cut
+// short; its records are one per line, so every complete one is still read.
+std::map<std::string, Json> read_check_records(const fs::path& path) {
+  std::map<std::string, Json> out;
+  const std::string text = read_file(path);
+  try {
+    const Json doc = parse_json(text);
+    for (const Json& r : doc["records"].array) out[r["name"].str_or("")] = r;
+    return out;
+  } catch (const std::exception&) {
+  }
+  for (std::string line : split(text, '\n')) {  // "  {record}," per line
+    while (!line.empty() && line[0] == ' ') line.erase(0, 1);
+    while (!line.empty() && line.back() == ',') line.pop_back();
+    if (line.rfind("{\"name\"", 0) != 0) continue;
+    try {
+      Json r = parse_json(line);
+      out[r["name"].str_or("")] = r;
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+struct CheckJob {
+  std::string backend, file, log;
+  std::vector<std::string> argv;
+  size_t count = 0, decided = 0;  // instances it checks; the runner's own records
+};
+
+using Records = std::map<std::string, std::map<std::string, Json>>;  // backend -> name -> record
+
+// The check process of each backend that has something to check; a backend with nothing to run
+// (filtered out, or all decided by the runner), or whose check an interrupted run finished,
+// gets its records here and no process.
+std::vector<CheckJob> plan_checks(RunState& run, Records& records) {
+  std::vector<CheckJob> jobs;
+  for (const std::string& b : run.opt.backends) {
+    CheckJob job{b, "check/" + b + ".json", "logs/" + b + ".check.log", {}};
+    bool reads_corpus = false;
+    for (const Selected& s : run.selected)
+      reads_corpus |= s.names.count(b) && s.workload->corpus.context;
+    job.argv = run.command(b, reads_corpus);
+    job.argv.push_back("--check_out=" + (run.folder.dir() / job.file).string());
+    for (const Selected& s : run.selected) {
+      if (!s.names.count(b)) continue;
+      if (run.not_run_record(s, b))  // the runner's own record stands for it (add_not_run)
+        job.decided++;
+      else
+        job.argv.push_back(run.instance_arg(s, b)), job.count++;
+    }
+    if (job.count == 0) {
+      run.add_not_run(b, records[b]);
+      fmt::print(
+          "check {:<11} {}\n", b,
+          job.decided ? fmt::format("{} instances not run", job.decided) : "nothing selected");
+      continue;
+    }
+    if (!run.opt.resume.empty()) {  // a check that reported every instance is not run again
+      records[b] = read_check_records(run.folder.dir() / job.file);
+      size_t reported = 0;
+      for (const Selected& s : run.selected)
+        reported += s.names.count(b) && records[b].count(s.names.at(b));
+      if (reported == job.count) {
+        fmt::print("check {:<11} {} of {} instances reported by the interrupted run\n", b, reported,
+                   job.count);
+        run.add_not_run(b, records[b]);
+        continue;
+      }
+    }
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+// What a check process that ended says: its records, its line, its process record.
+void check_ended(RunState& run, const CheckJob& job, const ProcessResult& p, Records& records,
+                 std::map<std::string, std::string>& died, bool one_at_a_time) {
+  const std::string& b = job.backend;
+  records[b] = read_check_records(run.folder.dir() / job.file);
+  run.add_not_run(b, records[b]);
+  std::string status = "ok", message;
+  if (!p.ok()) {
+    status = "failed", message = p.failure() + " (see " + job.log + ")";
+    died[b] = "its check process " + message;
+    if (p.exit_code == 2) {  // a flag it refused: one line, as for the runner's own
+      if (one_at_a_time) fmt::print("\n");
+      const std::vector<std::string> lines = fields(read_file(run.folder.dir() / job.log), '\n');
+      run.refuse(fmt::format("{} refused its flags: {}", b, lines.size() > 1 ? lines[1] : "?"));
+    }
+  }
+  if (!one_at_a_time) fmt::print("check {:<11} ", b);
+  fmt::print("{} of {} instances reported in {:.1f} s{}{}\n", records[b].size() - job.decided,
+             job.count, p.wall_seconds, p.ok() ? "" : "; " + message,
+             job.decided ? fmt::format(" ({} not run)", job.decided) : "");
+  std::fflush(stdout);
+  run.add_process(RunState::process_json(b, "check", "", job.file, job.log, status, message, p));
+}
+
+// At most --jobs alive, started in --backends order; each reported as it ends. False if the run
+// was interrupted.
+bool run_checks(RunState& run, const std::vector<CheckJob>& jobs, Records& records,
+                std::map<std::string, std::string>& died) {
+  const bool one_at_a_time = run.opt.jobs == 1;  // a line says which backend is being checked
+  std::vector<std::pair<const CheckJob*, std::unique_ptr<Child>>> alive;
+  size_t next = 0;
+  while (next < jobs.size() || !alive.empty()) {
+    while (next < jobs.size() && alive.size() < size_t(run.opt.jobs) && !g_interrupted) {
+      const CheckJob& job = jobs[next++];
+      if (one_at_a_time) fmt::print("check {:<11} ", job.backend), std::fflush(stdout);
+      run.note_other_benchmarks();
+      alive.emplace_back(
+          &job, std::make_unique<Child>(job.argv, (run.folder.dir() / job.log).string(),
+                                        run.opt.timeout, run.child_env(), run.opt.memory_limit));
+    }
+    if (g_interrupted && alive.empty()) return false;
+    bool any = false;
+    for (size_t i = 0; i < alive.size(); i++) {
+      if (!alive[i].second->ended()) continue;
+      const auto [job, child] = std::move(alive[i]);
+      alive.erase(alive.begin() + i--);
+      any = true;
+      const ProcessResult p = child->finish();
+      if (p.interrupted) return false;
+      check_ended(run, *job, p, records, died, one_at_a_time);
+    }
+    if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+Json verdict_json(const std::string& instance, const Verdict& v) {
+  return Json::object_of({{"instance", instance},
+                          {"backend", v.backend},
+                          {"status", v.status},
+                          {"message", v.message},
+                          {"is_reference", v.is_reference},
+                          {"reference", v.reference},
+                          {"confirmed_by", v.confirmed_by},
+                          {"max_rel_diff", v.max_rel_diff},
+                          {"at", v.worst_at},
+                          {"tolerance", v.tolerance}});
+}
+
+// Per backend: how many agreed, the closest to its tolerance, and every instance not ok.
+struct CheckTally {
+  std::map<std::string, std::vector<std::string>> problems;
+  std::map<std::string, std::pair<Verdict, std::string>> closest;  // nearest its tolerance, where
+  std::map<std::string, int> ok, unverified;
+  void add(const std::string& instance, const Verdict& v) {
+    if (v.status == "unverified") {
+      unverified[v.backend]++;
+    } else if (v.status == "ok") {
+      ok[v.backend]++;
+      auto& [c, at] = closest[v.backend];
+      if (!v.is_reference &&
+          (c.worst_at.empty() || v.max_rel_diff / v.tolerance > c.max_rel_diff / c.tolerance))
+        c = v, at = instance;
+    } else if (v.status != "skipped") {
+      problems[v.backend].push_back(fmt::format("{}: {}: {}", instance, v.status, v.message));
+    }
+  }
+  bool print(const std::vector<std::string>& backends) {
+    bool all_agree = true;
+    for (const std::string& b : backends) {
+      const auto& [c, at] = closest[b];
+      std::string line = fmt::format("check {:<11} {} instances agree", b, ok[b]);
+      if (unverified[b])
+        line += fmt::format("; {} unverified (nothing to compare with)", unverified[b]);
+      if (!c.worst_at.empty())
+        line += fmt::format("; closest to its tolerance: {:.2e} (tolerance {:.0e}) vs {} at {} {}",
+                            c.max_rel_diff, c.tolerance, c.reference, at, c.worst_at);
+      fmt::print("{}{}\n", line,
+                 problems[b].empty() ? "" : fmt::format("; {} NOT OK:", problems[b].size()));
+      for (const std::string& p : problems[b]) fmt::print("      {}\n", p);
+      all_agree &= problems[b].empty();
+    }
+    return all_agree;
+  }
+};
+
+// The judge over every instance; the verdicts, check steps and losses kept for the next phases.
+bool judge_all(RunState& run, Records& records, std::map<std::string, std::string>& died) {
+  Json results = Json::array_of();
+  CheckTally tally;
+  for (const Selected& s : run.selected) {
+    std::vector<BackendRecord> in;
+    for (const std::string& b : run.opt.backends) {
+      if (!s.names.count(b)) continue;
+      auto r = records[b].find(s.names.at(b));
+      in.push_back({b, r == records[b].end() ? nullptr : &r->second,
+                    died.count(b) ? died[b] + " before reporting it" : "not reported"});
+    }
+    PlainAnswer plain;  // scalar graphs: the answer without autodiff
+    const bool has_plain = plain_answer(*s.workload, s.size, &plain);
+    WorkloadInfo checked = *s.workload;  // with the check steps of this size
+    checked.check_steps = checked.check_steps_at(s.size);
+    for (const Verdict& v : judge_instance(checked, in, has_plain ? &plain : nullptr)) {
+      run.verdicts[s.id][v.backend] = v;
+      tally.add(s.id, v);
+      results.push(verdict_json(s.id, v));
+      if (v.status != "ok" && v.status != "unverified") continue;
+      const Json& record = records[v.backend][s.names.at(v.backend)];
+      run.step_seconds[s.id][v.backend] = record["step_seconds"].num_or(NAN);
+      if (s.workload->model)
+        for (const Json& l : record["losses"].array)
+          run.losses[s.id][v.backend].push_back(l.num_or(NAN));
+    }
+  }
+  write_atomically(run.folder.dir() / "check.json",
+                   Json::object_of({{"results", results}}).dump(2, 2) + "\n");
+  return tally.print(run.opt.backends);
+}
+
+}  // namespace
+
+bool check_phase(RunState& run) {
+  Records records;
+  std::map<std::string, std::string> died;  // backend -> how its check ended
+  const std::vector<CheckJob> jobs = plan_checks(run, records);
+  if (!run_checks(run, jobs, records, died)) return false;
+  return judge_all(run, records, died);
+}
+
+}  // namespace bp

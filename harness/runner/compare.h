@@ -1,0 +1,380 @@
+// harness/runner/compare.h: `bench_run compare A B`, two finished runs side by side, usable as a
+// gate.
+//
+// Per benchmark (the same instance on the same backend in both runs) the change B/A of the
+// median time, with an interval from the two medians' intervals (B's lowest over A's highest,
+// and the reverse: the runs were not paired, so this is the conservative one; when the medians'
+// intervals hold at levels p and q, the change's holds at pq or more: 10 repetitions give 95.8%),
+// and a verdict: slower when the whole interval lies beyond 1 + threshold (the slowdown exceeds
+// the threshold beyond doubt), faster in mirror (below 1 / (1 + threshold)), otherwise same. The
+// intervals come from the repetitions inside each run's process, so they miss what differs
+// between processes and hours (README: a default run against the next one); the threshold
+// covers that. A benchmark that ran in A and failed in B is broken. The
+// numbers are read from the runs' own Google Benchmark files (summary.json only says which
+// exist), so a result file that is corrupt or cut short is named and skipped, and the rest is
+// compared. Runs made on different processors, kernels, CPU settings, library versions or runner
+// options are refused unless --force, with every difference listed (harness/common/environment.h).
+// Writes <out>/<A>-vs-<B>.json and .txt, and plots/compare.py draws <A>-vs-<B>.png.
+// Exit status: 0 nothing slower or broken; 1 something is (a CI gate); 2 bad input.
+//   build/bench_run compare results/<run-A> results/<run-B> [--threshold 10] [--force]
+//   Tests: harness/tests/test_compare.py.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/common/environment.h"
+#include "harness/common/files.h"
+#include "harness/common/json.h"
+#include "harness/runner/process.h"
+#include "harness/runner/summary.h"
+
+namespace bp {
+
+// One finished run as compare reads it.
+struct RunForCompare {
+  fs::path dir;
+  Json summary;
+  struct Entry {
+    std::string status, message, file;
+    BenchmarkResult result;  // valid when status is "ok"
+  };
+  std::map<std::pair<std::string, std::string>, Entry> entries;  // (instance, backend) -> it
+  std::vector<std::string> unreadable;                           // "file: why", each skipped
+};
+
+// The run in `dir`, or nothing and *error saying in one line why it cannot be compared.
+inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, std::string* error) {
+  RunForCompare run;
+  run.dir = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    *error = dir.string() + ": no such run folder";
+    return std::nullopt;
+  }
+  if (fs::exists(dir / "INCOMPLETE", ec)) {
+    *error = dir.string() + ": the run is incomplete (interrupted or still running); finish it " +
+             "first with: make bench RESUME=" + dir.string();
+    return std::nullopt;
+  }
+  if (!fs::exists(dir / "summary.json", ec)) {
+    *error =
+        dir.string() + ": no summary.json (not a run folder of bench_run, or a --check-only run)";
+    return std::nullopt;
+  }
+  try {
+    run.summary = parse_json(read_file(dir / "summary.json"));
+  } catch (const std::exception& e) {
+    *error = (dir / "summary.json").string() + ": unreadable (" + e.what() + ")";
+    return std::nullopt;
+  }
+  const double version = run.summary["format_version"].num_or(1);
+  if (version != kResultFormat) {
+    *error = fmt::format(
+        "{}: written in result format {}, and this bench_run reads format {}: "
+        "compare runs of one version",
+        dir.string(), version, kResultFormat);
+    return std::nullopt;
+  }
+  for (const Json& row : run.summary["rows"].array)
+    for (const auto& [backend, cell] : row["backends"].object) {
+      RunForCompare::Entry e{
+          cell["status"].str_or("?"), cell["message"].str_or(""), cell["file"].str_or(""), {}};
+      if (e.status == "ok") {
+        try {
+          e.result = read_benchmark_result(parse_benchmark_json(read_file(dir / e.file)));
+          if (e.result.status != "ok") throw std::runtime_error(e.result.message);
+        } catch (const std::exception& ex) {
+          run.unreadable.push_back(fmt::format("{}: {}", (dir / e.file).string(), ex.what()));
+          continue;
+        }
+      }
+      run.entries[{row["instance"].str_or("?"), backend}] = e;
+    }
+  return run;
+}
+
+// What makes two runs' numbers incomparable: their machines (harness/common/environment.h), the
+// runner's options a time depends on, and each backend's versions and build.
+inline std::vector<std::string> run_differences(const RunForCompare& a, const RunForCompare& b) {
+  std::vector<std::string> out = performance_differences(a.summary["machine"]["environment"],
+                                                         b.summary["machine"]["environment"]);
+  for (const char* option :
+       {"threads", "repetitions", "rounds", "min_time", "warmup_steps", "data"})
+    if (a.summary["options"][option].dump() != b.summary["options"][option].dump())
+      out.push_back(fmt::format("option {}: {} vs {}", option, a.summary["options"][option].dump(),
+                                b.summary["options"][option].dump()));
+  for (const auto& [backend, ctx] : a.summary["backend_contexts"].object) {
+    const Json& other = b.summary["backend_contexts"][backend];
+    if (other.is_null()) continue;
+    for (const char* key : {"backend_version", "compiler", "cxx_flags", "blas", "blas_threads",
+                            "intra_op_threads", "matmul"})
+      if (ctx[key].dump() != other[key].dump())
+        out.push_back(fmt::format("{} {}: {} vs {}", backend, key, ctx[key].str_or("-"),
+                                  other[key].str_or("-")));
+  }
+  return out;
+}
+
+struct Change {
+  std::string instance, backend, verdict;  // faster | slower | same | broken | fixed | not compared
+  std::string note;                        // why not compared, or how it broke
+  double a = NAN, b = NAN, ratio = NAN, lo = NAN, hi = NAN;
+  double level = NAN;  // of [lo, hi]: at least the product of the two medians' levels
+};
+
+inline Change compare_entries(const std::string& instance, const std::string& backend,
+                              const RunForCompare::Entry* a, const RunForCompare::Entry* b,
+                              double threshold) {
+  Change c{instance, backend, "not compared", ""};
+  if (!a || !b) {
+    c.note = !a ? "not in A" : "not in B";
+    return c;
+  }
+  if (a->status != "ok" || b->status != "ok") {
+    if (a->status == "ok" && b->status != "skipped")
+      c.verdict = "broken", c.note = fmt::format("{} in B: {}", b->status, b->message);
+    else if (b->status == "ok" && a->status != "skipped")
+      c.verdict = "fixed", c.note = fmt::format("{} in A", a->status);
+    else
+      c.note = fmt::format("{} in A, {} in B", a->status, b->status);
+    return c;
+  }
+  c.a = a->result.median_seconds, c.b = b->result.median_seconds;
+  c.ratio = c.b / c.a;
+  c.lo = b->result.interval.lo / a->result.interval.hi;
+  c.hi = b->result.interval.hi / a->result.interval.lo;
+  c.level = a->result.interval.level * b->result.interval.level;
+  if (!std::isfinite(c.lo) || !std::isfinite(c.hi)) c.lo = c.hi = c.ratio;  // one repetition
+  c.verdict = c.lo > 1 + threshold ? "slower" : c.hi < 1 / (1 + threshold) ? "faster" : "same";
+  return c;
+}
+
+// Every benchmark of A, then those only in B, in the runs' row order.
+inline std::vector<Change> compare_runs(const RunForCompare& a, const RunForCompare& b,
+                                        double threshold) {
+  std::vector<Change> out;
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const RunForCompare* run : {&a, &b})
+    for (const Json& row : run->summary["rows"].array)
+      for (const auto& [backend, cell] : row["backends"].object) {
+        std::pair<std::string, std::string> key{row["instance"].str_or("?"), backend};
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+      }
+  for (const auto& key : keys) {
+    auto ia = a.entries.find(key), ib = b.entries.find(key);
+    const bool unreadable_a = ia == a.entries.end(), unreadable_b = ib == b.entries.end();
+    out.push_back(compare_entries(key.first, key.second, unreadable_a ? nullptr : &ia->second,
+                                  unreadable_b ? nullptr : &ib->second, threshold));
+  }
+  return out;
+}
+
+inline std::string change_text(double ratio) {
+  return std::isfinite(ratio) ? fmt::format("{:+.1f}%", (ratio - 1) * 100) : "-";
+}
+
+struct CompareReport {
+  std::string text;         // the table and the verdict line
+  Json json;                // the same, for plots/compare.py and for scripts
+  bool gate_fails = false;  // something slower or broken
+};
+
+inline CompareReport compare_report(const RunForCompare& a, const RunForCompare& b,
+                                    const std::vector<Change>& changes, double threshold,
+                                    const std::vector<std::string>& forced_differences) {
+  CompareReport r;
+  auto id = [](const RunForCompare& run) { return run.summary["run_id"].str_or("?"); };
+  size_t width = 9;
+  for (const Change& c : changes) width = std::max(width, c.instance.size() + c.backend.size() + 1);
+  std::map<std::string, int> count;
+  std::string table = fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}\n", "benchmark", width,
+                                  "A", "B", "change", "interval", "verdict");
+  Json rows = Json::array_of();
+  for (const Change& c : changes) {
+    count[c.verdict]++;
+    const std::string interval =
+        std::isfinite(c.lo) ? fmt::format("[{}, {}]", change_text(c.lo), change_text(c.hi)) : "";
+    table += fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}{}\n", c.instance + " " + c.backend,
+                         width, human_time(c.a), human_time(c.b), change_text(c.ratio), interval,
+                         c.verdict, c.note.empty() ? "" : ": " + c.note);
+    auto number = [](double x) { return std::isfinite(x) ? Json(x) : Json(); };
+    rows.push(
+        Json::object_of({{"instance", c.instance},
+                         {"backend", c.backend},
+                         {"verdict", c.verdict},
+                         {"note", c.note},
+                         {"a_seconds", number(c.a)},
+                         {"b_seconds", number(c.b)},
+                         {"ratio", number(c.ratio)},
+                         {"ratio_interval", Json::numbers(std::vector<double>{c.lo, c.hi})}}));
+  }
+  r.gate_fails = count["slower"] + count["broken"] > 0;
+  const Json& env = b.summary["machine"]["environment"];
+  std::string text = fmt::format(
+      "compare A = {} (git {})\n    and B = {} (git {})\non {} (family {} model {} stepping {}); "
+      "change = B/A of the median time per step\n",
+      id(a), a.summary["machine"]["git_sha"].str_or("?"), id(b),
+      b.summary["machine"]["git_sha"].str_or("?"), b.summary["machine"]["cpu_model"].str_or("?"),
+      env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
+      env["cpu_stepping"].str_or("?"));
+  for (const std::string& d : forced_differences)
+    text += "warning (--force): the runs differ: " + d + "\n";
+  text += "\n" + table;
+  for (const RunForCompare* run : {&a, &b})
+    for (const std::string& u : run->unreadable)
+      text += fmt::format("unreadable, skipped: {}\n", u);
+  std::vector<std::string> parts;
+  for (const char* v : {"slower", "faster", "same", "broken", "fixed", "not compared"})
+    if (count[v]) parts.push_back(fmt::format("{} {}", count[v], v));
+  const size_t unreadable = a.unreadable.size() + b.unreadable.size();
+  double level = 1;
+  for (const Change& c : changes)
+    if (std::isfinite(c.level)) level = std::min(level, c.level);
+  text += fmt::format(
+      "\n{}: {} benchmarks: {}{} (slower or faster: the change's interval, at {:.1f}% or more, "
+      "lies wholly beyond the threshold of {:.0f}%)\n",
+      r.gate_fails ? "SLOWER" : "OK", changes.size(), fmt::join(parts, ", "),
+      unreadable ? fmt::format("; {} result file(s) unreadable, skipped", unreadable) : "",
+      level * 100, threshold * 100);
+  r.text = text;
+  Json differences = Json::array_of();
+  for (const std::string& d : forced_differences) differences.push(d);
+  Json counts = Json::object_of({});
+  for (const auto& [v, n] : count)
+    if (n) counts.set(v, n);
+  Json skipped = Json::array_of();
+  for (const RunForCompare* run : {&a, &b})
+    for (const std::string& u : run->unreadable) skipped.push(u);
+  r.json = Json::object_of({{"format_version", kResultFormat},
+                            {"a", id(a)},
+                            {"b", id(b)},
+                            {"a_dir", a.dir.string()},
+                            {"b_dir", b.dir.string()},
+                            {"threshold", threshold},
+                            {"machine", b.summary["machine"]},
+                            {"differences_forced", std::move(differences)},
+                            {"counts", std::move(counts)},
+                            {"unreadable", std::move(skipped)},
+                            {"gate_fails", r.gate_fails},
+                            {"rows", std::move(rows)}});
+  return r;
+}
+
+inline const char* kCompareUsage =
+    R"(usage: bench_run compare A B [options]   (make compare A=... B=...)
+  A, B                 two finished runs (folders such as results/<run-id>, or results/latest)
+  --threshold PCT      slower (faster) only when the change's whole interval lies beyond this
+                       (default 10)
+  --force              compare runs made on different machines, kernels, CPU settings, library
+                       versions or runner options (each difference is printed as a warning)
+  --out DIR            where <A>-vs-<B>.txt, .json and .png go (default results/compare)
+  --no-plots           do not draw the plot (plots/compare.py)
+Per benchmark: B/A of the median time with its interval, and a verdict (faster, slower, same;
+broken: ran in A, failed in B). Exit status: 0 nothing slower or broken; 1 something is; 2 bad
+input.
+)";
+
+// One line on stderr, exit 2, as bench_run's own bad input.
+[[noreturn]] inline void compare_error(const std::string& what) {
+  std::fflush(stdout);
+  fmt::print(stderr, "error: compare: {}\n(bench_run compare --help lists the options)\n", what);
+  std::exit(2);
+}
+
+// bench_run compare's command line; `plotter` is plots/compare.py.
+inline int compare_main(const std::vector<std::string>& args, const std::string& plotter) {
+  std::vector<fs::path> runs;
+  double threshold = 0.10;
+  bool force = false, plots = true;
+  fs::path out = "results/compare";
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& arg = args[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= args.size()) compare_error(arg + " needs a value");
+      return args[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", kCompareUsage);
+      std::exit(0);
+    } else if (arg == "--threshold") {
+      const std::string text = next();
+      char* end = nullptr;
+      threshold = std::strtod(text.c_str(), &end) / 100;
+      if (text.empty() || *end != '\0' || !(threshold >= 0 && threshold <= 10))
+        compare_error("--threshold " + text + ": expected a percentage from 0 to 1000");
+    } else if (arg == "--force") {
+      force = true;
+    } else if (arg == "--no-plots") {
+      plots = false;
+    } else if (arg == "--out") {
+      out = next();
+    } else if (arg.rfind("--", 0) == 0) {
+      compare_error(fmt::format("unknown option '{}'", arg));
+    } else {
+      runs.push_back(arg);
+    }
+  }
+  if (runs.size() != 2)
+    compare_error(
+        fmt::format("needs two runs, A and B (given {}): bench_run compare "
+                    "results/<run-A> results/<run-B>",
+                    runs.size()));
+  std::error_code ec;
+  if (fs::equivalent(runs[0], runs[1], ec))
+    compare_error(fmt::format("A and B are the same run ({}); compare two runs",
+                              fs::canonical(runs[0], ec).string()));
+  std::vector<RunForCompare> loaded;
+  for (const fs::path& dir : runs) {
+    std::string error;
+    std::optional<RunForCompare> run = load_run_for_compare(dir, &error);
+    if (!run) compare_error(error);
+    loaded.push_back(std::move(*run));
+  }
+  const std::vector<std::string> differences = run_differences(loaded[0], loaded[1]);
+  if (!differences.empty() && !force)
+    compare_error(
+        fmt::format("the runs differ in what their numbers depend on ({}); "
+                    "their times are not comparable: add --force to compare anyway",
+                    fmt::join(differences, "; ")));
+  const std::vector<Change> changes = compare_runs(loaded[0], loaded[1], threshold);
+  const CompareReport report =
+      compare_report(loaded[0], loaded[1], changes, threshold, differences);
+  fs::create_directories(out, ec);
+  const std::string stem =
+      loaded[0].summary["run_id"].str_or("A") + "-vs-" + loaded[1].summary["run_id"].str_or("B");
+  try {
+    write_atomically(out / (stem + ".json"), report.json.dump(2, 3) + "\n");
+    write_atomically(out / (stem + ".txt"), report.text);
+  } catch (const WriteError& e) {
+    fmt::print(stderr, "error: compare: {}\n", e.what());
+    return 4;
+  }
+  fmt::print("{}", report.text);
+  if (plots) {
+    std::fflush(stdout);
+    const fs::path log = out / (stem + ".plot.log");
+    const ProcessResult p =
+        run_process({"/usr/bin/python3", plotter, (out / (stem + ".json")).string(),
+                     (out / (stem + ".png")).string()},
+                    log.string(), 600, {});
+    if (p.ok()) {
+      fs::remove(log, ec);
+      fmt::print("plot: {}\n", (out / (stem + ".png")).string());
+    } else {
+      fmt::print(stderr, "the plot failed ({}; see {}); the comparison above stands\n", p.failure(),
+                 log.string());
+    }
+  }
+  fmt::print("written: {}\n", (out / (stem + ".txt")).string());
+  return report.gate_fails ? 1 : 0;
+}
+
+}  // namespace bp

@@ -1,0 +1,255 @@
+// harness/runner/judge.h: the one place that decides whether a backend's answers are right.
+//
+// Backends report raw numbers (harness/common/protocol.h); the judge applies the facts of the
+// registry (workloads/workload.h): the tolerance, the known answers, and what must repeat bit for
+// bit. For one instance:
+//  1. each backend's own record: it ran (else failed or skipped, with its reason); it holds every
+//     number the protocol asks for, each finite; a repeated step equals the first exactly (a
+//     second step after reset(), step 0 again after zero_grad, step 0 on a fresh setup: reset and
+//     setup are deterministic); a known answer holds within its published tolerance; a scalar
+//     graph's value and gradients hold against the runner's own answer without autodiff (plain
+//     doubles and finite differences, workloads/plain_backend.h);
+//  2. the backends that passed 1 are compared pairwise, every number, within the workload's
+//     tolerance. The reference is the backend most others agree with (the first in the runner's
+//     fixed order on a tie); if it and those agreeing with it are more than half, they are ok
+//     and the rest wrong, each told whom it differs from. Otherwise no one can say who is right:
+//     every one is "disputed" (two backends that disagree on a model, which has no answer of its
+//     own, are disputed). A backend that no other backend and no answer of the registry or of
+//     finite differences confirmed is "unverified", never "ok".
+// No verdict depends on the order backends were listed or run in, and none trusts one backend.
+//   Tests: harness/harness_test.cc.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/common/json.h"
+#include "workloads/plain_backend.h"
+#include "workloads/workload.h"
+
+namespace bp {
+
+struct Verdict {
+  std::string backend;
+  std::string status;   // ok | unverified | wrong | disputed | failed | out_of_memory | skipped
+  std::string message;  // why, when not ok
+  bool is_reference = false;
+  std::string reference;     // whom it was compared with ("": no one)
+  std::string confirmed_by;  // who agrees with it: backends, the known answer, finite differences
+  double max_rel_diff = 0, tolerance = 0;  // the largest difference to the reference and its limit
+  std::string worst_at;                    // which number that was, e.g. "grads[1]"
+};
+
+// The numbers of a record in a fixed order, each with a label for messages.
+struct Numbers {
+  std::vector<std::string> labels;
+  std::vector<double> values;  // NaN where the record has null or nothing
+  void add(std::string label, const Json& v) {
+    labels.push_back(std::move(label));
+    values.push_back(v.is_number() ? v.number : NAN);
+  }
+  void add_all(const std::string& label, const Json& array) {
+    for (size_t i = 0; i < array.array.size(); i++)
+      add(fmt::format("{}[{}]", label, i), array.array[i]);
+  }
+};
+
+// A scalar graph's step ({"value", "grads"}); a model's step 0 ({"loss", "grad_norms"}) and, with
+// `losses`, its training losses.
+inline Numbers step_numbers(const WorkloadInfo& w, const Json& step, const Json* losses = nullptr) {
+  Numbers n;
+  if (w.model) {
+    n.add("step-0 loss", step["loss"]);
+    n.add_all("grad_norms", step["grad_norms"]);
+    if (losses) n.add_all("losses", *losses);
+  } else {
+    n.add("value", step["value"]);
+    n.add_all("grads", step["grads"]);
+  }
+  return n;
+}
+inline Numbers record_numbers(const WorkloadInfo& w, const Json& record) {
+  return w.model ? step_numbers(w, record["step0"], &record["losses"])
+                 : step_numbers(w, record["step"]);
+}
+
+// The largest relative difference of `got` from `ref` (below `floor`, absolute) into *worst, and
+// where it is; NaN anywhere is the largest. "" if they do not have the same numbers.
+inline std::string worst_difference(const Numbers& ref, const Numbers& got, double floor,
+                                    double* worst) {
+  if (ref.values.size() != got.values.size()) return "";
+  std::string at = ref.labels.empty() ? "" : ref.labels[0];
+  *worst = 0;
+  for (size_t i = 0; i < ref.values.size(); i++) {
+    const double d =
+        std::fabs(got.values[i] - ref.values[i]) / std::max(floor, std::fabs(ref.values[i]));
+    if (!(d <= *worst)) *worst = d, at = ref.labels[i];  // a NaN takes the place and stays
+  }
+  return at;
+}
+
+// Why a record does not hold up on its own, or "" if it does.
+// `plain`: the scalar graph's answer without autodiff, or nullptr (models).
+inline std::string self_check(const WorkloadInfo& w, const Json& record,
+                              const PlainAnswer* plain = nullptr) {
+  const Numbers n = record_numbers(w, record);
+  const size_t expected_grads = w.model ? 0 : size_t(w.num_grads);
+  if (!w.model && record["step"]["grads"].array.size() != expected_grads)
+    return fmt::format("reported {} gradients; {} has {}", record["step"]["grads"].array.size(),
+                       w.name, expected_grads);
+  if (w.model && record["losses"].array.size() != size_t(w.check_steps))
+    return fmt::format("reported {} training losses; the check asks for {}",
+                       record["losses"].array.size(), w.check_steps);
+  if (w.model && record["step0"]["grad_norms"].array.empty()) return "reported no gradient norms";
+  for (size_t i = 0; i < n.values.size(); i++)
+    if (!std::isfinite(n.values[i])) return fmt::format("{} is not a finite number", n.labels[i]);
+
+  // Repeats: the same computation again must give the same bits.
+  const std::vector<std::pair<const char*, const char*>> repeats =
+      w.model
+          ? std::vector<std::pair<
+                const char*, const char*>>{{"step0_after_reset",
+                                            "step 0 again after zero_grad and end_step (reset is "
+                                            "broken)"},
+                                           {"step0_fresh_setup",
+                                            "step 0 on a second fresh setup (setup is not "
+                                            "deterministic, or state leaks between setups)"}}
+          : std::vector<std::pair<const char*, const char*>>{
+                {"step_after_reset", "a second step after reset() (reset is broken)"}};
+  const Numbers first = step_numbers(w, w.model ? record["step0"] : record["step"]);
+  for (const auto& [field, what] : repeats) {
+    const Numbers again = step_numbers(w, record[field]);
+    if (again.values.size() != first.values.size())
+      return fmt::format("{} reported {} numbers, the first {}", what, again.values.size(),
+                         first.values.size());
+    for (size_t i = 0; i < first.values.size(); i++)
+      if (!(again.values[i] == first.values[i]))
+        return fmt::format("{} gave {} = {} where the first gave {}", what, first.labels[i],
+                           again.values[i], first.values[i]);
+  }
+
+  if (w.known.exists) {
+    const Json& step = record["step"];
+    double worst = std::fabs(step["value"].num_or(NAN) - w.known.value);
+    std::string at = "value";
+    for (size_t i = 0; i < w.known.num_grads; i++) {
+      const double d = std::fabs(step["grads"].array[i].num_or(NAN) - w.known.grads[i]);
+      if (!(d <= worst)) worst = d, at = fmt::format("grads[{}]", i);
+    }
+    if (!(worst <= w.known.tolerance))
+      return fmt::format("off the known answer by {:.3g} at {} (tolerance {:.0e})", worst, at,
+                         w.known.tolerance);
+  }
+  if (plain) {
+    Numbers truth;
+    truth.add("value", Json(plain->value));
+    for (size_t i = 0; i < plain->grads.size(); i++)
+      truth.add(fmt::format("grads[{}]", i), Json(plain->grads[i]));
+    double worst = 0;
+    const std::string at = worst_difference(truth, n, 1.0, &worst);
+    if (!at.empty() && !(worst <= kFiniteDifferenceTolerance))
+      return fmt::format("off finite differences by {:.3g} at {} (tolerance {:.0e})", worst, at,
+                         kFiniteDifferenceTolerance);
+  }
+  return "";
+}
+
+// records: every selected backend in the runner's fixed order, with its record for this instance
+// (nullptr: the backend's check process died before writing it; `why` says how).
+struct BackendRecord {
+  std::string backend;
+  const Json* record;
+  std::string why_missing;
+};
+
+inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
+                                           const std::vector<BackendRecord>& records,
+                                           const PlainAnswer* plain = nullptr) {
+  std::vector<Verdict> out;
+  std::vector<size_t> passed;  // indices into records and out
+  for (const BackendRecord& r : records) {
+    Verdict v;
+    v.backend = r.backend, v.status = "ok";
+    if (!r.record) {
+      v.status = "failed", v.message = r.why_missing;
+    } else if (const std::string status = (*r.record)["status"].str_or("no status");
+               status != "ok") {
+      v.status = status == "skipped" || status == "out_of_memory" ? status : "failed";
+      v.message = (*r.record)["message"].str_or(status);
+    } else if (std::string why = self_check(w, *r.record, plain); !why.empty()) {
+      v.status = "wrong", v.message = why;
+    } else {
+      passed.push_back(out.size());
+    }
+    out.push_back(v);
+  }
+  if (passed.empty()) return out;
+
+  // Pairwise: diff[i][j] is backend j measured against backend i.
+  const size_t n = passed.size();
+  std::vector<Numbers> numbers;
+  for (size_t i : passed) numbers.push_back(record_numbers(w, *records[i].record));
+  std::vector<std::vector<double>> diff(n, std::vector<double>(n, 0));
+  std::vector<std::vector<std::string>> where(n, std::vector<std::string>(n));
+  std::vector<size_t> agreeing(n, 0);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++) {
+      if (i == j) continue;
+      where[i][j] = worst_difference(numbers[i], numbers[j], w.tolerance.floor, &diff[i][j]);
+      if (where[i][j].empty()) diff[i][j] = INFINITY, where[i][j] = "the count of numbers";
+      if (diff[i][j] <= w.tolerance.rel) agreeing[i]++;
+    }
+  size_t ref = 0;
+  for (size_t i = 1; i < n; i++)
+    if (agreeing[i] > agreeing[ref]) ref = i;
+  const bool majority = 2 * (agreeing[ref] + 1) > n;
+  const std::string ref_name = out[passed[ref]].backend;
+  const std::string answer = w.known.exists && plain ? "the known answer and finite differences"
+                             : w.known.exists        ? "the known answer"
+                             : plain                 ? "finite differences"
+                                                     : "";
+
+  std::vector<std::string> group;  // the reference and those agreeing with it
+  for (size_t j = 0; j < n; j++)
+    if (j == ref || diff[ref][j] <= w.tolerance.rel) group.push_back(out[passed[j]].backend);
+  for (size_t j = 0; j < n; j++) {
+    Verdict& v = out[passed[j]];
+    v.tolerance = w.tolerance.rel;
+    if (j != ref) v.reference = ref_name, v.max_rel_diff = diff[ref][j], v.worst_at = where[ref][j];
+    std::vector<std::string> others;
+    for (const std::string& g : group)
+      if (g != v.backend) others.push_back(g);
+    if (!answer.empty()) others.push_back(answer);
+    if (!majority) {
+      std::vector<std::string> differs;
+      for (size_t k = 0; k < n; k++)
+        if (k != j && !(diff[j][k] <= w.tolerance.rel))
+          differs.push_back(
+              fmt::format("{} ({:.3g} at {})", out[passed[k]].backend, diff[j][k], where[j][k]));
+      v.status = "disputed";
+      v.message = fmt::format("differs from {}, and no majority agrees to say who is right{}",
+                              fmt::join(differs, ", "),
+                              answer.empty() ? "" : fmt::format(" (each holds to {})", answer));
+    } else if (j != ref && !(diff[ref][j] <= w.tolerance.rel)) {
+      v.status = "wrong";
+      v.message = fmt::format("differs from {} (who agree) by {:.3g} at {} (tolerance {:.0e})",
+                              fmt::join(group, ", "), v.max_rel_diff, v.worst_at, v.tolerance);
+    } else {
+      v.is_reference = j == ref;
+      v.confirmed_by = fmt::format("{}", fmt::join(others, ", "));
+      if (others.empty()) {
+        v.status = "unverified";
+        v.message =
+            "no other backend passed its check, and the workload has no answer of its own to "
+            "hold it to";
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace bp

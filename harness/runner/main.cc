@@ -1,0 +1,157 @@
+// harness/runner/main.cc: bench_run, the one runner over every backend.
+//
+// It (1) expands the selection (--study, --workloads, --sizes, --filter) over the workload
+// registry, validates it and names every benchmark (harness/runner/selection.h), without asking
+// any backend what exists; (2) estimates the memory of sizes beyond the defaults; (3) runs the
+// correctness check, one process per backend, and has the judge decide who agrees; (4) runs each
+// benchmark that passed in a fresh process, the backends of a row taking turns, so that the
+// parent's wait4 peak RSS is that benchmark's alone; (5) a study's extra measurements; (6) writes
+// the summary and draws the figures. What it writes under <out>/<run-id>/ is docs/results.md;
+// every file is written as soon as its numbers exist, so an interrupted run keeps what it
+// measured. `bench_run compare A B` is harness/runner/compare.h.
+//   build/bench_run --filter small_graph --repetitions 3      # `build/bench_run --help` for all
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "harness/runner/compare.h"
+#include "harness/runner/run_state.h"
+#include "workloads/data.h"
+#include "workloads/registry.h"
+
+namespace bp {
+namespace {
+
+// The short sha of the source tree, "-dirty" if it has changes; "nogit" without git.
+std::string source_git_sha() {
+  // A tree owned by another user is "dubious ownership" to git: safe.directory lets it read it.
+  const std::vector<std::string> git = {"git", "-c", "safe.directory=" BP_SOURCE_DIR, "-C",
+                                        BP_SOURCE_DIR};
+  auto with = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = git;
+    argv.insert(argv.end(), args.begin(), args.end());
+    return capture_output(argv);
+  };
+  std::string sha = with({"rev-parse", "--short", "HEAD"});
+  if (sha.empty()) return "nogit";
+  if (!with({"status", "--porcelain", "--untracked-files=no"}).empty()) sha += "-dirty";
+  return sha;
+}
+
+// A new run's folder, with run.json: what --resume reads.
+void create_run_folder(RunState& run) {
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&run.start));
+  std::string error;
+  std::optional<RunFolder> folder =
+      RunFolder::create(run.opt.out, fmt::format("{}-{}-{}", stamp, host, run.git_sha), &error);
+  if (!folder) usage_error(error);
+  run.folder = std::move(*folder);
+  Json args = Json::array_of();
+  for (const std::string& a : run.opt.args) args.push(a);
+  write_atomically(run.folder.dir() / "run.json",
+                   Json::object_of({{"format_version", kResultFormat},
+                                    {"args", std::move(args)},
+                                    {"git_sha", run.git_sha},
+                                    {"environment", run.environment}})
+                           .dump(2, 2) +
+                       "\n");
+  fmt::print("run {} ({}: {})\n  writing to {}\n", run.folder.id(), run.opt.study->name,
+             run.opt.study->question, run.folder.dir().string());
+}
+
+int run_main(RunState& run) {
+  for (const std::string& b : run.opt.backends)
+    if (!fs::exists(run.program(b)))
+      usage_error(fmt::format("{} not found; build first (make)", run.program(b)));
+  run.start = std::time(nullptr);
+  run.load_start = load_average_1min();
+  for (const auto& [key, value] : proc_environment()) run.environment.set(key, value);
+  run.git_sha = source_git_sha();
+  if (run.opt.resume.empty()) {
+    estimate_memory(run);
+    if (g_interrupted) {  // while estimating: no run folder yet, nothing measured
+      fmt::print(stderr, "interrupted ({}) before anything ran\n", strsignal(g_interrupted));
+      return 128 + g_interrupted;
+    }
+    create_run_folder(run);
+  } else {
+    reopen_run(run);
+  }
+  run.note_other_benchmarks();
+  const bool all_agree = check_phase(run);
+  if (run.opt.check_only && !g_interrupted) {
+    run.folder.finished();
+    return all_agree ? 0 : 1;
+  }
+  if (!g_interrupted) bench_phase(run);
+  if (!g_interrupted && run.opt.study->kernel_rows) kernel_rows_phase(run);
+  if (!g_interrupted && run.opt.study->interval_sweep) interval_sweep_phase(run);
+  summary_phase(run);  // interrupted too: what finished, the rest marked interrupted
+  if (g_interrupted) return stopped_run(run);
+  run.folder.finished();
+  run.folder.point_latest_here();
+  if (run.opt.plots) plot_phase(run);
+  return run.failures ? 3 : 0;
+}
+
+// Every selected model that reads the corpus needs a window and one more token; a bad corpus
+// is bad input, found before anything runs.
+void check_corpus(const Options& o, const std::vector<Selected>& selected) {
+  int32_t context = 0;
+  for (const Selected& s : selected) context = std::max(context, s.workload->corpus.context);
+  if (context == 0) return;
+  try {
+    load_corpus(o.data, size_t(context) + 1);
+  } catch (const std::exception& e) {
+    usage_error(e.what());
+  }
+}
+
+}  // namespace
+}  // namespace bp
+
+int main(int argc, char** argv) {
+  signal(SIGINT, bp::interrupt_children);
+  signal(SIGTERM, bp::interrupt_children);
+  signal(SIGPIPE, SIG_IGN);  // a backend that ended mid-turn: the write fails, the runner goes on
+  if (argc > 1 && std::string(argv[1]) == "compare")
+    return bp::compare_main({argv + 2, argv + argc}, BP_SOURCE_DIR "/plots/compare.py");
+  bp::RunState run;
+  run.opt = bp::parse_options(bp::resumed_args({argv + 1, argv + argc}, bp::kResultFormat));
+  std::string error;
+  std::optional<std::vector<bp::Selected>> selected = bp::select_instances(
+      {.backends = run.opt.backends,
+       .workloads = run.opt.workloads,
+       .sizes = run.opt.sizes,
+       .filter = run.opt.filter,
+       .threads_of = [&](const std::string& b) { return bp::threads_of(b, run.opt.threads); },
+       .runs = [](const std::string& b,
+                  const bp::WorkloadInfo& w) { return bp::backend_runs(b, w.name); },
+       .default_skip = bp::default_size_skipped},
+      &error);
+  if (!selected) bp::usage_error(error);
+  // A variant none of whose workloads is selected has no column in any table.
+  std::erase_if(run.opt.backends, [&](const std::string& b) {
+    return std::none_of(selected->begin(), selected->end(),
+                        [&](const bp::Selected& s) { return s.names.count(b) > 0; });
+  });
+  bp::check_corpus(run.opt, *selected);
+  run.selected = std::move(*selected);
+  for (const bp::Selected& s : run.selected)  // sizes beyond a backend's default sweep
+    for (const auto& [b, why] : s.skipped) run.decide_not_to_run(s, b, "skipped", why);
+  try {
+    return bp::run_main(run);
+  } catch (const bp::WriteError& e) {  // a full disk: stop, keeping every file as last written
+    fmt::print(stderr, "error: {}; the run stopped, and its files keep their last good copy\n",
+               e.what());
+    return 4;
+  }
+}

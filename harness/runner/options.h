@@ -1,0 +1,324 @@
+// harness/runner/options.h: bench_run's command line: what it accepts, its defaults, and the
+// one-line refusal of anything else (exit 2). `bench_run --help` prints kUsage.
+//   Tests: harness/tests/test_run.py (every documented option accepted, bad ones refused).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/common/files.h"
+#include "harness/common/json.h"
+#include "harness/common/proc.h"
+#include "harness/common/text.h"
+#include "harness/runner/backends.h"
+#include "harness/runner/studies.h"
+#include "workloads/data.h"
+#include "workloads/registry.h"
+
+namespace bp {
+
+inline const char* kUsage =
+    R"(usage: bench_run [options]            (bench_run compare --help: comparing two runs)
+  --study NAME         what to measure (default main: every workload on engine, compiled,
+                       libtorch, pytorch and torchscript at the sizes that show who wins);
+                       bptt, budget, first_step, kernels, threads: the seed papers'
+                       experiments, each with its own table and figure; all: everything
+  --out DIR            results folder (default: results); the run goes to DIR/<run-id>/ and
+                       DIR/latest points at it
+  --backends A,B       backends to run, in any order (default: the study's); tables and the
+                       reference follow the fixed order of bench_run --list
+  --workloads A,B      run only these workloads (default: the study's)
+  --sizes KEY=N,...    replace the sizes of the workloads sized by KEY (e.g. nodes=10,5000);
+                       repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)
+  --filter REGEX       run only benchmarks whose names match (POSIX extended regex, as Google
+                       Benchmark's --benchmark_filter; a leading '-' negates)
+  --threads N          threads of the backends that have them (default 1; ours run one)
+  --checkpoint-dir DIR where engine_multistage writes its checkpoint files, each unlinked as soon
+                       as it is open (default: the run's folder)
+  --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
+  --repetitions N      repetitions per benchmark; the median is reported with its interval,
+                       from 6 on at 95% or more (default 10: 2nd to 9th smallest, 97.9%)
+  --min-time S         minimum seconds per repetition (default 0.1); a benchmark whose step,
+                       as its check timed it, lasts that long sets up and warms up once in each
+                       process instead of for each repetition
+  --rounds K           run every row K times, round after round over the whole selection, each
+                       time in fresh processes with its share of the repetitions, so that the
+                       intervals hold what changes between processes and minutes (default 2;
+                       at most --repetitions)
+  --warmup-steps N     untimed steps after each setup, on every backend (default 3)
+  --time-budget S      seconds a benchmark aims to take in all, warm-up included (default 10):
+                       one whose step is too long for that gets fewer repetitions (at least 3),
+                       two warm-up steps and one round, and says so
+  --timeout S          seconds before a backend process is killed (default 600)
+  --memory-limit SIZE  address space of each backend process, e.g. 8G or 512M (default: 90% of
+                       the memory available when the run starts); a size beyond a workload's
+                       defaults is first estimated from three smaller ones, and not run above it
+  --force              no memory estimate: every size runs, capped by --memory-limit
+  --check-only         run the correctness check only; exit 1 if any backend disagrees
+  --jobs N             with --check-only: check N backends at once (default 1)
+  --no-plots           do not draw the figures (plots/plot.py) at the end
+  --bin-dir DIR        where the backend binaries are (default: next to bench_run)
+  --resume RUN         finish an interrupted run (its folder) with its own options; with it only
+                       --no-plots, --bin-dir and --force (another commit or processor) may be given
+  --list               the backends, workloads and studies, one per line, and exit
+Ctrl-C or SIGTERM stops at once, writes the summary of what finished and says how to resume.
+Exit status: 0 all ran and agreed; 1 check-only found disagreement; 2 bad input; 3 some
+benchmark failed, timed out or was not run; 4 a result file could not be written (a full
+disk); 130 (143) interrupted by SIGINT (SIGTERM).
+)";
+
+[[noreturn]] inline void usage_error(const std::string& what) {
+  std::fflush(stdout);  // what was said before comes before the error
+  fmt::print(stderr, "error: {}\n(bench_run --help lists the options)\n", what);
+  std::exit(2);
+}
+
+// 90% of MemAvailable: what the machine can give a process without swapping, less a margin for
+// the runner and the system.
+inline int64_t default_memory_limit() {
+  const int64_t available = proc_meminfo_bytes("MemAvailable");
+  return available > 0 ? available / 10 * 9 : 0;
+}
+
+// "8G", "512M", "1500000000": bytes.
+inline std::optional<int64_t> parse_bytes(std::string text) {
+  int64_t unit = 1;
+  if (!text.empty()) {
+    const char last = char(std::toupper(static_cast<unsigned char>(text.back())));
+    const size_t shift = last == 'K' ? 10 : last == 'M' ? 20 : last == 'G' ? 30 : 0;
+    if (shift) unit = int64_t(1) << shift, text.pop_back();
+  }
+  const std::optional<int64_t> n = parse_whole(text);
+  if (!n || *n <= 0 || *n > (int64_t(1) << 50) / unit) return std::nullopt;
+  return *n * unit;
+}
+
+struct Options {
+  fs::path out = "results", bin_dir;
+  const Study* study = &kStudies[0];
+  std::vector<std::string> backends;  // in kBackends order
+  std::string filter, workloads, data = kDefaultCorpus;
+  std::string checkpoint_dir;  // engine_multistage's checkpoint files; empty: the run's folder
+  std::vector<std::string> sizes;
+  // 10 repetitions: the median's interval is then the 2nd to the 9th of them at 97.9%, and a
+  // ratio's the 2nd to 9th of its 10 pairs. 2 rounds: each benchmark's repetitions come from two
+  // processes, minutes apart (bench_phase.h); 0 until given: then 2, or 1 for one repetition.
+  int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
+  int jobs = 1;  // --check-only: check processes at once, the memory limit shared among them
+  double min_time = 0.1, timeout = 600;  // 0.1 s a repetition: 10 of them are a timed second
+  double time_budget = 10;  // seconds a benchmark aims at over all its rounds (bench_phase.h)
+  int64_t memory_limit = default_memory_limit();
+  bool check_only = false, plots = true, force = false;
+  fs::path resume;                // --resume: the interrupted run to finish
+  std::vector<std::string> args;  // as given (an interrupted run's own, when resuming)
+};
+
+inline double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= lo && v <= hi))
+    usage_error(fmt::format("{} {}: expected a number from {} to {}", flag, text, lo, hi));
+  return v;
+}
+
+// A count: a whole number, so that 1.9 is refused rather than taken as 1.
+inline int parse_count(const std::string& flag, const std::string& text, int lo, int hi) {
+  const std::optional<int64_t> v = parse_whole(text);
+  if (!v || *v < lo || *v > hi)
+    usage_error(fmt::format("{} {}: expected a whole number from {} to {}", flag, text, lo, hi));
+  return int(*v);
+}
+
+// --backends A,B: each known; returned in the fixed order, whatever order they came in.
+inline std::vector<std::string> parse_backends(const std::string& list) {
+  const std::vector<std::string> given = fields(list, ',');
+  if (given.empty()) usage_error("--backends: name at least one backend");
+  for (const std::string& b : given)
+    if (!find_backend(b))
+      usage_error(
+          fmt::format("unknown backend '{}'; valid: {}", b, fmt::join(backend_names(), ", ")));
+  std::vector<std::string> ordered;
+  for (const BackendSpec& b : kBackends)
+    if (std::find(given.begin(), given.end(), b.name) != given.end()) ordered.push_back(b.name);
+  return ordered;
+}
+
+// What --list prints: every name a run can be given.
+inline void print_list() {
+  for (const BackendSpec& b : kBackends)
+    fmt::print("backend  {:<20} {}{}\n", b.name, b.program,
+               b.mode_flags ? std::string(" ") + b.mode_flags : "");
+  for (const WorkloadInfo& w : kWorkloads) fmt::print("workload {:<20} {}\n", w.name, w.times);
+  for (const Study& s : kStudies) fmt::print("study    {:<20} {}\n", s.name, s.question);
+}
+
+// Applies one option (`arg` with its value from `next`); false if it is not one.
+template <class Next>
+bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* backends) {
+  if (arg == "--study") {
+    const std::string name = next();
+    o.study = find_study(name);
+    if (!o.study) {
+      std::vector<std::string_view> valid;
+      for (const Study& s : kStudies) valid.push_back(s.name);
+      usage_error(
+          fmt::format("--study {}: no such study; valid: {}", name, fmt::join(valid, ", ")));
+    }
+  } else if (arg == "--out") {
+    o.out = next();
+    if (o.out.empty()) usage_error("--out '': name a folder");
+  } else if (arg == "--bin-dir")
+    o.bin_dir = next();
+  else if (arg == "--filter")
+    o.filter = next();
+  else if (arg == "--workloads")
+    o.workloads = next();
+  else if (arg == "--sizes")
+    o.sizes.push_back(next());
+  else if (arg == "--data")
+    o.data = next();
+  else if (arg == "--checkpoint-dir")
+    o.checkpoint_dir = next();
+  else if (arg == "--threads")
+    o.threads = parse_count(arg, next(), 1, 256);
+  else if (arg == "--repetitions")
+    o.repetitions = parse_count(arg, next(), 1, 1000);
+  else if (arg == "--jobs")
+    o.jobs = parse_count(arg, next(), 1, 16);
+  else if (arg == "--rounds")
+    o.rounds = parse_count(arg, next(), 1, 100);
+  else if (arg == "--warmup-steps")
+    o.warmup_steps = parse_count(arg, next(), 0, 1000);
+  else if (arg == "--min-time")
+    o.min_time = parse_number(arg, next(), 0.001, 600);
+  else if (arg == "--timeout")
+    o.timeout = parse_number(arg, next(), 1, 86400);
+  else if (arg == "--time-budget")
+    o.time_budget = parse_number(arg, next(), 0.001, 86400);
+  else if (arg == "--memory-limit") {
+    const std::string text = next();
+    const std::optional<int64_t> bytes = parse_bytes(text);
+    if (!bytes || *bytes < (int64_t(64) << 20))
+      usage_error(
+          fmt::format("--memory-limit {}: expected a size from 64M, e.g. 8G or 512M", text));
+    o.memory_limit = *bytes;
+  } else if (arg == "--resume")
+    o.resume = next();
+  else if (arg == "--force")
+    o.force = true;
+  else if (arg == "--check-only")
+    o.check_only = true;
+  else if (arg == "--no-plots")
+    o.plots = false;
+  else if (arg == "--backends")
+    *backends = next();
+  else
+    return false;
+  return true;
+}
+
+inline Options parse_options(const std::vector<std::string>& args) {
+  Options o;
+  o.args = args;
+  o.bin_dir = fs::read_symlink("/proc/self/exe").parent_path();
+  std::string backends;
+  const int argc = int(args.size());
+  for (int i = 0; i < argc; i++) {
+    std::string arg = args[i], value;
+    const size_t eq = arg.find('=');
+    const bool has_inline = arg.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (has_inline) value = arg.substr(eq + 1), arg = arg.substr(0, eq);
+    auto next = [&]() -> std::string {
+      if (has_inline) return value;
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
+      return args[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", kUsage);
+      std::exit(0);
+    }
+    if (arg == "--list") {
+      print_list();
+      std::exit(0);
+    }
+    if (!apply_option(o, arg, next, &backends))
+      usage_error(fmt::format("unknown option '{}'", args[i]));
+  }
+  if (o.jobs > 1 && !o.check_only)
+    usage_error(
+        fmt::format("--jobs {}: only with --check-only (benchmarks run one at a time)", o.jobs));
+  o.memory_limit /= o.jobs;  // so that the processes alive at once stay under it together
+  if (o.rounds == 0) o.rounds = std::min(2, o.repetitions);
+  if (o.rounds > o.repetitions)
+    usage_error(fmt::format("--rounds {}: at most --repetitions ({}): each round runs at least one",
+                            o.rounds, o.repetitions));
+  // The study's selection, where the run gives none of its own.
+  if (backends.empty()) {
+    backends = std::string(o.study->backends);
+    if (backends.empty())
+      for (const BackendSpec& b : kBackends)
+        if (!b.fixed_threads) backends += (backends.empty() ? "" : ",") + std::string(b.name);
+  }
+  o.backends = parse_backends(backends);
+  if (o.workloads.empty()) o.workloads = std::string(o.study->workloads);
+  for (const std::string& s : fields(std::string(o.study->sizes), ' ')) {
+    const std::string key = s.substr(0, s.find('='));
+    if (std::none_of(o.sizes.begin(), o.sizes.end(),
+                     [&](const std::string& g) { return g.substr(0, g.find('=')) == key; }))
+      o.sizes.push_back(s);
+  }
+  return o;
+}
+
+// --resume RUN: the interrupted run's own arguments (its run.json), then what may be added.
+inline std::vector<std::string> resumed_args(const std::vector<std::string>& given,
+                                             int result_format) {
+  auto at = std::find(given.begin(), given.end(), "--resume");
+  if (at == given.end()) return given;
+  if (at + 1 == given.end() || (at + 1)->empty())
+    usage_error("--resume needs a value: the folder of an interrupted run (results/<run-id>)");
+  const fs::path run = *(at + 1);
+  std::vector<std::string> extra;
+  for (auto i = given.begin(); i != given.end(); i++) {
+    if (i == at) {
+      i++;
+      continue;
+    }
+    if (*i != "--no-plots" && *i != "--force" && *i != "--bin-dir")
+      usage_error(
+          fmt::format("--resume takes the options of the run it resumes; '{}' cannot be "
+                      "added (only --no-plots, --bin-dir DIR and --force)",
+                      *i));
+    extra.push_back(*i);
+    if (*i == "--bin-dir" && i + 1 != given.end()) extra.push_back(*++i);
+  }
+  std::string error;
+  if (!RunFolder::reopen(run, &error)) usage_error(error);
+  std::vector<std::string> args;
+  try {
+    const Json saved = parse_json(read_file(run / "run.json"));
+    if (saved["format_version"].num_or(0) != result_format)
+      usage_error(
+          fmt::format("--resume {}: written by another version of bench_run (result "
+                      "format {}, this one reads {})",
+                      run.string(), saved["format_version"].num_or(0), result_format));
+    for (const Json& a : saved["args"].array) args.push_back(a.str_or(""));
+  } catch (const std::exception& e) {
+    usage_error(fmt::format("--resume {}: run.json unreadable: {}", run.string(), e.what()));
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("--resume");
+  args.push_back(run.string());
+  return args;
+}
+
+}  // namespace bp

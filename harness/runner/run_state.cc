@@ -1,0 +1,163 @@
+// harness/runner/run_state.cc: starting a backend process (its command line and environment),
+// the runner's own records of what it does not run, and processes.json.
+#include "harness/runner/run_state.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "harness/common/proc.h"
+
+namespace bp {
+
+std::string file_stem(const std::string& bench_name) {
+  std::string s;
+  for (char c : bench_name) s += c == '/' ? std::string("__") : c == ':' ? "-" : std::string(1, c);
+  return s;
+}
+
+std::string RunState::program(const std::string& backend) const {
+  const std::string p = spec_of(backend).program;
+  if (p.find('/') != std::string::npos) return std::string(BP_SOURCE_DIR "/") + p;
+  return (opt.bin_dir / p).string();
+}
+
+std::vector<std::string> RunState::command(const std::string& backend, bool reads_corpus,
+                                           const std::string& scratch) const {
+  std::vector<std::string> argv = {program(backend)};
+  const BackendSpec& spec = spec_of(backend);
+  if (spec.mode_flags)
+    for (const std::string& flag : fields(spec.mode_flags, ' ')) argv.push_back(flag);
+  // A variant of a C++ backend (one binary, other flags) says its own name in its results.
+  if ((spec.mode_flags || spec.fixed_threads) && !std::strchr(spec.program, '/'))
+    argv.push_back(fmt::format("--backend_name={}", backend));
+  const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
+  if (spec.checkpoints)
+    argv.push_back("--checkpoint_dir=" +
+                   (opt.checkpoint_dir.empty() ? folder : opt.checkpoint_dir));
+  // Kernel verdicts are shared through the run folder: measured once, by the first process that
+  // meets a shape (the check's), read by every later one (engine/compiled/dialects.h).
+  if (spec.shares_verdicts) argv.push_back("--verdicts=" + folder + "/dialect_verdicts.txt");
+  if (spec.threaded) argv.push_back(fmt::format("--threads={}", threads_of(backend, opt.threads)));
+  if (reads_corpus) argv.push_back("--data=" + opt.data);
+  return argv;
+}
+
+std::string RunState::instance_arg(const Selected& s, const std::string& backend) const {
+  return instance_flag({.workload = std::string(s.workload->name),
+                        .size = s.workload->sizes.sized() ? std::optional(s.size) : std::nullopt,
+                        .name = s.names.at(backend),
+                        .check_steps = s.workload->check_steps_at(s.size)});
+}
+
+// The environment (harness/common/proc.h) goes to the Python backend, which has no reader of its
+// own; thread counts are each backend's own business (--threads).
+std::vector<std::string> RunState::child_env() const {
+  return {"BACKPROP_BENCH_GIT_SHA=" + git_sha, "BACKPROP_BENCH_ENVIRONMENT=" + environment.dump()};
+}
+
+// Another benchmark on the machine makes this run's timings incomparable: say so, once, and in
+// the results.
+void RunState::note_other_benchmarks() {
+  for (const std::string& other : proc_other_benchmarks(getpid()))
+    if (std::find(others.begin(), others.end(), other) == others.end()) {
+      others.push_back(other);
+      fmt::print(stderr, "warning: another benchmark is running on this machine ({})\n", other);
+    }
+}
+
+// Its record, in place of the check's, says why (status skipped, or out_of_memory for an
+// estimate above the limit); the judge, the bench phase and the summary take it as they take a
+// backend's own.
+void RunState::decide_not_to_run(const Selected& s, const std::string& b, const std::string& status,
+                                 const std::string& why) {
+  not_run[s.id][b] =
+      Json::object_of({{"name", s.names.at(b)}, {"status", status}, {"message", why}});
+}
+
+const Json* RunState::not_run_record(const Selected& s, const std::string& b) const {
+  auto i = not_run.find(s.id);
+  if (i == not_run.end()) return nullptr;
+  auto r = i->second.find(b);
+  return r == i->second.end() ? nullptr : &r->second;
+}
+
+void RunState::add_not_run(const std::string& b, std::map<std::string, Json>& records) const {
+  for (const Selected& s : selected)
+    if (s.names.count(b))
+      if (const Json* r = not_run_record(s, b)) records[s.names.at(b)] = *r;
+}
+
+void RunState::not_run_for_memory(const Selected& s, const std::string& b,
+                                  const std::string& estimate) {
+  decide_not_to_run(
+      s, b, "out_of_memory",
+      fmt::format("not run: estimated above the limit of {} ({}); --force runs it, capped",
+                  human_bytes(double(opt.memory_limit)), estimate));
+}
+
+void RunState::add_process(Json record) {
+  processes.push(std::move(record));
+  char started[32];
+  std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&start));
+  const Json doc = Json::object_of({{"run_id", folder.id()},
+                                    {"git_sha", git_sha},
+                                    {"started_utc", started},
+                                    {"options", run_options_json()},
+                                    {"memory_estimates", estimates},
+                                    {"processes", processes}});
+  write_atomically(folder.dir() / "processes.json", doc.dump(2, 2) + "\n");
+}
+
+// The options a number depends on, as the run used them.
+Json RunState::run_options_json() const {
+  Json options = Json::object_of({{"study", std::string(opt.study->name)},
+                                  {"filter", opt.filter},
+                                  {"workloads", opt.workloads},
+                                  {"data", opt.data},
+                                  {"threads", opt.threads},
+                                  {"repetitions", opt.repetitions},
+                                  {"rounds", opt.rounds},
+                                  {"min_time", opt.min_time},
+                                  {"warmup_steps", opt.warmup_steps},
+                                  {"time_budget", opt.time_budget},
+                                  {"memory_limit_bytes", opt.memory_limit},
+                                  {"timeout", opt.timeout}});
+  Json backends = Json::array_of(), sizes = Json::array_of();
+  for (const std::string& b : opt.backends) backends.push(b);
+  for (const std::string& s : opt.sizes) sizes.push(s);
+  options.set("backends", std::move(backends)).set("sizes", std::move(sizes));
+  return options;
+}
+
+Json RunState::process_json(const std::string& backend, const std::string& phase,
+                            const std::string& benchmark, const std::string& file,
+                            const std::string& log, const std::string& status,
+                            const std::string& message, const ProcessResult& p) {
+  return Json::object_of({{"backend", backend},
+                          {"phase", phase},
+                          {"benchmark", benchmark},
+                          {"file", file},
+                          {"log", log},
+                          {"status", status},
+                          {"message", message},
+                          {"exit_code", p.exit_code},
+                          {"signal", p.signal},
+                          {"timed_out", p.timed_out},
+                          {"wall_seconds", std::round(p.wall_seconds * 1000) / 1000},
+                          {"max_rss_bytes", p.max_rss_bytes}});
+}
+
+void RunState::refuse(const std::string& what) {
+  folder.remove();
+  usage_error(what);
+}
+
+void RunState::make_folders(const std::vector<fs::path>& folders) const {
+  for (const fs::path& f : folders)
+    if (std::error_code ec; !fs::create_directories(f, ec) && ec) throw WriteError(f, ec.value());
+}
+
+}  // namespace bp

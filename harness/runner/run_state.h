@@ -1,0 +1,96 @@
+// harness/runner/run_state.h: what the phases of one run share (the options, the selection, the
+// run folder, the environment it started in, and what each phase found so far), and how a
+// backend process is started: its command line, its environment, its line in processes.json.
+//
+// The phases, in the order bench_run runs them (harness/runner/main.cc): the memory estimate
+// (memory_phase.cc), the check (check_phase.cc), the benchmarks (bench_phase.cc), a study's
+// extra measurements (study_phases.cc), the summary (summary_phase.cc). Resuming an interrupted
+// run and stopping one are resume.cc.
+#pragma once
+
+#include <ctime>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/common/files.h"
+#include "harness/common/json.h"
+#include "harness/common/protocol.h"
+#include "harness/runner/judge.h"
+#include "harness/runner/options.h"
+#include "harness/runner/process.h"
+#include "harness/runner/selection.h"
+#include "harness/runner/summary.h"
+
+namespace bp {
+
+// instance -> backend -> T
+template <class T>
+using ByCell = std::map<std::string, std::map<std::string, T>>;
+
+struct RunState {
+  Options opt;
+  std::vector<Selected> selected;
+  RunFolder folder;
+  std::string git_sha;
+  Json environment = Json::object_of({});  // harness/common/proc.h's, read once at the start
+  std::time_t start = 0;
+  double load_start = -1;
+  std::vector<std::string> others;  // other benchmark processes seen during the run
+  Json processes = Json::array_of();
+  Json estimates = Json::array_of();     // sizes beyond the defaults: what each will need
+  ByCell<Json> not_run;                  // the runner's own records, in place of the check's
+  ByCell<Verdict> verdicts;              // the judge's
+  ByCell<Cell> cells;                    // the benchmarks' results, rounds merged
+  ByCell<std::vector<double>> losses;    // models: the training losses of each check
+  ByCell<double> step_seconds;           // a step, as the check timed it
+  std::map<std::string, Json> finished;  // --resume: "benchmark#round" -> its last bench process
+  std::map<std::string, Json> contexts;  // backend -> the context its result files carry
+  int failures = 0;
+
+  // ---- starting backend processes (run_state.cc) ----
+  std::string program(const std::string& backend) const;
+  // A backend's command line without its instances and phase flags. Checkpoints and the kernel
+  // verdict file go to `folder` (default: the run's; the memory probes give their scratch one).
+  std::vector<std::string> command(const std::string& backend, bool reads_corpus,
+                                   const std::string& folder = {}) const;
+  std::string instance_arg(const Selected& s, const std::string& backend) const;
+  std::vector<std::string> child_env() const;
+  void note_other_benchmarks();
+
+  // ---- benchmarks the runner decides not to run (skipped, out of memory by the estimate) ----
+  void decide_not_to_run(const Selected& s, const std::string& b, const std::string& status,
+                         const std::string& why);
+  const Json* not_run_record(const Selected& s, const std::string& b) const;
+  void add_not_run(const std::string& b, std::map<std::string, Json>& records) const;
+  void not_run_for_memory(const Selected& s, const std::string& b, const std::string& estimate);
+
+  // ---- processes.json, rewritten after each process ----
+  void add_process(Json record);
+  Json run_options_json() const;
+  static Json process_json(const std::string& backend, const std::string& phase,
+                           const std::string& benchmark, const std::string& file,
+                           const std::string& log, const std::string& status,
+                           const std::string& message, const ProcessResult& p);
+
+  // Bad input found after the run folder was made (a backend refusing its flags): nothing was
+  // measured, so nothing is left behind.
+  [[noreturn]] void refuse(const std::string& what);
+  void make_folders(const std::vector<fs::path>& folders) const;
+};
+
+// The phases (each in its own .cc file).
+void estimate_memory(RunState& run);
+bool check_phase(RunState& run);  // true if every backend agreed everywhere
+void bench_phase(RunState& run);
+void kernel_rows_phase(RunState& run);
+void interval_sweep_phase(RunState& run);
+void summary_phase(RunState& run);
+void plot_phase(const RunState& run);
+void reopen_run(RunState& run);
+int stopped_run(RunState& run);
+
+// A benchmark's result file's stem: its name with '/' and ':' made safe.
+std::string file_stem(const std::string& bench_name);
+
+}  // namespace bp

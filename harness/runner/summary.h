@@ -1,0 +1,252 @@
+// harness/runner/summary.h: every benchmark of a run as one table (Summary): each cell's median,
+// memory and status, and each backend's ratio to the run's reference backend with its interval.
+// bench_run writes it as summary.json, which plots/plot.py draws (it computes no number of its
+// own), and as summary.txt (harness/runner/summary_text.h), the same tables for people.
+//   Tests: harness/harness_test.cc, and harness/tests/ on real runs.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/common/json.h"
+#include "harness/runner/results.h"
+#include "workloads/workload.h"
+
+namespace bp {
+
+struct SummaryRow {
+  std::string instance;  // harness/common/names.h
+  const WorkloadInfo* workload;
+  int64_t size;
+  std::map<std::string, Cell> cells;  // backend -> its benchmark of this instance
+};
+
+// The smallest size of a sized workload from which a baseline is faster than the reference at
+// every larger size measured, each time beyond doubt: its ratio interval wholly below 1 (0: none
+// up to `largest`). A crossover is a claim, so a difference inside the noise does not make one.
+struct Crossover {
+  std::string workload, size_key, baseline;
+  int64_t from = 0, largest = 0;
+};
+
+struct Summary {
+  std::string run_id, reference;        // reference: whom the ratios divide by
+  std::string study = "main";           // harness/runner/studies.h
+  std::vector<std::string> backends;    // in the runner's fixed order
+  std::map<std::string, int> threads;   // backend -> threads it ran with
+  Json machine;                         // cpu, cores, git sha: the caption of every plot
+  Json options = Json::object_of({});   // the runner's: repetitions, min time, warm-up...
+  Json contexts = Json::object_of({});  // backend -> its result files' context (versions, BLAS)
+  std::vector<SummaryRow> rows;         // in registry order
+  Json kernels;                         // kernel_summary of kernels.json; null without one
+  Json intervals;                       // intervals.json's rows (bench_run's interval sweep)
+
+  // backend time / reference time, with its interval; NaN unless both ran. The benchmarks of a
+  // row take turns (harness/common/protocol.h), so repetition i of the backend and of the reference
+  // ran moments apart: the ratio is the median of the n pairs' ratios, its interval their
+  // median_interval, and a slow drift of the machine cancels out of each pair. Without pairs
+  // (unequal repetition counts) it is the ratio of the medians, with the conservative interval
+  // of the two medians' intervals (the backend's lowest over the reference's highest, and the
+  // reverse).
+  struct Ratio {
+    double value = NAN, lo = NAN, hi = NAN;
+    bool paired = false;
+  };
+  Ratio ratio_of(const SummaryRow& row, const std::string& backend) const {
+    auto b = row.cells.find(backend), r = row.cells.find(reference);
+    if (b == row.cells.end() || r == row.cells.end() || b->second.status != "ok" ||
+        r->second.status != "ok" || !(r->second.median_seconds > 0))
+      return {};
+    const std::vector<double>&x = b->second.repetition_seconds, &y = r->second.repetition_seconds;
+    if (x.size() == y.size() && x.size() >= 2) {
+      std::vector<double> pairs;
+      for (size_t i = 0; i < x.size(); i++) pairs.push_back(x[i] / y[i]);
+      const MedianInterval m = median_interval(pairs);
+      return {median_of(pairs), m.lo, m.hi, true};
+    }
+    const MedianInterval &bi = b->second.interval, &ri = r->second.interval;
+    return {b->second.median_seconds / r->second.median_seconds, bi.lo / ri.hi, bi.hi / ri.lo};
+  }
+  double ratio(const SummaryRow& row, const std::string& backend) const {
+    return ratio_of(row, backend).value;
+  }
+
+  std::vector<Crossover> crossovers() const {
+    std::vector<Crossover> out;
+    std::vector<std::string_view> seen;
+    for (const SummaryRow& first : rows) {
+      const WorkloadInfo& w = *first.workload;
+      if (!w.sizes.sized() || std::find(seen.begin(), seen.end(), w.name) != seen.end()) continue;
+      seen.push_back(w.name);
+      for (const std::string& b : backends) {
+        if (b == reference) continue;
+        Crossover c{std::string(w.name), std::string(w.sizes.key), b};
+        std::vector<std::pair<int64_t, double>> highest;  // by size: the ratio interval's top
+        for (const SummaryRow& row : rows)
+          if (row.workload == &w && std::isfinite(ratio(row, b)))
+            highest.push_back({row.size, ratio_of(row, b).hi});
+        if (highest.size() < 2) continue;
+        std::sort(highest.begin(), highest.end());
+        c.largest = highest.back().first;
+        for (size_t i = highest.size(); i-- > 0 && highest[i].second < 1;)
+          c.from = highest[i].first;
+        out.push_back(c);
+      }
+    }
+    return out;
+  }
+};
+
+inline std::string human_time(double seconds) {
+  if (!(seconds >= 0)) return "-";
+  if (seconds < 1e-6) return fmt::format("{:.1f} ns", seconds * 1e9);
+  if (seconds < 1e-3) return fmt::format("{:.2f} us", seconds * 1e6);
+  if (seconds < 1) return fmt::format("{:.2f} ms", seconds * 1e3);
+  return fmt::format("{:.2f} s", seconds);
+}
+inline std::string human_mb(double bytes) {
+  return bytes > 0 ? fmt::format("{:.1f} MB", bytes / 1e6) : "-";
+}
+// Memory sizes beyond the tables: GB from 10 GB on.
+inline std::string human_bytes(double bytes) {
+  return bytes >= 1e10 ? fmt::format("{:.1f} GB", bytes / 1e9) : human_mb(bytes);
+}
+// Two significant digits below 10x, so a ratio under 1 never reads as 0.0x.
+inline std::string human_ratio(double r) {
+  if (!std::isfinite(r)) return "-";
+  if (r >= 100) return fmt::format("{:.0f}x", r);
+  if (r >= 1) return fmt::format("{:.1f}x", r);
+  return fmt::format("{:.2g}x", r);
+}
+
+inline Json summary_json(const Summary& s) {
+  auto number_or_null = [](double x) { return std::isfinite(x) ? Json(x) : Json(); };
+  Json rows = Json::array_of();
+  for (const SummaryRow& row : s.rows) {
+    Json cells = Json::object_of({});
+    for (const auto& [backend, c] : row.cells) {
+      const Summary::Ratio ratio = s.ratio_of(row, backend);
+      Json cell = Json::object_of({{"status", c.status}, {"verified", c.verified}});
+      if (!c.message.empty()) cell.set("message", c.message);
+      cell.set("median_seconds", number_or_null(c.median_seconds))
+          .set("median_interval_seconds",
+               Json::numbers(std::vector<double>{c.interval.lo, c.interval.hi}))
+          .set("median_interval_level", number_or_null(c.interval.level))
+          .set("wide", c.status == "ok" && c.wide())
+          .set("ratio_to_reference", number_or_null(ratio.value))
+          .set("ratio_interval", Json::numbers(std::vector<double>{ratio.lo, ratio.hi}))
+          .set("ratio_paired", ratio.paired)
+          .set("repetition_seconds", Json::numbers(c.repetition_seconds))
+          .set("max_rss_bytes", number_or_null(c.max_rss_bytes))
+          .set("peak_rss_bytes", number_or_null(c.peak_rss_bytes))
+          .set("items_per_second", number_or_null(c.items_per_second))
+          .set("file", c.file);
+      if (!c.check_losses.empty()) cell.set("check_losses", Json::numbers(c.check_losses));
+      Json counters = Json::object_of({});
+      for (const auto& [name, value] : c.counters) counters.set(name, value);
+      cell.set("counters", std::move(counters));
+      cells.set(backend, std::move(cell));
+    }
+    const WorkloadInfo& w = *row.workload;
+    rows.push(Json::object_of({{"instance", row.instance},
+                               {"phase", w.phase},
+                               {"workload", w.name},
+                               {"size_key", w.sizes.key},
+                               {"size", row.size},
+                               {"backends", std::move(cells)}}));
+  }
+  Json threads = Json::object_of({});
+  for (const auto& [b, n] : s.threads) threads.set(b, n);
+  Json crossovers = Json::array_of();
+  for (const Crossover& c : s.crossovers())
+    crossovers.push(Json::object_of({{"workload", c.workload},
+                                     {"size_key", c.size_key},
+                                     {"baseline", c.baseline},
+                                     {"from", c.from ? Json(c.from) : Json()},
+                                     {"largest", c.largest}}));
+  Json backends = Json::array_of();
+  for (const std::string& b : s.backends) backends.push(b);
+  return Json::object_of({{"format_version", kResultFormat},
+                          {"run_id", s.run_id},
+                          {"study", s.study},
+                          {"reference", s.reference},
+                          {"backends", std::move(backends)},
+                          {"threads", std::move(threads)},
+                          {"machine", s.machine},
+                          {"options", s.options},
+                          {"backend_contexts", s.contexts},
+                          {"rows", std::move(rows)},
+                          {"crossovers", std::move(crossovers)},
+                          {"kernels", s.kernels},
+                          {"intervals", s.intervals}});
+}
+
+// The kernel rows of bench_compiled --kernel_rows (engine/compiled/kernel_rows.h), per op shape:
+// each dialect's median seconds, the one auto chose in its setup, and how auto's choice compares
+// with the fastest here; then the FMA peak. {"peak_gflops": x, "shapes": [{"shape", "flops",
+// "auto", "best", "median_seconds": {dialect: s}, "auto_over_best", "auto_gflops",
+// "auto_fraction_of_peak"}]}.
+inline Json kernel_summary(const Json& file) {
+  std::map<std::string, std::vector<double>> times;  // row name -> seconds per repetition
+  std::map<std::string, const Json*> first;
+  std::vector<std::string> order;
+  for (const Json& b : file["benchmarks"].array) {
+    if (b["run_type"].str_or("") != "iteration" || b["error_occurred"].boolean) continue;
+    const std::string name = b["run_name"].str_or(b["name"].str_or(""));
+    const double scale = b["time_unit"].str_or("") == "us" ? 1e-6 : 1e-9;
+    if (!times.count(name)) order.push_back(name), first[name] = &b;
+    times[name].push_back(b["real_time"].num_or(NAN) * scale);
+  }
+  // In registration order (Google Benchmark's family_index), whatever order the file lists them
+  // in: the rows' repetitions run interleaved, and each row is written when its last one ends.
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& x, const std::string& y) {
+    return (*first[x])["family_index"].num_or(0) < (*first[y])["family_index"].num_or(0);
+  });
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty()      ? NAN
+           : v.size() % 2 ? v[v.size() / 2]
+                          : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  double peak = NAN;
+  Json shapes = Json::array_of();
+  std::map<std::string, size_t> shape_at;
+  for (const std::string& name : order) {
+    if (name.rfind("peak/", 0) == 0) {
+      peak = (*first[name])["flops"].num_or(NAN) / median(times[name]) * 1e-9;
+      continue;
+    }
+    const size_t cut = name.rfind('/');  // kernel/<instance>/<op shape>/<dialect>
+    if (name.rfind("kernel/", 0) != 0 || cut == std::string::npos) continue;
+    const std::string shape = name.substr(7, cut - 7), dialect = name.substr(cut + 1);
+    if (!shape_at.count(shape)) {
+      shape_at[shape] = shapes.array.size();
+      shapes.push(Json::object_of({{"shape", shape},
+                                   {"flops", (*first[name])["flops"].num_or(NAN)},
+                                   {"median_seconds", Json::object_of({})}}));
+    }
+    Json& row = shapes.array[shape_at[shape]];
+    row.set("median_seconds", Json(row["median_seconds"]).set(dialect, median(times[name])));
+    if ((*first[name])["auto"].num_or(0) == 1) row.set("auto", dialect);
+  }
+  for (Json& row : shapes.array) {
+    std::string best;
+    double best_s = INFINITY;
+    for (const auto& [d, v] : row["median_seconds"].object)
+      if (v.num_or(INFINITY) < best_s) best = d, best_s = v.number;
+    row.set("best", best);
+    const double auto_s = row["median_seconds"][row["auto"].str_or("")].num_or(NAN);
+    const double gflops = row["flops"].num_or(NAN) / auto_s * 1e-9;
+    row.set("auto_over_best", auto_s / best_s)
+        .set("auto_gflops", gflops)
+        .set("auto_fraction_of_peak", gflops / peak);
+  }
+  return Json::object_of({{"peak_gflops", peak}, {"shapes", std::move(shapes)}});
+}
+
+}  // namespace bp

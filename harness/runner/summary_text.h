@@ -1,0 +1,323 @@
+// harness/runner/summary_text.h: the tables a person reads at the end of a run (summary.txt),
+// every line within kSummaryColumns: per instance each backend's median time with its ratio to
+// the reference (backends that do not fit go to a further block of columns), each process's peak
+// RSS, where the reference loses, and the study's own table (harness/runner/studies.h).
+//   Tests: harness/harness_test.cc (the width, the blocks), harness/tests/ on real runs.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/runner/summary.h"
+
+namespace bp {
+
+inline constexpr size_t kSummaryColumns = 120;
+
+// `text` as lines of at most kSummaryColumns, broken at "; " or spaces, continued with `indent`.
+inline std::string wrapped(const std::string& text, size_t indent) {
+  std::string out, line;
+  for (const std::string& word : split(text, ' ')) {
+    if (!line.empty() && line.size() + 1 + word.size() > kSummaryColumns) {
+      out += line + "\n";
+      line = std::string(indent, ' ');
+    } else if (!line.empty() && line.find_first_not_of(' ') != std::string::npos) {
+      line += ' ';
+    }
+    line += word;
+  }
+  return out + line + "\n";
+}
+
+// A cell's median with its marks: ~ a wide interval, ? unverified; or why there is none.
+inline std::string time_text(const Cell& c) {
+  if (c.status == "not_run") return "not run";
+  if (c.status == "out_of_memory") return "out of mem";
+  if (c.status != "ok") return c.status;
+  return human_time(c.median_seconds) + (c.verified ? "" : "?") + (c.wide() ? "~" : "");
+}
+inline std::string memory_text(const Cell& c) {
+  if (c.status == "out_of_memory") return "out of mem";
+  if (c.status != "ok") return c.status == "not_run" ? "not run" : c.status;
+  return human_mb(c.max_rss_bytes);
+}
+
+// The backends in blocks of columns that fit in kSummaryColumns after the instance column:
+// with `reference_width`, each block starts with the reference (the time table). A column is as
+// wide as its cells or its backend's name.
+inline std::vector<std::vector<std::string>> column_blocks(const Summary& s, size_t first_width,
+                                                           size_t reference_width,
+                                                           size_t other_width) {
+  std::vector<std::vector<std::string>> blocks;
+  size_t used = kSummaryColumns;
+  for (const std::string& b : s.backends) {
+    if (reference_width && b == s.reference) continue;
+    const size_t width = std::max(other_width, b.size() + 1);
+    if (used + width > kSummaryColumns) {
+      blocks.push_back({});
+      used = first_width;
+      if (reference_width) blocks.back().push_back(s.reference), used += reference_width;
+    }
+    blocks.back().push_back(b);
+    used += width;
+  }
+  if (blocks.empty()) blocks.push_back({s.reference});
+  return blocks;
+}
+
+inline std::string machine_lines(const Summary& s) {
+  const Json& env = s.machine["environment"];
+  const std::string kernel = env["kernel"].str_or("?");  // its release: what comes before ' #'
+  std::map<int, std::vector<std::string>> by_threads;
+  for (const std::string& b : s.backends) by_threads[s.threads.at(b)].push_back(b);
+  std::string threads;
+  for (const auto& [n, list] : by_threads)
+    threads += fmt::format("{}{} thread{}: {}", threads.empty() ? "" : "; ", n, n > 1 ? "s" : "",
+                           fmt::join(list, ", "));
+  return wrapped(fmt::format("summary of {} (study {}); {}", s.run_id, s.study, threads), 2) +
+         wrapped(fmt::format("machine: {} ({} family {} model {} stepping {}), CPUs {} of {}, "
+                             "kernel {}, governor {}",
+                             s.machine["cpu_model"].str_or("?"), env["cpu_vendor"].str_or("?"),
+                             env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
+                             env["cpu_stepping"].str_or("?"), env["cpu_affinity"].str_or("?"),
+                             env["cpus_online"].str_or("?"), kernel.substr(0, kernel.find(' ')),
+                             env["cpu_governor"].str_or("?")),
+                 2);
+}
+
+// Medians, and each backend's time over the reference's beside its own.
+inline std::string time_table(const Summary& s, size_t width) {
+  std::string out =
+      fmt::format("\nmedian time per step; beside each, its time over {}'s:\n", s.reference);
+  for (const std::vector<std::string>& block : column_blocks(s, width, 11, 18)) {
+    out += fmt::format("{:<{}}", "instance", width);
+    for (const std::string& b : block)
+      out += fmt::format(" {:>{}}", b, b == s.reference ? 10 : std::max<size_t>(17, b.size()));
+    out += "\n";
+    for (const SummaryRow& row : s.rows) {
+      out += fmt::format("{:<{}}", row.instance, width);
+      for (const std::string& b : block) {
+        auto it = row.cells.find(b);
+        const std::string t = it == row.cells.end() ? "-" : time_text(it->second);
+        if (b == s.reference)
+          out += fmt::format(" {:>10}", t);
+        else
+          out += fmt::format(" {:>{}} {:>6}", t, std::max<size_t>(10, b.size() - 7),
+                             human_ratio(s.ratio(row, b)));
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+inline std::string memory_table(const Summary& s, size_t width) {
+  std::string out = "\npeak RSS of each benchmark's process (wait4):\n";
+  for (const std::vector<std::string>& block : column_blocks(s, width, 0, 11)) {
+    out += fmt::format("{:<{}}", "instance", width);
+    for (const std::string& b : block)
+      out += fmt::format(" {:>{}}", b, std::max<size_t>(10, b.size()));
+    out += "\n";
+    for (const SummaryRow& row : s.rows) {
+      out += fmt::format("{:<{}}", row.instance, width);
+      for (const std::string& b : block) {
+        auto it = row.cells.find(b);
+        out += fmt::format(" {:>{}}", it == row.cells.end() ? "-" : memory_text(it->second),
+                           std::max<size_t>(10, b.size()));
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+inline std::string marks_and_crossovers(const Summary& s) {
+  std::string out;
+  bool any_wide = false, any_unverified = false;
+  double level = NAN;
+  for (const SummaryRow& row : s.rows)
+    for (const auto& [b, c] : row.cells) {
+      if (c.status == "ok" && std::isfinite(c.interval.level))
+        any_wide |= c.wide(), level = c.interval.level;
+      any_unverified |= c.status == "ok" && !c.verified;
+    }
+  if (any_wide)
+    out += wrapped(fmt::format("~ wide: the {:.1f}% interval of the median (order statistics of "
+                               "the repetitions, summary.json) spans more than {:.0f}% of it",
+                               level * 100, Cell::kWideSpread * 100),
+                   2);
+  if (any_unverified)
+    out += wrapped(
+        "? unverified: the check had no other backend and no answer of the workload's own to "
+        "compare it with (check.json)",
+        2);
+  std::map<std::string, std::vector<std::string>> by_workload;
+  for (const Crossover& c : s.crossovers())
+    by_workload[c.workload].push_back(
+        c.from ? fmt::format("{} faster from {}={}", c.baseline, c.size_key, c.from)
+               : fmt::format("{} none up to {}={}", c.baseline, c.size_key, c.largest));
+  if (!by_workload.empty())
+    out += fmt::format("\ncrossovers (a backend faster than {} from that size on, beyond doubt):\n",
+                       s.reference);
+  for (const SummaryRow& row : s.rows) {
+    auto it = by_workload.find(std::string(row.workload->name));
+    if (it == by_workload.end()) continue;
+    out += wrapped(fmt::format("  {}: {}", it->first, fmt::join(it->second, "; ")), 4);
+    by_workload.erase(it);
+  }
+  return out;
+}
+
+// The study kernels: every dialect per op shape, auto's choice, and the FMA peak.
+inline std::string kernels_table(const Summary& s) {
+  if (s.kernels.kind != Json::Kind::object) return "";
+  std::string out = fmt::format(
+      "\nmatmul kernels, forward and backward of one op (median per dialect; * auto's choice, "
+      "made in the step's own setup); FMA peak {:.1f} GFLOP/s:\n",
+      s.kernels["peak_gflops"].num_or(NAN));
+  for (const Json& row : s.kernels["shapes"].array) {
+    std::string times;
+    for (const auto& [d, v] : row["median_seconds"].object)
+      times += fmt::format(" {}{} {};", d, d == row["auto"].str_or("") ? "*" : "",
+                           human_time(v.num_or(NAN)));
+    out += wrapped(
+        fmt::format("  {}:{} auto {:.2f}x the fastest, {:.1f} GFLOP/s, {:.0f}% of peak",
+                    row["shape"].str_or("?"), times, row["auto_over_best"].num_or(NAN),
+                    row["auto_gflops"].num_or(NAN), 100 * row["auto_fraction_of_peak"].num_or(NAN)),
+        4);
+  }
+  return out;
+}
+
+// The study bptt: the interval sweep, and what each checkpointing strategy recomputed.
+inline std::string bptt_table(const Summary& s) {
+  std::string out;
+  if (s.intervals.kind == Json::Kind::array && !s.intervals.array.empty()) {
+    out +=
+        "\nmultistage against its checkpoint interval k, time per sequence over store-all's "
+        "(medians of 5 paired ratios):\n";
+    std::map<std::string, std::string> lines;  // "workload length" -> its k's
+    for (const Json& r : s.intervals.array) {
+      std::string& line =
+          lines[fmt::format("{} length {}", r["workload"].str_or("?"), r["length"].num_or(NAN))];
+      const std::string k = r["k"].str_or("?");
+      line += k == "auto" ? fmt::format(" auto (k={:.0f}) {:.2f}x;", r["interval"].num_or(NAN),
+                                        r["slowdown"].num_or(NAN))
+                          : fmt::format(" {} {:.2f}x;", k, r["slowdown"].num_or(NAN));
+    }
+    for (const auto& [what, line] : lines) out += wrapped(fmt::format("  {}:{}", what, line), 4);
+  }
+  std::string recomputed;
+  for (const SummaryRow& row : s.rows) {
+    auto it = row.cells.find("engine_revolve");
+    if (it == row.cells.end() || it->second.status != "ok") continue;
+    const auto& c = it->second.counters;
+    if (!c.count("measured_advance_ratio") || !c.count("predicted_advanced_per_step")) continue;
+    recomputed += fmt::format("  {:<30} measured {:6.2f}, t(n, c)/n {:6.2f}\n", row.instance,
+                              c.at("measured_advance_ratio"), c.at("predicted_advanced_per_step"));
+  }
+  if (!recomputed.empty())
+    out += "\nRevolve's recomputation, steps advanced per step: measured against its minimum:\n" +
+           recomputed;
+  return out;
+}
+
+// The study budget: the compiled mode with and without a memory budget, per instance.
+inline std::string budget_table(const Summary& s) {
+  std::string out;
+  for (const SummaryRow& row : s.rows) {
+    auto plain = row.cells.find("compiled"), budget = row.cells.find("compiled_budget");
+    if (plain == row.cells.end() || budget == row.cells.end() || plain->second.status != "ok" ||
+        budget->second.status != "ok")
+      continue;
+    auto counter = [](const Cell& c, const char* n) {
+      return c.counters.count(n) ? c.counters.at(n) : NAN;
+    };
+    const Cell &p = plain->second, &b = budget->second;
+    out += fmt::format("  {:<28} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>6}\n",
+                       row.instance, human_time(p.median_seconds), human_time(b.median_seconds),
+                       human_ratio(b.median_seconds / p.median_seconds), human_mb(p.max_rss_bytes),
+                       human_mb(b.max_rss_bytes), human_mb(counter(p, "planned_arena_bytes")),
+                       human_mb(counter(b, "planned_arena_bytes")), counter(b, "recomputed_nodes"));
+  }
+  if (out.empty()) return "";
+  return fmt::format(
+             "\ncompiled under a memory budget (compiled_budget) against without one:\n"
+             "  {:<28} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>6}\n",
+             "instance", "step", "budgeted", "ratio", "peak RSS", "budgeted", "arena", "budgeted",
+             "recomp") +
+         out;
+}
+
+// The study first_step: the time to a cold first step against a step.
+inline std::string first_step_table(const Summary& s) {
+  std::string out;
+  for (const SummaryRow& row : s.rows) {
+    auto step = row.cells.find("compiled"), first = row.cells.find("compiled_first_step");
+    if (step == row.cells.end() || first == row.cells.end() || step->second.status != "ok" ||
+        first->second.status != "ok")
+      continue;
+    auto counter = [&](const char* n) {
+      const auto& c = first->second.counters;
+      return c.count(n) ? c.at(n) : NAN;
+    };
+    out += fmt::format(
+        "  {:<30} {:>10} {:>10} {:>7} {:>10} {:>10}\n", row.instance,
+        human_time(step->second.median_seconds), human_time(first->second.median_seconds),
+        human_ratio(first->second.median_seconds / step->second.median_seconds),
+        human_time(counter("compile_seconds")), human_time(counter("dialect_selection_seconds")));
+  }
+  if (out.empty()) return "";
+  return fmt::format(
+             "\ntime to a first step (a cold start) against a step, compiled:\n"
+             "  {:<30} {:>10} {:>10} {:>7} {:>10} {:>10}\n",
+             "instance", "step", "first", "ratio", "compiling", "choosing") +
+         out;
+}
+
+// The study threads: each backend's two-thread variant against itself at one thread.
+inline std::string threads_table(const Summary& s) {
+  std::vector<std::string> pairs;
+  for (const std::string& b : s.backends)
+    if (b.ends_with("_2t") && std::find(s.backends.begin(), s.backends.end(),
+                                        b.substr(0, b.size() - 3)) != s.backends.end())
+      pairs.push_back(b.substr(0, b.size() - 3));
+  if (pairs.empty()) return "";
+  std::string out = fmt::format(
+      "\ntwo threads against one, time per step (1 thread -> 2: speedup):\n{:<30}", "instance");
+  for (const std::string& b : pairs) out += fmt::format(" {:>28}", b);
+  out += "\n";
+  for (const SummaryRow& row : s.rows) {
+    out += fmt::format("{:<30}", row.instance);
+    for (const std::string& b : pairs) {
+      auto one = row.cells.find(b), two = row.cells.find(b + "_2t");
+      if (one == row.cells.end() || two == row.cells.end() || one->second.status != "ok" ||
+          two->second.status != "ok") {
+        out += fmt::format(" {:>28}", "-");
+        continue;
+      }
+      out += fmt::format(
+          " {:>28}",
+          fmt::format("{} -> {}: {}", human_time(one->second.median_seconds),
+                      human_time(two->second.median_seconds),
+                      human_ratio(one->second.median_seconds / two->second.median_seconds)));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+inline std::string summary_text(const Summary& s) {
+  size_t width = 8;
+  for (const SummaryRow& row : s.rows) width = std::max(width, row.instance.size());
+  return "\n" + machine_lines(s) + time_table(s, width) + memory_table(s, width) +
+         marks_and_crossovers(s) + kernels_table(s) + bptt_table(s) + budget_table(s) +
+         first_step_table(s) + threads_table(s);
+}
+
+}  // namespace bp
