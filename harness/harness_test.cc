@@ -641,8 +641,9 @@ TEST(Results, PairedRatiosCancelDrift) {
   EXPECT_GT(u.hi / u.lo, 3);
 }
 
-// Differences that change a step's cost are named; the memory size and the kernel's build date
-// are not such differences.
+// Differences that change a step's cost are named and decisive; the microcode, a CPU flag that is
+// no instruction set, the kernel's release are said but decide nothing; the memory size and the
+// kernel's build date are no difference at all.
 TEST(Environment, PerformanceDifferencesNamed) {
   const Json zen5 = Json::object_of({{"cpu_vendor", "AuthenticAMD"},
                                      {"cpu_family", "26"},
@@ -658,7 +659,15 @@ TEST(Environment, PerformanceDifferencesNamed) {
   const std::vector<std::string> d = bp::performance_differences(zen5, zen4);
   ASSERT_EQ(d.size(), 2u) << fmt::format("{}", fmt::join(d, "\n"));
   EXPECT_EQ(d[0], "cpu_family: 26 vs 25");
-  EXPECT_EQ(d[1], "cpu_flags: only in the first: avx512f; only in the second: avx512_bf16");
+  EXPECT_EQ(d[1], "instruction sets: only in the first: avx512f; only in the second: avx512_bf16");
+  // The same processor model on another host: a hypervisor's flag and a kernel release apart.
+  Json other_host = zen5;
+  other_host.set("cpu_flags", "fpu avx2 avx512f hypervisor").set("kernel", "6.18.50 #1 SMP Mon");
+  const bp::EnvironmentDifferences e = bp::environment_differences(zen5, other_host);
+  EXPECT_TRUE(e.decisive.empty()) << fmt::format("{}", fmt::join(e.decisive, "\n"));
+  ASSERT_EQ(e.informative.size(), 2u) << fmt::format("{}", fmt::join(e.informative, "\n"));
+  EXPECT_EQ(e.informative[0], "cpu_flags: only in the first: -; only in the second: hypervisor");
+  EXPECT_EQ(e.informative[1], "kernel: 6.18.44 vs 6.18.50");
 }
 
 // A child of this test that runs sleep under the name `program` (its argv[0], what
@@ -696,6 +705,18 @@ TEST(Proc, EveryBackendProgramIsAnotherBenchmark) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
+}
+
+// A wrapper names a benchmark in its arguments and is none itself; Python runs the driver.
+TEST(Proc, AWrapperIsNoBenchmark) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(bp::benchmark_program_of(V{"timeout", "600", "build/bench_run", "--out", "r"}), "");
+  EXPECT_EQ(bp::benchmark_program_of(V{"/bin/bash", "-c", "build/bench_run --out r"}), "");
+  EXPECT_EQ(bp::benchmark_program_of(V{"/usr/bin/time", "-v", "build/bench_engine"}), "");
+  EXPECT_EQ(bp::benchmark_program_of(V{"build/bench_run", "--out", "r"}), "bench_run");
+  EXPECT_EQ(bp::benchmark_program_of(V{"/usr/bin/python3", "-u", "/s/pytorch_bench.py", "--x"}),
+            "pytorch_bench.py");
+  EXPECT_EQ(bp::benchmark_program_of(V{"/usr/bin/python3", "/s/other.py", "pytorch_bench.py"}), "");
 }
 
 }  // namespace

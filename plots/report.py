@@ -40,11 +40,19 @@ def esc(x):
 
 
 def load(path, default=None):
+    return load_saying(path, default)[0]
+
+
+def load_saying(path, default=None):
+    """(the file's JSON, None), or (default, why it could not be read): a file that is missing or
+    unreadable is said on the page, never taken for an empty one."""
     try:
         with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return default
+            return json.load(f), None
+    except OSError as e:
+        return default, f"{os.path.basename(path)} cannot be read ({e.strerror})"
+    except ValueError as e:
+        return default, f"{os.path.basename(path)} is not valid JSON ({e})"
 
 
 def human_time(s):
@@ -127,8 +135,15 @@ def figures_section(run_dir):
     return "<h2>Figures</h2>" + ("".join(parts) or "<p>No figures were drawn.</p>")
 
 
+def unreadable(why):
+    return f"<p class='banner bad'>{esc(why)}</p>"
+
+
 def check_section(run_dir):
-    check = load(os.path.join(run_dir, "check.json"), {}).get("results", [])
+    doc, why = load_saying(os.path.join(run_dir, "check.json"), {})
+    if why:
+        return "<h2>Correctness check</h2>" + unreadable(why + ": the verdicts cannot be shown")
+    check = doc.get("results", [])
     rows, classes = [], []
     for c in check:
         rel = c.get("max_rel_diff")
@@ -142,9 +157,16 @@ def check_section(run_dir):
                                                    rows, classes) if rows else "<p>none</p>"))
 
 
-def failures_section(run_dir):
-    processes = load(os.path.join(run_dir, "processes.json"), {}).get("processes", [])
+def failures_section(run_dir, cells_not_ok):
+    doc, why = load_saying(os.path.join(run_dir, "processes.json"), {})
+    if why:
+        return "<h2>Failures</h2>" + unreadable(why + ": the processes cannot be listed")
+    processes = doc.get("processes", [])
     bad = [p for p in processes if p.get("status") not in ("ok", "skipped")]
+    if not bad and cells_not_ok:
+        return "<h2>Failures</h2>" + unreadable(
+            f"{cells_not_ok} benchmark(s) did not run, and processes.json names no process "
+            "that failed: see the table above and the run's logs")
     if not bad:
         return "<h2>Failures</h2><p>None: every process ended well.</p>"
     rows = [[esc(p.get("backend")), esc(p.get("phase")), esc(p.get("benchmark")),
@@ -173,10 +195,21 @@ def report(run_dir):
     failed = [x for x in statuses if x not in ("ok", "skipped")]
     m = s["machine"]
     env = m.get("environment", {})
-    banner = (f"<p class='banner{' bad' if failed else ''}'>{len(statuses)} benchmarks: "
+    others = m.get("other_benchmarks") or []
+    warnings = []
+    if others:  # as summary.txt says it
+        warnings.append(
+            f"warning: other benchmarks ran on this machine during this run ({', '.join(others)}); "
+            f"load average {m.get('load_average_start', -1):.2f} at the start, "
+            f"{m.get('load_average_end', -1):.2f} at the end: timings may be inflated")
+    for name in ("check.json", "processes.json"):
+        if load_saying(os.path.join(run_dir, name))[1]:
+            warnings.append(load_saying(os.path.join(run_dir, name))[1])
+    bad = failed or warnings
+    banner = (f"<p class='banner{' bad' if bad else ''}'>{len(statuses)} benchmarks: "
               f"{statuses.count('ok')} ran"
               + (f", {len(failed)} did not ({esc(', '.join(sorted(set(failed))))})" if failed
-                 else "") + "</p>")
+                 else "") + "".join(f"<br>{esc(w)}" for w in warnings) + "</p>")
     threads = ", ".join(f"{b} {n}" for b, n in s["threads"].items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -190,7 +223,7 @@ def report(run_dir):
 {summary_section(s)}
 {figures_section(run_dir)}
 {check_section(run_dir)}
-{failures_section(run_dir)}
+{failures_section(run_dir, len(failed))}
 {environment_section(s)}
 </body></html>
 """

@@ -64,13 +64,17 @@ inline Corpus load_corpus(const std::string& path, size_t min_bytes) {
   }
   Corpus c;
   c.path = path;
-  // Read in place, sized once: the corpus is the largest thing some engine processes hold.
+  // Read in place, sized once: the corpus is the largest thing some engine processes hold. A file
+  // that claims no size (/proc, /sys: generated as it is read) is read on to its end in chunks.
   c.tokens.resize(size_t(st.st_size));
   const size_t got = c.tokens.empty() ? 0 : std::fread(c.tokens.data(), 1, c.tokens.size(), f);
+  c.tokens.resize(got);
+  uint8_t chunk[1 << 16];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;)
+    c.tokens.insert(c.tokens.end(), chunk, chunk + n);
   const bool failed = std::ferror(f);
   std::fclose(f);
   if (failed) throw std::runtime_error("--data=" + path + ": cannot read it");
-  c.tokens.resize(got);
   if (c.tokens.empty()) throw std::runtime_error("--data=" + path + ": the file is empty");
   if (c.tokens.size() < min_bytes)
     throw std::runtime_error("--data=" + path + ": has " + std::to_string(c.tokens.size()) +

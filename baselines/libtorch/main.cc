@@ -3,8 +3,8 @@
 // Thread counts are fixed before any tensor exists: intra-op threads from --threads (default 1),
 // inter-op threads 1, OpenBLAS's own pool to the same count, and OpenMP's idle threads waiting
 // passively (see wait_passively_in_openmp). torch::set_num_threads does not reach OpenBLAS in
-// Debian's build: measured, char_mlp hidden:1024 ran its sgemm on 2 threads (2.6 ms a step) under
-// set_num_threads(1), 4.8 ms on one. The BLAS libtorch resolved (Debian's libblas.so.3
+// Debian's build: under set_num_threads(1) its sgemm ran on two threads (dev/notes.md, "Threads:
+// OpenMP must not spin on OpenBLAS's cores"). The BLAS libtorch resolved (Debian's libblas.so.3
 // alternative) and its thread count are recorded: the reference BLAS instead of OpenBLAS would
 // make the baseline unfairly slow.
 //
@@ -40,9 +40,8 @@ static int set_openblas_threads(int n) {
 
 // Torch's intra-op pool is OpenMP (libgomp) and OpenBLAS has its own pthreads: after each
 // parallel region libgomp's idle threads spin, taking the cores OpenBLAS's sgemm threads need
-// (OpenBLAS issue #3187). Measured with 2 threads on 2 cores, char_mlp hidden:1024: 14.9 ms a
-// step spinning, 4.5 ms with OMP_WAIT_POLICY=PASSIVE (1 thread: 5.2 ms). libgomp reads the
-// variable once, when it loads, before main: so the process sets it and starts itself again.
+// (OpenBLAS issue #3187): two threads were slower than one. libgomp reads OMP_WAIT_POLICY once,
+// when it loads, before main: so the process sets it and starts itself again.
 static void wait_passively_in_openmp(char** argv) {
   if (const char* policy = std::getenv("OMP_WAIT_POLICY");
       policy && !std::strcmp(policy, "PASSIVE"))

@@ -236,6 +236,8 @@ def check(spec, mode, corpus):
     name = spec["name"]
     if fault("check-crash", name):
         os.abort()
+    while fault("check-hang", name):
+        time.sleep(1)
     wrong = 1.0 if fault("wrong", name) else math.nan if fault("nan", name) else 0.0
     broken_reset = 1.0 if fault("reset", name) else 0.0
     start = time.perf_counter()  # step_seconds: the check's time over its steps

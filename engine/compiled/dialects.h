@@ -342,8 +342,7 @@ struct KernelBench {
  private:
   // On whole cache lines, as every buffer of a step is (the planned arena, the eager arena):
   // a vector's large buffers start 16 bytes into a page, where every 64-byte load of an AVX-512
-  // kernel spans two lines. Kernel rows, three rounds in turn (Zen 4): mlp_width 2048's big
-  // linear 18.3-19.6 -> 17.0-18.1 ms, its 10-wide one 161-169 -> 118-123 us.
+  // kernel spans two lines, and the kernel rows would time kernels slower than the step runs them.
   static constexpr size_t kAlign = 64;
   struct Free {
     void operator()(T* p) const { std::free(p); }
@@ -366,8 +365,7 @@ class DialectSelector {
  public:
   // libraries = false: auto and priority leave out the kernels that run a library's code (a
   // forced one is still taken). A program under a memory budget chooses so: an opened library is
-  // resident memory outside the plan (on mini_gpt_wide batch 32 at half its peak, the libraries
-  // auto chose took the process from 56.5 to 66 MB; LIBXSMM's code registry alone is 10 MB).
+  // resident memory outside the plan (dev/notes.md, "Libraries under a memory budget").
   explicit DialectSelector(DialectSpec spec = {}, bool libraries = true)
       : spec_(std::move(spec)), libraries_(libraries) {}
   double seconds_measuring() const { return seconds_measuring_; }  // auto's timing, in all
@@ -383,13 +381,12 @@ class DialectSelector {
     exchange() = {std::move(read), std::move(publish)};
   }
 
-  // A library is resident memory from its first use (LIBXSMM's code registry alone is 10 MB,
-  // oneDNN with its tables 26 MB on mini_gpt_wide), so auto takes one for a program only if it
-  // pays: before the program's kernels are chosen, each library's ops are weighed by what auto
-  // measured (the verdicts, or timing now what has none): the seconds they would take on the
-  // fastest kernel that runs no library's code, less their own. Under kLibraryGain of the
-  // program's timed kernels, the library is left out and its ops take that kernel. On
-  // mini_gpt_wide batch 32 (Zen 4) oneDNN's head saved 0.9 of 98 ms and cost 26 MB.
+  // A library is resident memory from its first use (megabytes of code and tables), so auto
+  // takes one for a program only if it pays: before the program's kernels are chosen, each
+  // library's ops are weighed by what auto measured (the verdicts, or timing now what has none):
+  // the seconds they would take on the fastest kernel that runs no library's code, less their own.
+  // Under kLibraryGain of the program's timed kernels, the library is left out and its ops take
+  // that kernel.
   static constexpr double kLibraryGain = 0.02;
   void weigh_libraries(const std::vector<std::pair<TensorOp, OpArgs<T>>>& nodes) {
     if (!spec_.timed || !libraries_) return;
@@ -533,10 +530,8 @@ class DialectSelector {
   // Every candidate's forward then backward on buffers of the node's shapes, in interleaved
   // rounds (so the machine's drift falls on all alike), until each has run kRounds times and at
   // least kMinSeconds in all (at most 1000 rounds); the fastest single run decides.
-  // Timed apart from the step, a kernel can look faster than it runs inside it: on
-  // mini_gpt_wide batch 1, oneDNN timed 134 us against the engine's 145 us on a (64, 512) x
-  // (128, 512)^T linear, and chosen there it made the step 4.3 ms instead of 3.1 ms (same VM,
-  // alternating runs). So a higher-priority kernel (the engine's first) keeps its place unless
+  // Timed apart from the step, a kernel can look faster than it runs inside it (dev/notes.md,
+  // "Auto's near-tie"), so a higher-priority kernel (the engine's first) keeps its place unless
   // another is faster by more than kNearTie.
   static constexpr double kNearTie = 0.10;
   static KernelChoice<T> time_candidates(TensorOp op, const OpArgs<T>& shape,

@@ -80,9 +80,9 @@ std::vector<MatmulShape> matmul_shapes_of(const InstanceSpec& spec, const Corpus
 
 // Chains of FMAs, each an independent register: more than latency x throughput on every x86
 // core with FMA (4 x 2), so the loop runs at the units' peak, and with the two constant operands
-// within the vector registers. 16 chains and 2 constants are 18 of AVX2's 16 registers: GCC kept
-// three chains on the stack, each FMA waiting on a store and a load, and Zen 3's "peak" read 57
-// GFLOP/s where 8 to 14 chains ran at 100 and our products at up to 93.
+// within the vector registers: with AVX2's 16 registers, 16 chains and 2 constants spilled three
+// chains to the stack, and the "peak" read far below the units' (dev/notes.md, "The FMA peak
+// that spilled").
 #if defined(__AVX512F__) || defined(__FMA__)
 inline constexpr int kFmaPeakLanes = FloatVector::lanes;
 inline constexpr int kFmaChains = FloatVector::registers >= 32 ? 16 : 12;

@@ -21,8 +21,7 @@
 //    live longest, which the other instructions must work around, lie under those that end soon.
 //    By size alone a large buffer of one instruction, placed first, pushes the long-lived ones
 //    above it and leaves its bytes a hole wherever it is dead (mlp_width 16 on AVX2, whose
-//    backward's product scratch is such a buffer: 1.18x the bound by size and in time order, the
-//    bound with the peak first).
+//    backward's product scratch is such a buffer, is at its bound only with the peak first).
 //  - Best fit in time order: a simulated allocator, O(n log n). At each instruction the buffers
 //    whose lifetime ended are freed (neighbouring holes merge) and those that start are placed,
 //    largest first, in the smallest hole that holds them, else at the top. A training step frees

@@ -3,7 +3,7 @@
 //
 // The threaded program of compiled_scalar.h still passes every value through memory: each
 // handler loads its operands, stores its result and jumps to the next, and on a small graph the
-// step is a chain of such round trips (tiny_graph: ~130 cycles for 16 instructions, Zen 4). Here
+// step is a chain of such round trips (dev/notes.md, "Generated x86-64 code"). Here
 // the same instructions become straight-line AVX code, generated once at compile time: one
 // function, no dispatch, and the values and gradients the next instructions need stay in
 // registers. Every result is still written through to the values and gradients arrays, which
@@ -24,12 +24,11 @@
 // the test, bitwise, of every op through both executors against the eager tape.
 //
 // Not here: when to generate (compiled_scalar.h: at a step's second run, so that a first step
-// pays none of it); steps beyond kJitMaxInstructions (at 10^5 nodes, 5 MB of code: 1.2x the
-// threaded program's speed for +10 MB of memory, against 1.4x at 10^4 nodes; the threaded
-// program runs them); other ISAs (the threaded program runs there; x86-64 with AVX and FMA only,
-// a compile-time condition).
-// Tests: engine/compiled/compiled_test.cc (bitwise against the eager tape: every op on both
-// executors, every scalar workload).
+// pays none of it); steps beyond kJitMaxInstructions (their code outgrows the caches and gains
+// little for megabytes of memory: the threaded program runs them); other ISAs (the threaded program
+// runs there; x86-64 with AVX and FMA only, a compile-time condition). Tests:
+// engine/compiled/compiled_test.cc (bitwise against the eager tape: every op on both executors,
+// every scalar workload).
 #pragma once
 
 #include <sys/mman.h>

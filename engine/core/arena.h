@@ -24,8 +24,8 @@ namespace bp {
 // on the same addresses, already paged in, and allocates nothing. (Replacing the blocks with
 // one of their total size, as this arena did first, paged that block in again during the
 // second step, and a segment rewound inside a step (engine/checkpoint/checkpoint.h) freed the block
-// it had added and paged a new one in at the next: char_rnn_wide's Revolve step took 0.8 s instead
-// of 0.1 s on a VM whose page faults cost ~9 us.)
+// it had added and paged a new one in at the next: a Revolve step paid page faults for all of
+// it, eight times its arithmetic.)
 template <class T>
 class Arena {
  public:
@@ -87,9 +87,8 @@ class Arena {
     size_t capacity, used;
   };
   // A block of 64 MB or more is aligned to 2 MB and asks for transparent huge pages: its first
-  // touch then costs one fault per 2 MB instead of one per 4 KB. The page faults of a step's
-  // fresh memory were most of a cold step on a VM whose faults cost ~9 us: char_rnn at 10^5 (a
-  // 3.4 GB arena) took 14.0 s for its first step, 4.6 to 5.5 s on huge pages (Zen 5). With THP
+  // touch then costs one fault per 2 MB instead of one per 4 KB: the page faults of a step's
+  // fresh memory are most of a cold step (dev/notes.md, "First touch of fresh pages"). With THP
   // off (`never`), madvise does nothing and the pages stay small.
   static constexpr size_t kHugePage = size_t(2) << 20, kHugeFrom = size_t(64) << 20;
   void add_block(size_t n) {

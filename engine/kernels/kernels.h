@@ -292,15 +292,15 @@ inline void attention_backward(T* __restrict dqkv, T* __restrict dp, const T* __
 }
 // Short sequences of small heads (mini_gpt: 8 positions, heads of 4): a query at a time, the
 // loops above are 4 elements long over at most 8 keys, scalar code with an exp per score (a
-// third of mini_gpt's step at batch 8; perf, Zen 4). Here one head of one sequence is computed
+// third of mini_gpt's step at batch 8, perf). Here one head of one sequence is computed
 // at once, its positions the L lanes of every loop: queries t for the scores, the softmax, the
 // output and the query's gradient; keys s for the keys' and values' gradients. Each sum adds
 // the same terms in the same order as above (a masked term, s > t, adds an exact zero), each
 // multiply-add fused (madd): with madd in the kernels above too the results were their bits,
-// but there it serialised their vectorised loops over heads of 32 (mini_gpt_wide batch 1 took
-// 1.2x), so those keep GCC's choice and the two differ by roundings (engine/core/tensor_test.cc).
-// probs rows are written whole, zero past the diagonal, for the backward's masked terms.
-// Steps, in turn (Zen 4): mini_gpt batch 8 eager 0.91-0.93x, compiled 0.95-0.96x.
+// but there it serialised their vectorised loops over heads of 32 (a slower mini_gpt_wide), so
+// those keep GCC's choice and the two differ by roundings (engine/kernels/kernels_test.cc).
+// probs rows are written whole, zero past the diagonal, for the backward's masked terms
+// (dev/notes.md, "Few rows, panel by panel; the tile's accumulators named; attention over lanes").
 template <class T, int HS, int L>
 inline void attention_forward_lanes(T* __restrict out, T* __restrict probs, const T* __restrict qkv,
                                     int32_t B, int32_t T_, int32_t H) {

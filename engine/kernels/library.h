@@ -10,11 +10,10 @@
 // None needs scratch but LIBXSMM's: the libraries pack operands in their own buffers.
 //
 // Loaded on first use: OpenBLAS, BLIS and oneDNN are opened with dlopen (RTLD_LOCAL) the first
-// time a dialect of theirs is asked whether it can run, never at start. Linked, their loading
-// alone cost 6.5 MB of resident memory in every process (OpenBLAS 3.9, oneDNN 4.6, BLIS 1.8 MB,
-// measured on a program that calls nothing), scalar graphs included; opened apart, BLIS's and
-// OpenBLAS's cblas symbols cannot stand in for each other either. A library that does not open
-// leaves its dialect unavailable. LIBXSMM comes only as a static archive (0.4 MB): linked.
+// time a dialect of theirs is asked whether it can run, never at start: linked, their loading
+// alone is megabytes of resident memory in every process, scalar graphs included; opened apart,
+// BLIS's and OpenBLAS's cblas symbols cannot stand in for each other either. A library that does
+// not open leaves its dialect unavailable. LIBXSMM comes only as a static archive (0.4 MB): linked.
 //
 // Threads: set_library_threads gives every library the run's thread count as it opens, so that
 // a dialect never brings more cores to a comparison than the other backends have.
@@ -211,8 +210,8 @@ struct XsmmGemm {
       return libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, nullptr);
   }
   // The kernels asked for last, by shape: LIBXSMM's dispatch hashes the whole descriptor on every
-  // call (1.4% of mini_gpt's compiled step at batch 1, Zen 4), where a step asks for the same few
-  // dozen shapes over and over. Per thread, as LIBXSMM's own dispatch may be called from any.
+  // call, where a step asks for the same few dozen shapes over and over. Per thread, as LIBXSMM's
+  // own dispatch may be called from any.
   template <class T>
   static auto cached_kernel(bool trans_a, int32_t M, int32_t N, int32_t K, bool fresh) {
     struct Entry {

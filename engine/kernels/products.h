@@ -34,9 +34,9 @@ inline size_t scratch_round(size_t n) {
 // AVX-512 has 32 of 16 floats, AVX2 16 of 8. A tile of MR rows x NR columns keeps MR * NR / lanes
 // accumulators, plus the vectors of b's row and a broadcast of a: 8 x 32 floats is 16 of
 // AVX-512's 32 registers, but would be 32 of AVX2's 16 and spill every k; there 6 x 16 (12
-// accumulators) is the tile (Zen 3, 32x512 @ 512x512: 35 -> 58 GFLOP/s, measure/avx2_tile/). The
-// tile changes only which sums run side by side: each element of c adds its k terms in the same
-// order, so the bits are those of any other tile.
+// accumulators) is the tile (dev/notes.md, "The AVX2 register tile"). The tile changes only which
+// sums run side by side: each element of c adds its k terms in the same order, so the bits are
+// those of any other tile.
 #if defined(__AVX512F__)
 inline constexpr int32_t kVectorBytes = 64, kTileRows = 8;
 #else
@@ -71,19 +71,14 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
 // The main tile of float products, kTileRows rows of two vectors (AVX-512's 8 x 32, AVX2's 6 x
 // 16), its accumulators named (l0 ... l7 and h0 ... h7; the rows past kTileRows are never used
 // and cost nothing): GCC keeps arrays of them (the generic tile's) in registers through the k
-// loop but moves them through the stack on the way in and out (32 extra vector moves a tile at
-// 8 x 32), which the weight gradients (K = 64) pay per 64 steps (dw = g^T x at 2048, fresh: 5.60
-// -> 5.26 ms named; Zen 4). The lambdas that name the rows' work are always inlined: in the
-// benchmark binaries GCC had kept `start` a call, its accumulators passed by reference through
-// memory (kernel rows, Zen 4: char_mlp 1024's big product 4.06 -> 3.70 ms, mlp_width 2048's
-// 16.16 -> 15.40). With AVX-512 the tile itself is always inlined, the code those figures were
-// measured with; with AVX2 GCC chooses, and calls it from the bands (10 x 2048 x 64, a
-// transposed, against the generic tile: 1.03x the time always inlined, 0.97x called; Zen 3,
-// products alone in a fixed call order).
+// loop but moves them through the stack on the way in and out, which the weight gradients
+// (K = 64) pay every 64 steps. The lambdas that name the rows' work are always inlined, or GCC
+// keeps one a call with its accumulators passed through memory. With AVX-512 the tile itself is
+// always inlined; with AVX2 GCC chooses, and calls it from the bands (dev/notes.md, "Few rows,
+// panel by panel; the tile's accumulators named" and "AVX2 products reworked").
 // The same fused multiply-adds in the same order: the bits are the generic tile's.
-// PackB: b is read where it is (rows ldb apart, kPackAheadRows of them asked for ahead: 4, 8, 16
-// and 32 rows took dx = g w at 2048 6.24, 5.99, 5.83 and 5.90 ms) and each row written to `pack`
-// (2 vectors apart) on the way: the first band over a block packs it (gemm).
+// PackB: b is read where it is (rows ldb apart, kPackAheadRows of them asked for ahead) and each
+// row written to `pack` (2 vectors apart) on the way: the first band over a block packs it (gemm).
 // Ahead: while it computes, the tile asks for `ahead`'s first ahead_rows rows (ahead_ld apart, two
 // vectors each) into L2, one a step: the panel a later tile packs (gemm_few_rows).
 #if defined(__AVX512F__)
@@ -195,8 +190,8 @@ inline void gemm_cut_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs,
 // The products of fewer than kPackMinRows rows read a and b in place, a panel of NR columns at a
 // time (then NR / 2, NR / 4, one). kTileRows rows keep 2 kTileRows independent accumulator chains
 // in flight, enough to hide the FMA latency even on the 24-wide matrices of mini_gpt; the last
-// rows go by 4, by 2 (a full panel's four chains still cover the latency: M = 10, 8 + 2, took
-// 0.049 ms where 8 + 1 + 1 took 0.091; Zen 4), then one.
+// rows go by 4, by 2 (a full panel's four chains still cover the latency, where single rows
+// took almost twice as long on M = 10), then one.
 template <class T, int NR>
 inline void gemm_panel(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
                        int32_t ldb, int32_t M, int32_t K, bool fresh) {
@@ -264,14 +259,13 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
 }
 
 // Packed products (M >= kPackMinRows), blocked as in BLIS (Van Zee and van de Geijn 2015): b is
-// taken a block of kc rows x nc columns at a time, at most kPackBlockElems (half a Zen 4 L2), and
-// copied into panels of NR columns, kc rows each, contiguous: a panel then costs no TLB entry per
-// row and its lines do not crowd the same few L1 sets (b's rows are N floats apart: a page at
+// taken a block of kc rows x nc columns at a time, at most kPackBlockElems (half of a 1 MB L2),
+// and copied into panels of NR columns, kc rows each, contiguous: a panel then costs no TLB entry
+// per row and its lines do not crowd the same few L1 sets (b's rows are N floats apart: a page at
 // N = 1024). Within a block, each band of MR rows of c runs across every panel, so c streams
-// row by row (the weight gradients, K = the batch, have a 2048 x 2048 c: walked down its columns
-// a panel at a time, a quarter of the time went to loading c's tiles; perf, Zen 4), and the
-// block is read from b a few KB of each row at a time (a panel at a time, 128 bytes of each row
-// 8 KB apart, the copy took a third of dx = g w at 2048; perf).
+// row by row (the weight gradients, K = the batch, have a 2048 x 2048 c, which walked down its
+// columns spent its time loading c's tiles), and the block is read from b a few KB of each row at
+// a time (dev/notes.md, "Blocked and packed products").
 // When all of b fits one block it is one block: c is loaded and stored once.
 // The last panel, when it is not whole vectors wide, is padded with zero columns to NR, or to
 // NR / 2 when that covers it (N = 10 runs one 16-wide tile, not ten one-column ones); whole
@@ -287,20 +281,15 @@ inline constexpr int32_t kBlockDepth = 256;
 // Where the block is copied in a pass of its own (doubles, a build without FMA, or the last panel
 // when it is not whole), its rows are copied a few KB each, every one on other pages, where the
 // prefetchers start over; each is asked for two rows ahead while the current one is copied
-// (dx = g w at 2048, before the first band packed: 0.93x the time, whole processes in turn, nine
-// pairs; 8 rows ahead 0.97x; Zen 4).
+// (two measured faster than eight).
 inline constexpr int32_t kPrefetchRows = 2;
 // All of b in one block, not transposed, its last panel whole vectors, under this many rows of
 // a: b is read in place, not packed. Few bands do not repay the copy, and a block that small
-// stays in L2 all the same (whole processes in turn, Zen 4: char_mlp's output layer dx and dw,
-// 64 x 1024 and 71 x 1024, 0.94x and 0.89x; 128 rows 0.94x, 256 0.98x, 512 1.00x, 1024 1.02x,
-// 2048 1.23x).
+// stays in L2 all the same; from 256 rows on the copy pays.
 // With AVX2 the 16-wide panels of a wide b read in place are one cache line a row, N floats
 // apart (4 KB at N = 1024: one L1 set, a page a row), and the first band's packing as it computes
-// costs less than that: a b of kInPlaceBelowColumns or more columns is packed (Zen 3, products
-// alone, pairs.sh: packed over in place 0.77-0.78x at N = 1024, 0.83x and 0.95x at 2048, 0.92-0.94x
-// at 128 with K = 512; 1.00-1.10x from N = 24 to 96, 1.01x at 128 with K = 128). AVX-512 keeps
-// the rule measured above on Zen 4, before its first band packed as it computes.
+// costs less than that: a b of kInPlaceBelowColumns or more columns is packed (dev/notes.md, "AVX2
+// products reworked"). AVX-512's 32-wide panels keep the rule without it.
 inline constexpr int32_t kInPlaceBelowRows = 256;
 inline constexpr int32_t kInPlaceBelowColumns =
 #if defined(__AVX512F__)
@@ -337,12 +326,7 @@ inline GemmBlock gemm_block(int32_t K, int32_t N) {
 // memory under the arithmetic. a's kc columns of every row stay in L2 across the panels. The rows
 // past the last whole band (64 = 10 x 6 + 4 with AVX2's tile) run tiles of 4, 2 and 1 rows over
 // the packed panel. Floats with the named tile; each element of c still adds its k terms in
-// order. dx = g w (products alone, in turn, Zen 4): 64 x 2048 x 2048 6.06-6.18 -> 5.10-5.15 ms,
-// 32 rows 3.57 -> 2.67, 128 x 1024 x 1024 2.54 -> 2.48; kc = 128, 256, 512 and 1024 took 5.6,
-// 5.3, 5.15 and 5.25 ms. With AVX2 (Zen 3, against the blocks packed in a pass of their own,
-// products alone, measure/avx2_products/pairs.sh, median ratio of 101 rounds): 64 x 2048 x 2048
-// 0.84x, 64 x 1024 x 1024 0.87x, 32 x 2048 x 2048 0.74x; a 256-deep panel (16 KB, half of L1)
-// was within 3% of 512 either way.
+// order. 512 deep was the fastest of 128 to 1024 (dev/notes.md, "Few rows, panel by panel").
 inline constexpr int32_t kFewRowsMax = 128, kFewRowsDepth = 512;
 inline bool gemm_takes_few_rows(int32_t M, int32_t K, int32_t N, int32_t cs) {
   return kFusedPack<float> && cs == 1 && M >= 2 * kTileRows && M <= kFewRowsMax &&
@@ -437,8 +421,8 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
 // pieces are transposed in registers on the way (floats with AVX; the rest, and the last few k
 // when kc is not a multiple of 8, one element at a time), so b^T is packed without a transposed
 // copy of it first. The padded columns of the last panel come from the same transposes, with
-// zero rows in place of the missing ones: N = 10, one element at a time, had taken a fifth of
-// mlp_width 2048's 64 x 10 x 2048 forward (perf, Zen 3).
+// zero rows in place of the missing ones (copied one element at a time, they had taken a fifth
+// of mlp_width 2048's 64 x 10 x 2048 forward).
 template <class T>
 inline void pack_transposed_block(T* pack, const T* bt, int32_t K, int32_t n0, int32_t k0,
                                   int32_t kc, int32_t panels, int32_t last_cols,
@@ -492,9 +476,8 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
                               N < kInPlaceBelowColumns && last_cols % (NR / 4) == 0;
         // The first band packs the block's whole panels as it computes them (the named float
         // tile): its loads of b's rows overlap the multiply-adds, where a pass of its own waited
-        // on them (dx = g w, w from memory: 1.42 -> 1.30 ms at 1024, 6.15 -> 5.82 at 2048; the
-        // products alone, three runs each in turn, Zen 4). The last panel, when it is not whole,
-        // is packed first as before. M >= kPackMinRows: the first band is whole.
+        // on them. The last panel, when it is not whole, is packed first as before.
+        // M >= kPackMinRows: the first band is whole.
         const bool fused = kFusedPack<T> && !in_place && !b_trans;
         if (in_place) {
           // read where it is

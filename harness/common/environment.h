@@ -2,10 +2,12 @@
 // between two runs' environments (harness/common/proc.h's proc_environment, as recorded in run.json
 // and summary.json) make their numbers incomparable.
 //
-// A different processor generation, a different set of CPU flags (AVX-512 or not), another
-// microcode, fewer CPUs or another affinity, another frequency governor or boost setting, another
-// kernel: each changes what a step costs, so bench_run --resume and bench_run compare refuse to
-// mix such runs unless told --force, and name every difference. The memory size and the load are
+// Decisive, each changes what a step costs: another processor (vendor, family, model, stepping),
+// another instruction set (the CPU flags the compiler targets with -march=native: AVX-512 or not),
+// fewer CPUs or another affinity, another frequency governor or boost setting. bench_run --resume
+// and bench_run compare refuse to mix such runs unless told --force, and name every difference.
+// Informative, said but not refused: the microcode, the other CPU flags (a hypervisor exposes
+// more or fewer of them on one model), the kernel release. The memory size and the load are
 // recorded but not compared: they change no step's cost unless the run swaps, which the memory
 // limit prevents, and the load is reported with the run.
 //   Tests: harness/harness_test.cc.
@@ -20,33 +22,66 @@
 
 namespace bp {
 
-inline constexpr const char* kPerformanceFields[] = {
-    "cpu_vendor",  "cpu_family",   "cpu_model_number", "cpu_stepping", "cpu_microcode", "cpu_flags",
-    "cpus_online", "cpu_affinity", "cpu_governor",     "cpu_boost",    "kernel"};
+inline constexpr const char* kDecisiveFields[] = {
+    "cpu_vendor",  "cpu_family",   "cpu_model_number", "cpu_stepping", "cpu_flags",
+    "cpus_online", "cpu_affinity", "cpu_governor",     "cpu_boost"};
+inline constexpr const char* kInformativeFields[] = {"cpu_microcode", "cpu_flags", "kernel"};
 
-// One line per field that differs, "field: A vs B"; for the CPU flags, the flags only one side
-// has (the list is long), and for the kernel, its release (the build date after it matters not).
-inline std::vector<std::string> performance_differences(const Json& a, const Json& b) {
-  std::vector<std::string> out;
-  for (const char* field : kPerformanceFields) {
+// A CPU flag that names an instruction set the compiler may use (-march=native): a difference
+// in these is another build and other kernels.
+inline bool is_instruction_set_flag(const std::string& f) {
+  for (const char* prefix : {"avx", "fma", "sse", "ssse", "f16c", "bmi", "amx", "vaes",
+                             "vpclmulqdq", "gfni", "sha_ni", "adx", "popcnt", "abm", "movbe"})
+    if (f.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+struct EnvironmentDifferences {
+  std::vector<std::string> decisive, informative;  // "field: A vs B", one line each
+};
+
+// The flags only one side has, among those `keep` accepts; "" when none.
+inline std::string flag_difference(const std::string& x, const std::string& y,
+                                   bool (*keep)(const std::string&), bool want) {
+  const std::vector<std::string> fx = fields(x, ' '), fy = fields(y, ' ');
+  std::string only_a, only_b;
+  for (const std::string& f : fx)
+    if (keep(f) == want && std::find(fy.begin(), fy.end(), f) == fy.end()) only_a += " " + f;
+  for (const std::string& f : fy)
+    if (keep(f) == want && std::find(fx.begin(), fx.end(), f) == fx.end()) only_b += " " + f;
+  if (only_a.empty() && only_b.empty()) return "";
+  return std::string(want ? "instruction sets" : "cpu_flags") +
+         ": only in the first:" + (only_a.empty() ? " -" : only_a) +
+         "; only in the second:" + (only_b.empty() ? " -" : only_b);
+}
+
+// One line per field that differs; for the CPU flags, the flags only one side has (the list is
+// long), and for the kernel, its release (the build date after it matters not).
+inline EnvironmentDifferences environment_differences(const Json& a, const Json& b) {
+  EnvironmentDifferences out;
+  auto compare = [&](const char* field, std::vector<std::string>& into, bool decisive) {
     std::string x = a[field].str_or("(not recorded)"), y = b[field].str_or("(not recorded)");
     if (std::string(field) == "kernel") x = x.substr(0, x.find(' ')), y = y.substr(0, y.find(' '));
-    if (x == y) continue;
-    if (std::string(field) == "cpu_flags" && a[field].kind == Json::Kind::string &&
-        b[field].kind == Json::Kind::string) {
-      const std::vector<std::string> fx = fields(x, ' '), fy = fields(y, ' ');
-      std::string only_a, only_b;
-      for (const std::string& f : fx)
-        if (std::find(fy.begin(), fy.end(), f) == fy.end()) only_a += " " + f;
-      for (const std::string& f : fy)
-        if (std::find(fx.begin(), fx.end(), f) == fx.end()) only_b += " " + f;
-      out.push_back("cpu_flags: only in the first:" + (only_a.empty() ? " -" : only_a) +
-                    "; only in the second:" + (only_b.empty() ? " -" : only_b));
-      continue;
+    if (x == y) return;
+    if (std::string(field) == "cpu_flags") {
+      if (a[field].kind != Json::Kind::string || b[field].kind != Json::Kind::string) {
+        if (decisive) into.push_back("cpu_flags: " + x + " vs " + y);
+        return;
+      }
+      const std::string d = flag_difference(x, y, is_instruction_set_flag, decisive);
+      if (!d.empty()) into.push_back(d);
+      return;
     }
-    out.push_back(std::string(field) + ": " + x + " vs " + y);
-  }
+    into.push_back(std::string(field) + ": " + x + " vs " + y);
+  };
+  for (const char* field : kDecisiveFields) compare(field, out.decisive, true);
+  for (const char* field : kInformativeFields) compare(field, out.informative, false);
   return out;
+}
+
+// The decisive differences only: what refuses a comparison or a resume.
+inline std::vector<std::string> performance_differences(const Json& a, const Json& b) {
+  return environment_differences(a, b).decisive;
 }
 
 }  // namespace bp

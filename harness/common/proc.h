@@ -9,8 +9,8 @@
 // mark (VmHWM) to the current RSS (Linux >= 4.0, proc(5)); VmHWM read after the benchmark is then
 // that benchmark's peak, setup included. The whole process's peak is the larger of the parent's
 // wait4 ru_maxrss and every repetition's VmHWM (harness/runner/results.h): the kernel's ru_maxrss
-// follows the reset too, so a peak before the last one (a setup run once, --warm_once: char_rnn
-// compiled at 10^4 peaked at 224 MB compiling, then 162 MB a step) is only in the counters.
+// follows the reset too, so a peak before the last one (a setup run once, --warm_once: a compile
+// that needs more than the steps after it) is only in the counters.
 #pragma once
 
 #include <dirent.h>
@@ -155,9 +155,28 @@ inline long proc_parent_of(long pid) {
 inline constexpr std::string_view kBenchmarkPrograms[] = {
     "bench_run", "bench_engine", "bench_compiled", "bench_libtorch", "pytorch_bench.py"};
 
+// The benchmark program a command line runs ("" for none): its program's name, or for a Python
+// interpreter its script's. Only those: a wrapper (`timeout 600 build/bench_run ...`, `bash -c`)
+// names a benchmark in its arguments and is none itself.
+inline std::string benchmark_program_of(const std::vector<std::string>& argv) {
+  auto listed = [](const std::string& path) {
+    const std::string base = path.substr(path.rfind('/') + 1);
+    return std::find(std::begin(kBenchmarkPrograms), std::end(kBenchmarkPrograms), base) !=
+                   std::end(kBenchmarkPrograms)
+               ? base
+               : std::string();
+  };
+  if (argv.empty()) return "";
+  if (std::string name = listed(argv[0]); !name.empty()) return name;
+  const std::string program = argv[0].substr(argv[0].rfind('/') + 1);
+  if (program.rfind("python", 0) == 0)
+    for (size_t i = 1; i < argv.size(); i++)
+      if (!argv[i].empty() && argv[i][0] != '-') return listed(argv[i]);
+  return "";
+}
+
 // "pid NAME" of every benchmark process on the machine that is not `self`, its child, or one of
-// its ancestors (a wrapper such as `time` or `timeout build/bench_run ...` names it in its
-// arguments, and is no other benchmark).
+// its ancestors.
 inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
   std::vector<long> ancestors;
   for (long p = proc_parent_of(self); p > 1 && ancestors.size() < 64; p = proc_parent_of(p))
@@ -173,15 +192,7 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
     const std::string dir = std::string("/proc/") + e->d_name;
     std::ifstream cmd(dir + "/cmdline");
     const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
-    std::string name;
-    for (const std::string& arg : split(cmdline, '\0')) {  // python3 runs pytorch_bench.py
-      const std::string base = arg.substr(arg.rfind('/') + 1);
-      if (std::find(std::begin(kBenchmarkPrograms), std::end(kBenchmarkPrograms), base) !=
-          std::end(kBenchmarkPrograms)) {
-        name = base;
-        break;
-      }
-    }
+    const std::string name = benchmark_program_of(split(cmdline, '\0'));
     if (!name.empty() && proc_parent_of(pid) != self)
       out.push_back(std::to_string(pid) + " " + name);
   }

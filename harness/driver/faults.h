@@ -4,8 +4,9 @@
 // BACKPROP_BENCH_FAULT=KIND:TEXT breaks the instances whose benchmark name contains TEXT. KIND is
 // `crash`, `hang`, `oom` or `slowN` while benchmarking (`slowN` runs every timed step N times,
 // 2 to 100: a regression `bench_run compare` must catch), or, during the check, `check-crash`,
-// `wrong` (adds 1 to every value and loss reported), `nan` (makes them NaN) or `reset` (adds 1
-// only to the repeated step's). baselines/pytorch/pytorch_bench.py reads the same variable.
+// `check-hang`, `wrong` (adds 1 to every value and loss reported), `nan` (makes them NaN) or
+// `reset` (adds 1 only to the repeated step's). baselines/pytorch/pytorch_bench.py reads the same
+// variable.
 #pragma once
 
 #include <fmt/format.h>
@@ -37,7 +38,7 @@ inline std::string inject_fault(const std::string& name, bool checking) {
     fmt::print(stderr, "BACKPROP_BENCH_FAULT: crashing in {}\n", name);
     std::abort();
   }
-  if (kind == "hang" && !checking)
+  if (kind == (checking ? "check-hang" : "hang"))
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   if (kind == "oom" && !checking) throw std::bad_alloc();
   return kind;

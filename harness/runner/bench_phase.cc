@@ -120,6 +120,10 @@ Json process_ended(RunState& run, const Selected& s, Running& r, Cell& c) {
     c.status = "out_of_memory";
     c.message = fmt::format("out of memory at {} under the limit of {} (see {})", s.id,
                             human_bytes(double(run.opt.memory_limit)), r.log);
+  } else if (const std::string line = p.ok() ? "" : run.memory_failure_line(r.log); !line.empty()) {
+    c.status = "out_of_memory";
+    c.message = fmt::format("could not start under the memory limit of {}: {} (see {})",
+                            human_bytes(double(run.opt.memory_limit)), line, r.log);
   } else if (!p.ok()) {
     c.status = p.timed_out ? "timeout" : "failed";
     c.message = p.failure() + " (see " + r.log + ")";

@@ -14,6 +14,17 @@
 namespace bp {
 namespace {
 
+// A record line that is not JSON (a bare NaN, a line cut short) stands for a failed record of
+// the benchmark it names, saying why, rather than for none ("not reported").
+Json unreadable_record(const std::string& line, const std::string& why) {
+  const size_t open = line.find(':'), quote = line.find('"', open + 1);
+  const size_t end = quote == std::string::npos ? quote : line.find('"', quote + 1);
+  if (end == std::string::npos) return Json();
+  return Json::object_of({{"name", line.substr(quote + 1, end - quote - 1)},
+                          {"status", "failed"},
+                          {"message", "its check record is not valid JSON (" + why + ")"}});
+}
+
 // A check file's records by benchmark name. A check process that died mid-way leaves a file cut
 // short; its records are one per line, so every complete one is still read.
 std::map<std::string, Json> read_check_records(const fs::path& path) {
@@ -32,7 +43,9 @@ std::map<std::string, Json> read_check_records(const fs::path& path) {
     try {
       Json r = parse_json(line);
       out[r["name"].str_or("")] = r;
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {  // a whole line (cut short, it ends without a brace)
+      if (line.back() != '}') continue;
+      if (Json r = unreadable_record(line, e.what()); !r.is_null()) out[r["name"].str_or("")] = r;
     }
   }
   return out;
@@ -96,7 +109,16 @@ void check_ended(RunState& run, const CheckJob& job, const ProcessResult& p, Rec
   records[b] = read_check_records(run.folder.dir() / job.file);
   run.add_not_run(b, records[b]);
   std::string status = "ok", message;
-  if (!p.ok()) {
+  const std::string no_memory = p.ok() ? "" : run.memory_failure_line(job.log);
+  if (!no_memory.empty()) {  // it could not even start under the limit: out of memory, each one
+    status = "out_of_memory";
+    message = fmt::format("could not start under the memory limit of {}: {}",
+                          human_bytes(double(run.opt.memory_limit)), no_memory);
+    for (const Selected& s : run.selected)
+      if (s.names.count(b) && !records[b].count(s.names.at(b)))
+        records[b][s.names.at(b)] = Json::object_of(
+            {{"name", s.names.at(b)}, {"status", "out_of_memory"}, {"message", message}});
+  } else if (!p.ok()) {
     status = "failed", message = p.failure() + " (see " + job.log + ")";
     died[b] = "its check process " + message;
     if (p.exit_code == 2) {  // a flag it refused: one line, as for the runner's own

@@ -7,14 +7,17 @@
 // intervals hold at levels p and q, the change's holds at pq or more: 10 repetitions give 95.8%),
 // and a verdict: slower when the whole interval lies beyond 1 + threshold (the slowdown exceeds
 // the threshold beyond doubt), faster in mirror (below 1 / (1 + threshold)), otherwise same. The
-// intervals come from the repetitions inside each run's process, so they miss what differs
-// between processes and hours (README: a default run against the next one); the threshold
-// covers that. A benchmark that ran in A and failed in B is broken. The
-// numbers are read from the runs' own Google Benchmark files (summary.json only says which
-// exist), so a result file that is corrupt or cut short is named and skipped, and the rest is
-// compared. Runs made on different processors, kernels, CPU settings, library versions or runner
-// options are refused unless --force, with every difference listed (harness/common/environment.h).
-// Writes <out>/<A>-vs-<B>.json and .txt, and plots/compare.py draws <A>-vs-<B>.png.
+// intervals come from the repetitions of each run (two rounds: two processes minutes apart); the
+// threshold covers what differs between hours (docs/reading-a-run.md). A benchmark that ran in A
+// and failed in B is broken. Only the benchmarks both runs hold are compared; the rest are
+// counted in one line. The numbers are read from the runs' own Google Benchmark files where the
+// run keeps them, so a result file that is corrupt or cut short is named and skipped and the rest
+// compared; a curated run that keeps only its summary (results/reference) is read from the
+// repetitions summary.json holds. Runs whose processors, instruction sets, CPUs, library versions
+// or runner options differ are refused unless --force, with every difference listed; the
+// differences that only inform (microcode, other CPU flags, the kernel release) are said
+// (harness/common/environment.h). Writes <out>/<A>-vs-<B>.json and .txt (never over an earlier
+// comparison's), and plots/compare.py draws <A>-vs-<B>.png.
 // Exit status: 0 nothing slower or broken; 1 something is (a CI gate); 2 bad input.
 //   build/bench_run compare results/<run-A> results/<run-B> [--threshold 10] [--force]
 //   Tests: harness/tests/test_compare.py.
@@ -49,6 +52,20 @@ struct RunForCompare {
   std::map<std::pair<std::string, std::string>, Entry> entries;  // (instance, backend) -> it
   std::vector<std::string> unreadable;                           // "file: why", each skipped
 };
+
+// A benchmark as summary.json holds it: its median, interval and repetitions.
+inline BenchmarkResult result_from_summary(const Json& cell) {
+  BenchmarkResult r;
+  r.status = "ok";
+  r.median_seconds = cell["median_seconds"].num_or(NAN);
+  const Json& interval = cell["median_interval_seconds"];
+  if (interval.array.size() == 2)
+    r.interval = {interval.array[0].num_or(NAN), interval.array[1].num_or(NAN),
+                  cell["median_interval_level"].num_or(NAN)};
+  for (const Json& t : cell["repetition_seconds"].array)
+    r.repetition_seconds.push_back(t.num_or(NAN));
+  return r;
+}
 
 // The run in `dir`, or nothing and *error saying in one line why it cannot be compared.
 inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, std::string* error) {
@@ -87,13 +104,15 @@ inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, st
     for (const auto& [backend, cell] : row["backends"].object) {
       RunForCompare::Entry e{
           cell["status"].str_or("?"), cell["message"].str_or(""), cell["file"].str_or(""), {}};
-      if (e.status == "ok") {
+      if (e.status == "ok" && !fs::exists(dir / e.file, ec)) {
+        e.result = result_from_summary(cell);  // a curated run: its summary only
+      } else if (e.status == "ok") {
         try {
           e.result = read_benchmark_result(parse_benchmark_json(read_file(dir / e.file)));
           if (e.result.status != "ok") throw std::runtime_error(e.result.message);
         } catch (const std::exception& ex) {
           run.unreadable.push_back(fmt::format("{}: {}", (dir / e.file).string(), ex.what()));
-          continue;
+          e.status = "unreadable";
         }
       }
       run.entries[{row["instance"].str_or("?"), backend}] = e;
@@ -101,11 +120,13 @@ inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, st
   return run;
 }
 
-// What makes two runs' numbers incomparable: their machines (harness/common/environment.h), the
-// runner's options a time depends on, and each backend's versions and build.
-inline std::vector<std::string> run_differences(const RunForCompare& a, const RunForCompare& b) {
-  std::vector<std::string> out = performance_differences(a.summary["machine"]["environment"],
-                                                         b.summary["machine"]["environment"]);
+// What makes two runs' numbers incomparable (decisive): their machines
+// (harness/common/environment.h), the runner's options a time depends on, and each backend's
+// versions and build; and what only informs.
+inline EnvironmentDifferences run_differences(const RunForCompare& a, const RunForCompare& b) {
+  EnvironmentDifferences d = environment_differences(a.summary["machine"]["environment"],
+                                                     b.summary["machine"]["environment"]);
+  std::vector<std::string>& out = d.decisive;
   for (const char* option :
        {"threads", "repetitions", "rounds", "min_time", "warmup_steps", "data"})
     if (a.summary["options"][option].dump() != b.summary["options"][option].dump())
@@ -120,7 +141,7 @@ inline std::vector<std::string> run_differences(const RunForCompare& a, const Ru
         out.push_back(fmt::format("{} {}: {} vs {}", backend, key, ctx[key].str_or("-"),
                                   other[key].str_or("-")));
   }
-  return out;
+  return d;
 }
 
 struct Change {
@@ -136,6 +157,11 @@ inline Change compare_entries(const std::string& instance, const std::string& ba
   Change c{instance, backend, "not compared", ""};
   if (!a || !b) {
     c.note = !a ? "not in A" : "not in B";
+    return c;
+  }
+  if (a->status == "unreadable" || b->status == "unreadable") {
+    c.note = a->status == "unreadable" ? "its result file in A is unreadable"
+                                       : "its result file in B is unreadable";
     return c;
   }
   if (a->status != "ok" || b->status != "ok") {
@@ -188,9 +214,22 @@ struct CompareReport {
 };
 
 inline CompareReport compare_report(const RunForCompare& a, const RunForCompare& b,
-                                    const std::vector<Change>& changes, double threshold,
-                                    const std::vector<std::string>& forced_differences) {
+                                    const std::vector<Change>& all, double threshold,
+                                    const EnvironmentDifferences& differences_seen) {
   CompareReport r;
+  // What only one run holds is counted, not listed: a default run against a run of every backend
+  // would otherwise be a page of "not in B".
+  std::vector<Change> changes;
+  int only_a = 0, only_b = 0;
+  for (const Change& c : all) {
+    if (c.note == "not in B")
+      only_a++;
+    else if (c.note == "not in A")
+      only_b++;
+    else
+      changes.push_back(c);
+  }
+  const std::vector<std::string>& forced_differences = differences_seen.decisive;
   auto id = [](const RunForCompare& run) { return run.summary["run_id"].str_or("?"); };
   size_t width = 9;
   for (const Change& c : changes) width = std::max(width, c.instance.size() + c.backend.size() + 1);
@@ -227,7 +266,11 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
       env["cpu_stepping"].str_or("?"));
   for (const std::string& d : forced_differences)
     text += "warning (--force): the runs differ: " + d + "\n";
+  for (const std::string& d : differences_seen.informative)
+    text += "note: the runs differ, which changes no step's cost: " + d + "\n";
   text += "\n" + table;
+  if (only_a || only_b)
+    text += fmt::format("not compared: {} benchmark(s) only in A, {} only in B\n", only_a, only_b);
   for (const RunForCompare* run : {&a, &b})
     for (const std::string& u : run->unreadable)
       text += fmt::format("unreadable, skipped: {}\n", u);
@@ -239,14 +282,15 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
   for (const Change& c : changes)
     if (std::isfinite(c.level)) level = std::min(level, c.level);
   text += fmt::format(
-      "\n{}: {} benchmarks: {}{} (slower or faster: the change's interval, at {:.1f}% or more, "
-      "lies wholly beyond the threshold of {:.0f}%)\n",
+      "\n{}: {} benchmarks in both runs: {}{} (slower or faster: the change's interval, at {:.1f}% "
+      "or more, lies wholly beyond the threshold of {:.0f}%)\n",
       r.gate_fails ? "SLOWER" : "OK", changes.size(), fmt::join(parts, ", "),
       unreadable ? fmt::format("; {} result file(s) unreadable, skipped", unreadable) : "",
       level * 100, threshold * 100);
   r.text = text;
-  Json differences = Json::array_of();
+  Json differences = Json::array_of(), informative = Json::array_of();
   for (const std::string& d : forced_differences) differences.push(d);
+  for (const std::string& d : differences_seen.informative) informative.push(d);
   Json counts = Json::object_of({});
   for (const auto& [v, n] : count)
     if (n) counts.set(v, n);
@@ -261,6 +305,9 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
                             {"threshold", threshold},
                             {"machine", b.summary["machine"]},
                             {"differences_forced", std::move(differences)},
+                            {"differences_informative", std::move(informative)},
+                            {"only_in_a", only_a},
+                            {"only_in_b", only_b},
                             {"counts", std::move(counts)},
                             {"unreadable", std::move(skipped)},
                             {"gate_fails", r.gate_fails},
@@ -273,9 +320,11 @@ inline const char* kCompareUsage =
   A, B                 two finished runs (folders such as results/<run-id>, or results/latest)
   --threshold PCT      slower (faster) only when the change's whole interval lies beyond this
                        (default 10)
-  --force              compare runs made on different machines, kernels, CPU settings, library
-                       versions or runner options (each difference is printed as a warning)
-  --out DIR            where <A>-vs-<B>.txt, .json and .png go (default results/compare)
+  --force              compare runs made on different processors, instruction sets, CPUs,
+                       library versions or runner options (each difference is printed as a
+                       warning); differences that change no step's cost need no --force
+  --out DIR            the folder <A>-vs-<B>.txt, .json and .png go to (default results/compare);
+                       an earlier comparison's files are never overwritten (-2, -3 ... added)
   --no-plots           do not draw the plot (plots/compare.py)
 Per benchmark: B/A of the median time with its interval, and a verdict (faster, slower, same;
 broken: ran in A, failed in B). Exit status: 0 nothing slower or broken; 1 something is; 2 bad
@@ -316,6 +365,7 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
       plots = false;
     } else if (arg == "--out") {
       out = next();
+      if (out.empty()) compare_error("--out '': name a folder");
     } else if (arg.rfind("--", 0) == 0) {
       compare_error(fmt::format("unknown option '{}'", arg));
     } else {
@@ -331,6 +381,9 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
   if (fs::equivalent(runs[0], runs[1], ec))
     compare_error(fmt::format("A and B are the same run ({}); compare two runs",
                               fs::canonical(runs[0], ec).string()));
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    compare_error(
+        fmt::format("--out {}: is a file; name a folder for the comparison's files", out.string()));
   std::vector<RunForCompare> loaded;
   for (const fs::path& dir : runs) {
     std::string error;
@@ -338,18 +391,26 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
     if (!run) compare_error(error);
     loaded.push_back(std::move(*run));
   }
-  const std::vector<std::string> differences = run_differences(loaded[0], loaded[1]);
-  if (!differences.empty() && !force)
-    compare_error(
-        fmt::format("the runs differ in what their numbers depend on ({}); "
-                    "their times are not comparable: add --force to compare anyway",
-                    fmt::join(differences, "; ")));
+  const std::string id_a = loaded[0].summary["run_id"].str_or("A"),
+                    id_b = loaded[1].summary["run_id"].str_or("B");
+  if (id_a == id_b)
+    compare_error(fmt::format("A and B are the same run ({}: {} is a copy of {}); compare two runs",
+                              id_a, runs[1].string(), runs[0].string()));
+  const EnvironmentDifferences differences = run_differences(loaded[0], loaded[1]);
+  if (!differences.decisive.empty() && !force)
+    compare_error(fmt::format(
+        "the runs differ in what their numbers depend on ({}); their times are not comparable: "
+        "add --force (make compare ... FORCE=1) to compare anyway",
+        fmt::join(differences.decisive, "; ")));
   const std::vector<Change> changes = compare_runs(loaded[0], loaded[1], threshold);
   const CompareReport report =
       compare_report(loaded[0], loaded[1], changes, threshold, differences);
-  fs::create_directories(out, ec);
-  const std::string stem =
-      loaded[0].summary["run_id"].str_or("A") + "-vs-" + loaded[1].summary["run_id"].str_or("B");
+  if (!fs::create_directories(out, ec) && ec)
+    compare_error(fmt::format("--out {}: cannot create it ({})", out.string(), ec.message()));
+  std::string stem = id_a + "-vs-" + id_b;
+  for (int n = 2; fs::exists(out / (stem + ".json"), ec) || fs::exists(out / (stem + ".txt"), ec);
+       n++)
+    stem = id_a + "-vs-" + id_b + "-" + std::to_string(n);
   try {
     write_atomically(out / (stem + ".json"), report.json.dump(2, 3) + "\n");
     write_atomically(out / (stem + ".txt"), report.text);

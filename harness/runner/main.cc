@@ -75,6 +75,7 @@ int run_main(RunState& run) {
   run.load_start = load_average_1min();
   for (const auto& [key, value] : proc_environment()) run.environment.set(key, value);
   run.git_sha = source_git_sha();
+  remove_orphaned_probe_folders();
   if (run.opt.resume.empty()) {
     estimate_memory(run);
     if (g_interrupted) {  // while estimating: no run folder yet, nothing measured
@@ -82,6 +83,7 @@ int run_main(RunState& run) {
       return 128 + g_interrupted;
     }
     create_run_folder(run);
+    run.write_processes();
   } else {
     reopen_run(run);
   }

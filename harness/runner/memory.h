@@ -1,14 +1,14 @@
 // harness/runner/memory.h: how much memory an instance will need, estimated before it runs.
 //
-// A size beyond a workload's largest default (mini_gpt_wide batch=4096: about 17 GB on our
-// engine, several times that under TorchScript) can need more than the machine has. bench_run
+// A size beyond a workload's largest default (mini_gpt_wide batch=4096: many gigabytes, several
+// times more under TorchScript) can need more than the machine has. bench_run
 // then measures each selected backend at the largest default L, L/2 and L/4 (one process each,
 // its peak RSS from wait4) and extrapolates. Memory here is a fixed floor (the program, libtorch,
 // Python) plus a term growing as size^p, p from 1 (a batch, a node count: activations) to 2 (a
 // width: weights). Doubling the size multiplies the growth by 2^p, so the two differences of the
 // three samples give p, with the floor cancelled; p is clamped to [1, 2], so noise in a small
-// difference cannot make a line curve. (A parabola through the three samples, tried first,
-// turned 2 MB of noise at batch 16 into 262 GB at batch 4096.)
+// difference cannot make a line curve (a parabola through the three samples turned a few
+// megabytes of noise into hundreds of gigabytes).
 //   Tests: harness/harness_test.cc; harness/tests/ (a refused size, and --force).
 #pragma once
 

@@ -20,7 +20,10 @@ namespace {
 // died (SIGKILL leaves no chance to clean up).
 constexpr const char* kScratchPrefix = "bench_run.memory.";
 
-void remove_orphaned_scratch(const fs::path& tmp) {
+}  // namespace
+
+void remove_orphaned_probe_folders() {
+  const fs::path tmp = fs::temp_directory_path();
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(tmp, ec)) {
     const std::string name = e.path().filename().string();
@@ -29,6 +32,8 @@ void remove_orphaned_scratch(const fs::path& tmp) {
     if (pid && kill(pid_t(*pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
   }
 }
+
+namespace {
 
 // The probe's own record: a probe whose check ran out of memory (a status in its record, the
 // process itself exiting 0) has a capped peak that says nothing of the need.
@@ -46,7 +51,6 @@ std::string probe_status(const fs::path& record_file) {
 void estimate_memory(RunState& run) {
   if (run.opt.force) return;
   const fs::path tmp = fs::temp_directory_path();
-  remove_orphaned_scratch(tmp);
   std::map<std::pair<std::string_view, std::string>, std::vector<MemorySample>> measured;
   std::map<std::pair<std::string_view, std::string>, std::string> failed;  // why a probe failed
   std::string scratch;

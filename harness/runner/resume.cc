@@ -30,7 +30,8 @@ void reopen_run(RunState& run) {
   if (!differences.empty() && !run.opt.force)
     usage_error(fmt::format(
         "--resume {}: this run was made on another commit or machine ({}); its numbers and new "
-        "ones would not be comparable: add --force to resume anyway",
+        "ones would not be comparable: add --force (make bench RESUME=... FORCE=1) to resume "
+        "anyway",
         run.opt.resume.string(), fmt::join(differences, "; ")));
   try {
     const Json old = parse_json(read_file(run.folder.dir() / "processes.json"));

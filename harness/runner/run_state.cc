@@ -100,6 +100,10 @@ void RunState::not_run_for_memory(const Selected& s, const std::string& b,
 
 void RunState::add_process(Json record) {
   processes.push(std::move(record));
+  write_processes();
+}
+
+void RunState::write_processes() const {
   char started[32];
   std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&start));
   const Json doc = Json::object_of({{"run_id", folder.id()},
@@ -148,6 +152,14 @@ Json RunState::process_json(const std::string& backend, const std::string& phase
                           {"timed_out", p.timed_out},
                           {"wall_seconds", std::round(p.wall_seconds * 1000) / 1000},
                           {"max_rss_bytes", p.max_rss_bytes}});
+}
+
+std::string RunState::memory_failure_line(const std::string& log) const {
+  for (const std::string& line : split(read_file(folder.dir() / log), '\n'))
+    for (const char* sign : {"failed to map segment", "Cannot allocate memory",
+                             "cannot allocate memory", "MemoryError", "std::bad_alloc"})
+      if (line.find(sign) != std::string::npos) return line;
+  return "";
 }
 
 void RunState::refuse(const std::string& what) {

@@ -67,11 +67,17 @@ struct RunState {
 
   // ---- processes.json, rewritten after each process ----
   void add_process(Json record);
+  void write_processes() const;  // also at the start: the memory estimates, before any process
   Json run_options_json() const;
   static Json process_json(const std::string& backend, const std::string& phase,
                            const std::string& benchmark, const std::string& file,
                            const std::string& log, const std::string& status,
                            const std::string& message, const ProcessResult& p);
+
+  // A process that ended badly because it could not get memory: the line of its log that says
+  // so (the loader could not map a library under the address-space limit, Python's MemoryError),
+  // or "" for any other end.
+  std::string memory_failure_line(const std::string& log) const;
 
   // Bad input found after the run folder was made (a backend refusing its flags): nothing was
   // measured, so nothing is left behind.
@@ -81,6 +87,8 @@ struct RunState {
 
 // The phases (each in its own .cc file).
 void estimate_memory(RunState& run);
+// The probe folders of runners that were killed before they could remove them.
+void remove_orphaned_probe_folders();
 bool check_phase(RunState& run);  // true if every backend agreed everywhere
 void bench_phase(RunState& run);
 void kernel_rows_phase(RunState& run);

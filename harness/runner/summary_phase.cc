@@ -43,11 +43,13 @@ void summary_phase(RunState& run) {
   write_atomically(run.folder.dir() / "summary.json", summary_json(s).dump(2, 4) + "\n");
   std::string text = summary_text(s);
   if (!run.others.empty())
-    text += fmt::format(
-        "\nwarning: other benchmarks ran on this machine during this run ({}); load average "
-        "{:.2f} at the start, {:.2f} at the end: timings may be inflated\n",
-        fmt::join(run.others, ", "), s.machine["load_average_start"].num_or(-1),
-        s.machine["load_average_end"].num_or(-1));
+    text += "\n" + wrapped(fmt::format("warning: other benchmarks ran on this machine during this "
+                                       "run ({}); load average {:.2f} at the start, {:.2f} at the "
+                                       "end: timings may be inflated",
+                                       fmt::join(run.others, ", "),
+                                       s.machine["load_average_start"].num_or(-1),
+                                       s.machine["load_average_end"].num_or(-1)),
+                           2);
   if (run.failures)
     text +=
         fmt::format("\n{} benchmark(s) failed or were not run; see processes.json\n", run.failures);

@@ -55,7 +55,7 @@ def edit_summary(run_dir, change):
 def test_a_run_against_a_copy_of_itself_is_the_same_everywhere(bin_dir, one_run, tmp_path):
     r = compare(bin_dir, one_run, copy_of(one_run, tmp_path), out=tmp_path / "cmp")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "OK: 6 benchmarks: 6 same" in r.stdout, r.stdout
+    assert "OK: 6 benchmarks in both runs: 6 same" in r.stdout, r.stdout
     report = load(next((tmp_path / "cmp").glob("*-vs-copy.json")))
     assert all(row["verdict"] == "same" and row["ratio"] == 1 for row in report["rows"])
     assert next((tmp_path / "cmp").glob("*-vs-copy.png")).stat().st_size > 10_000
@@ -104,6 +104,7 @@ def test_a_corrupt_result_file_is_named_and_skipped(bin_dir, one_run, tmp_path):
     ("partial", "the run is incomplete (interrupted or still running); finish it first"),
     ("format1", "written in result format 1, and this bench_run reads format 2"),
     ("machine", "the runs differ in what their numbers depend on (cpu_family: {family} vs 1"),
+    ("force-in-make", "add --force (make compare ... FORCE=1) to compare anyway"),
     ("options", "option repetitions: 10 vs 12"),
     ("one", "compare: needs two runs, A and B (given 1)"),
     ("bad-summary", "summary.json: unreadable"),
@@ -119,7 +120,7 @@ def test_bad_input_is_one_clear_line(bin_dir, one_run, tmp_path, case, message):
         (b / "INCOMPLETE").write_text("interrupted\n")
     elif case == "format1":
         edit_summary(b, lambda s: s.pop("format_version"))
-    elif case == "machine":
+    elif case in ("machine", "force-in-make"):
         edit_summary(b, lambda s: s["machine"]["environment"].update(cpu_family="1"))
     elif case == "options":
         edit_summary(b, lambda s: s["options"].update(repetitions=12))
@@ -132,6 +133,60 @@ def test_bad_input_is_one_clear_line(bin_dir, one_run, tmp_path, case, message):
     lines = r.stderr.strip().splitlines()
     family = load(one_run / "summary.json")["machine"]["environment"]["cpu_family"]
     assert len(lines) == 2 and message.format(family=family) in lines[0], r.stderr
+
+
+# A run copied as it is (its run id too) is the same run, not a comparison that finds nothing.
+def test_a_plain_copy_is_the_same_run(bin_dir, one_run, tmp_path):
+    plain = tmp_path / "plain-copy"
+    shutil.copytree(one_run, plain)
+    r = compare(bin_dir, one_run, plain, out=tmp_path / "cmp")
+    assert r.returncode == 2 and "A and B are the same run" in r.stderr, r.stdout + r.stderr
+    assert "is a copy of" in r.stderr and not (tmp_path / "cmp").exists()
+
+
+# --out must be a folder; an earlier comparison's files are never overwritten.
+def test_out_is_a_folder_and_nothing_is_overwritten(bin_dir, one_run, tmp_path):
+    b = copy_of(one_run, tmp_path)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
+    r = compare(bin_dir, one_run, b, out=a_file)
+    assert r.returncode == 2 and f"--out {a_file}: is a file" in r.stderr, r.stdout + r.stderr
+    assert a_file.read_text() == "mine\n"
+    r = compare(bin_dir, one_run, b, out="")
+    assert r.returncode == 2 and "--out '': name a folder" in r.stderr, r.stdout + r.stderr
+    for _ in range(2):  # the second comparison of the same two ids gets a name of its own
+        assert compare(bin_dir, one_run, b, "--no-plots", out=tmp_path / "cmp").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "cmp").glob("*.txt")) == [
+        f"{load(one_run / 'summary.json')['run_id']}-vs-copy-2.txt",
+        f"{load(one_run / 'summary.json')['run_id']}-vs-copy.txt"]
+
+
+# The same processor model on another host: a hypervisor's flag and the kernel's release differ.
+# Neither changes a step's cost: they are said, and no --force is needed.
+def test_differences_that_only_inform_need_no_force(bin_dir, one_run, tmp_path):
+    b = copy_of(one_run, tmp_path)
+    def other_host(s):
+        env = s["machine"]["environment"]
+        env["cpu_flags"] += " some_hypervisor_flag"
+        env["kernel"] = "9.9.9 #1 SMP"
+    edit_summary(b, other_host)
+    r = compare(bin_dir, one_run, b, "--no-plots", out=tmp_path / "cmp")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "note: the runs differ, which changes no step's cost: cpu_flags" in r.stdout
+    assert "kernel: " in r.stdout and "9.9.9" in r.stdout
+
+
+# What only one run holds is counted in one line, and a run kept as its summary alone (the
+# curated reference) is compared from the repetitions summary.json holds.
+def test_only_what_both_hold_is_compared_and_a_summary_alone_suffices(bin_dir, one_run, tmp_path):
+    b = copy_of(one_run, tmp_path)
+    edit_summary(b, lambda s: s["rows"].pop(0))  # tiny_graph only in A
+    for backend in ("engine", "libtorch"):
+        shutil.rmtree(b / backend)  # result files gone: the summary is all B keeps
+    r = compare(bin_dir, one_run, b, "--no-plots", out=tmp_path / "cmp")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "not compared: 2 benchmark(s) only in A, 0 only in B" in r.stdout, r.stdout
+    assert "not in B" not in r.stdout and "OK: 4 benchmarks in both runs: 4 same" in r.stdout
 
 
 def test_different_machines_compare_with_force_and_say_so(bin_dir, one_run, tmp_path):

@@ -124,3 +124,32 @@ def test_the_browser_check_catches_overlaps_and_missing_images(run_dir, tmp_path
     hidden = browser_check(page.replace("</style>", "figure img { display: none; }</style>"),
                            tmp_path, 1400)
     assert any(p.startswith("image not shown: ") for p in hidden["problems"]), hidden
+
+
+# A processes.json or check.json that cannot be read is said on the page, where its section and
+# the banner stand: never "Failures: None" under a banner that counts a failure.
+@pytest.mark.parametrize("name", ["processes.json", "check.json"])
+def test_an_unreadable_record_is_said_not_dropped(run_dir, name):
+    (run_dir / name).write_text('{"processes": [')  # cut short
+    page = report.report(str(run_dir))
+    assert f"{name} is not valid JSON" in page, page
+    assert "None: every process ended well" not in page
+    (run_dir / name).unlink()
+    page = report.report(str(run_dir))
+    assert f"{name} cannot be read" in page
+    assert "banner bad" in page and "None: every process ended well" not in page
+
+
+# The console's warning that other benchmarks ran beside this one is on the page too, and the
+# banner is then no green one.
+def test_the_warning_of_other_benchmarks_is_on_the_page(run_dir):
+    s = json.loads((run_dir / "summary.json").read_text())
+    for row in s["rows"]:  # every benchmark ran: only the warning can make the banner bad
+        for c in row["backends"].values():
+            c["status"] = "ok"
+    s["machine"].update(other_benchmarks=["4242 bench_run"], load_average_start=1.5,
+                        load_average_end=2.25)
+    (run_dir / "summary.json").write_text(json.dumps(s))
+    page = report.report(str(run_dir))
+    assert "other benchmarks ran on this machine during this run (4242 bench_run)" in page
+    assert "timings may be inflated" in page and "class='banner bad'" in page
