@@ -1,31 +1,37 @@
 #!/usr/bin/python3
 """plots/plot.py: draws the figures of one run folder into <run>/plots/.
 
-A pure function of the run's summary.json, which bench_run writes (harness/runner/results.h): every
-median, ratio, memory figure, crossover and check loss is read from it, never recomputed; the
-only arithmetic here is unit changes. The reference backend (what ratios divide by) is the run's.
+A pure function of the run's summary.json, which bench_run writes (harness/runner/summary.h):
+every median, ratio, memory figure, crossover and check loss is read from it, never recomputed;
+the only arithmetic here is unit changes. The reference backend (what ratios divide by) is the
+run's.
 
     /usr/bin/python3 plots/plot.py results/latest        # or: make plots RUN=results/<run-id>
 
-Figures, for what the run contains: runtime_<phase>.png (median time per step), memory_<phase>.png
-(peak RSS per process), speedup_<phase>.png (each baseline's time over the reference's), for
-phase grad (scalar graphs) and step (training steps); scalar_chain.png (time per node against
-graph size); mini_gpt_batch.png (time per step against batch size); mlp_width.png (time against
-width, crossovers marked); loss_curves.png (mini_gpt's training loss on every backend, overlaid);
-recurrent_memory.png and recurrent_time.png (peak RSS, and time relative to the reference, against
-the sequence length of the recurrent workloads, every strategy); intervals.png (multistage's time
-over store-all's against its checkpoint interval, per state size, its own choice starred);
-memory_plan.png (the compiled
-mode's planned arena against its lower bound and the eager engine's arena, per model);
-kernel_dialects.png (each matmul dialect's GFLOP/s on the op shapes of real steps, auto's choice
-marked, against the core's FMA peak measured in the same run).
-Legends and notes sit outside the plotting area, so they never cover data. Then plots/report.py
-writes <run>/report.html, the page that shows the figures with the tables.
-Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh run of every backend.
+Each figure answers one question, with at most six series a panel: the main backends (engine,
+compiled, libtorch, pytorch, torchscript) in the figures of every run, a study's variants in
+its own. Panels are workload families (scalar graphs, MLPs, transformers, recurrent).
+  speedup.png       how many times our engine's time does each backend take? (with intervals)
+  time.png          how long is one step on each backend?
+  memory.png        how much memory does each benchmark's process hold?
+  model_sizes.png   how does a step's time grow with the model's size, per model?
+  scalar_chain.png  what does a node cost as the graph grows?
+  loss_curves.png   do the backends train alike? (the check's losses)
+  study bptt:       recurrent_memory.png, recurrent_time.png (each way back through time against
+                    the sequence length), intervals.png (multistage against its interval)
+  study budget:     budget.png (the compiled mode's memory and time under a budget)
+  study first_step: first_step.png (a cold start against a step)
+  study kernels:    kernel_dialects.png (each matmul dialect's GFLOP/s against the FMA peak)
+  study threads:    threads.png (two threads over one, per backend)
+No text overlaps another or the data: legends, notes and the caption sit outside the axes, and
+value labels beside their point (plots/tests/test_plots.py measures every text's extent). Then
+plots/report.py writes <run>/report.html, the page that shows the figures with the tables.
+Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh real run.
 """
 import json
 import os
 import sys
+import textwrap
 
 import matplotlib
 
@@ -35,17 +41,25 @@ import matplotlib.ticker  # noqa: E402
 
 import report  # noqa: E402
 
+MAIN = ["engine", "compiled", "libtorch", "pytorch", "torchscript"]
+MAX_SERIES = 6
 COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d854",
           "compiled_first_step": "#b3b3b3", "libtorch": "#d95f02", "pytorch": "#7570b3",
           "torchscript": "#e7298a",
-          # the recurrent workloads' strategies, each near its backend's colour
+          # variants, each near its backend's colour
           "engine_revolve": "#e6ab02", "engine_multistage": "#a6761d",
-          "libtorch_segments": "#fc8d62", "pytorch_checkpoint": "#8da0cb"}
+          "libtorch_segments": "#fc8d62", "pytorch_checkpoint": "#8da0cb",
+          "libtorch_2t": "#fc8d62", "pytorch_2t": "#8da0cb", "torchscript_2t": "#f4a6c8"}
+MARKERS = {"engine": "o", "compiled": "D", "libtorch": "s", "pytorch": "^", "torchscript": "v"}
 # The compiled mode's matmul dialects (engine/compiled/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
                   "onednn": "#7570b3", "libxsmm": "#e7298a"}
-PHASES = {"grad": "scalar graphs: build, forward, backward, read gradients",
-          "step": "training steps: zero grads, forward, loss, backward, update"}
+FAMILIES = [("scalar graphs", ["empty", "tiny_graph", "small_graph", "scalar_chain"]),
+            ("MLPs", ["char_mlp", "mlp_width"]),
+            ("transformers", ["mini_gpt", "mini_gpt_wide"]),
+            ("recurrent", ["char_rnn", "char_rnn_wide"])]
+ROW_INCHES = 0.16  # one point's row in a dot plot: a 7 pt label fits beside it
+WIDTH = 11.0
 
 
 class RunError(Exception):
@@ -78,14 +92,16 @@ def backends_of(run):
     return [b for b in run["backends"] if any(c["backend"] == b for c in run["cells"])]
 
 
-def instances_of(run):
-    return list(dict.fromkeys(c["instance"] for c in run["cells"]))
+def main_backends(run):
+    """The backends of the main figures: the main ones the run has; without any, its first six."""
+    present = backends_of(run)
+    main = [b for b in present if b in MAIN]
+    return (main or present)[:MAX_SERIES]
 
 
-def phase_of(run, phase):
-    """The run restricted to one phase, or None if it has none of it."""
-    cells = [c for c in run["cells"] if c["phase"] == phase]
-    return dict(run, cells=cells) if cells else None
+def instances_of(run, workloads=None):
+    return list(dict.fromkeys(c["instance"] for c in run["cells"]
+                              if workloads is None or c["workload"] in workloads))
 
 
 def label(instance):
@@ -95,163 +111,190 @@ def label(instance):
 def caption(run):
     m = run["machine"]
     env = m.get("environment", {})
-    cpu = f"family {env['cpu_family']} model {env['cpu_model_number']}, " if env else ""
-    threads = ", ".join(f"{b} {n}" for b, n in run["threads"].items())
-    return f"{m['cpu_model']} ({cpu}{m['cpus']} CPUs); threads: {threads}; run {run['run_id']}"
+    cpu = f" (family {env['cpu_family']} model {env['cpu_model_number']})" if env else ""
+    threads = sorted(set(run["threads"].values()))
+    t = f"{threads[0]} thread each" if len(threads) == 1 else "threads: " + ", ".join(
+        f"{b} {n}" for b, n in run["threads"].items())
+    return f"{m['cpu_model']}{cpu}, {m['cpus']} CPUs; {t}; run {run['run_id']}"
 
 
-def finish(fig, run, note=None):
-    """Caption (and a note) under the axes, legend to their right: outside the data."""
-    ax = fig.axes[0]
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
-    bottom = 0.03
+def finish(fig, run, note=None, legend_axes=None):
+    """The legend right of the axes, the note and the caption under them, all wrapped to the
+    figure's width: nothing over the data, nothing past the figure's edge."""
+    width_chars = int(fig.get_figwidth() * 14)  # 7 pt text: about 14 characters an inch
+    lines = []
     if note:
-        fig.text(0.01, 0.045, note, fontsize=8, color="black", va="bottom")
-        bottom = 0.03 + 0.03 * (note.count("\n") + 1)
-    fig.text(0.01, 0.01, caption(run), fontsize=7, color="gray")
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+        for paragraph in note.split("\n"):
+            lines += textwrap.wrap(paragraph, width_chars) or [""]
+    lines.append(None)  # the caption
+    caption_lines = textwrap.wrap(caption(run), width_chars)
+    height = fig.get_figheight()
+    line = 0.15 / height  # of the figure's height
+    y = 0.01
+    for text in reversed(caption_lines):
+        fig.text(0.01, y, text, fontsize=7, color="gray", va="bottom")
+        y += line
+    for text in reversed([t for t in lines if t is not None]):
+        fig.text(0.01, y, text, fontsize=7, va="bottom")
+        y += line
+    axes = legend_axes or (fig.axes[0] if fig.axes else None)
+    handles, labels = [], []
+    for ax in fig.axes:  # one legend for the figure: a series' entry once
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h), labels.append(lab)
+    right = 1.0
+    if handles and axes is not None:  # at the right edge; the axes end where it begins
+        legend = fig.legend(handles, labels, loc="upper right",
+                            bbox_to_anchor=(0.995, 1 - 0.45 / height),
+                            fontsize=8, borderaxespad=0, frameon=False)
+        fig.canvas.draw()
+        box = legend.get_window_extent(fig.canvas.get_renderer())
+        right = 1 - box.width / fig.bbox.width - 0.015
+    top = 1 - 0.4 / height if fig._suptitle else 1  # the figure's title keeps its own band
+    fig.tight_layout(rect=(0, y + 0.01, right, top))
     return fig
 
 
-def grouped_bars(run, value_of, ylabel, title, scale=None):
-    """Bars per instance, one per backend; a backend that did not run says so in its slot. With
-    `scale` (the factor from seconds to the axis' unit), each time bar carries the interval of its
-    median, and a bar whose interval is wide is faded."""
-    backends, instances = backends_of(run), instances_of(run)
-    by_key = {(c["instance"], c["backend"]): c for c in run["cells"]}
-    fig, ax = plt.subplots(figsize=(min(17, max(8, 0.8 * len(instances) + 2)), 4.8))
-    width = 0.8 / len(backends)
-    for j, b in enumerate(backends):
-        xs, ys, verified, lows, highs, wide = [], [], [], [], [], []
+def cell_map(run):
+    return {(c["instance"], c["backend"]): c for c in run["cells"]}
+
+
+def families_in(run, workloads_of_interest=None):
+    """[(family, instances)] with at least one instance, in the families' order."""
+    out = []
+    for family, workloads in FAMILIES:
+        names = [w for w in workloads if workloads_of_interest is None or w in workloads_of_interest]
+        instances = instances_of(run, names)
+        if instances:
+            out.append((family, instances))
+    return out
+
+
+def dot_panels(run, series, point_of, xlabel, title, labels=False, log=True, note=None,
+               reference_line=None):
+    """A dot plot per workload family: a row per (instance, series), the value as a dot with its
+    interval as a bar, and with `labels` the value written right of the interval's top, on the
+    row's own line. point_of(cell) -> (value, low, high, label) or None; a cell that did not run
+    gets its status written in its row instead."""
+    by_key = cell_map(run)
+    panels = families_in(run)
+    rows_of = [len(instances) * len(series) for _, instances in panels]
+    if not panels or not series:
+        return None
+    height = sum(r * ROW_INCHES + 0.9 for r in rows_of) + 1.0
+    fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height), squeeze=False,
+                             gridspec_kw={"height_ratios": [r + 4 for r in rows_of]})
+    drawn_any = False
+    for ax, (family, instances) in zip(axes[:, 0], panels):
+        lowest, highest = float("inf"), 0.0
+        texts = []
         for i, inst in enumerate(instances):
-            c = by_key.get((inst, b))
-            x = i + (j - (len(backends) - 1) / 2) * width
-            if c is None:
-                continue
-            if c["status"] == "ok" and value_of(c):
-                xs.append(x)
-                ys.append(value_of(c))
-                verified.append(c.get("verified", True))
-                lo, hi = (c.get("median_interval_seconds") or [None, None])[:2]
-                ok = scale and lo is not None and hi is not None
-                lows.append(value_of(c) - lo * scale if ok else 0)
-                highs.append(hi * scale - value_of(c) if ok else 0)
-                wide.append(bool(c.get("wide")))
-            else:
-                ax.annotate(c["status"].replace("_", " "), (x, 0), xycoords=("data", "axes fraction"),
-                            rotation=90, ha="center", va="bottom", fontsize=7,
-                            color=COLORS.get(b, "gray"))
-        bars = ax.bar(xs, ys, width, label=b, color=COLORS.get(b),
-                      yerr=[lows, highs] if scale else None, capsize=2 if scale else 0,
-                      error_kw=dict(elinewidth=0.8, ecolor="black"))
-        for bar, ok, is_wide in zip(bars, verified, wide):
-            if not ok:
-                bar.set_hatch("//")
-                bar.set_edgecolor("white")
-                bar.set_gid("unverified")
-            elif is_wide:
-                bar.set_alpha(0.45)
-                bar.set_gid("wide")
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(axis="y", which="major", alpha=0.3)
-    notes = []
-    if scale:
-        levels = {c.get("median_interval_level") for c in run["cells"] if c["status"] == "ok"}
-        level = next((lv for lv in levels if lv), None)
-        if level:
-            notes.append(f"error bars: the {level:.1%} interval of each median (order statistics)"
-                         + ("; faded: wider than 10% of the median"
-                            if any(c.get("wide") for c in run["cells"]) else ""))
-    if any(c["status"] == "ok" and not c.get("verified", True) for c in run["cells"]):
-        notes.append("hatched: unverified, the check had nothing to compare it with")
-    return finish(fig, run, note="\n".join(notes) or None)
-
-
-def runtime_figure(run, phase):
-    return grouped_bars(run, lambda c: c["median_seconds"] and c["median_seconds"] * 1e6,
-                        "median time per step (µs, log)", f"Time per step, {PHASES[phase]}",
-                        scale=1e6)
-
-
-def memory_figure(run, phase):
-    return grouped_bars(run, lambda c: c["max_rss_bytes"] and c["max_rss_bytes"] / 1e6,
-                        "peak RSS of the process (MB, log)",
-                        f"Peak memory of each benchmark's process (wait4), {phase} phase")
-
-
-def speedup_figure(run, phase):
-    ref = run["reference"]
-    instances = [i for i in instances_of(run) if not i.endswith("/empty")]
-    baselines = [b for b in backends_of(run) if b != ref]
-    ratios = {(c["instance"], c["backend"]): c for c in run["cells"]
-              if c["backend"] != ref and c["ratio_to_reference"] is not None}
-    fig, ax = plt.subplots(figsize=(min(17, max(8, 0.8 * len(instances) + 2)), 4.8))
-    width = 0.8 / max(1, len(baselines))
-    for j, b in enumerate(baselines):
-        pts = [(k, ratios[(inst, b)]) for k, inst in enumerate(instances) if (inst, b) in ratios]
-        xs = [k + (j - (len(baselines) - 1) / 2) * width for k, _ in pts]
-        ys = [c["ratio_to_reference"] for _, c in pts]
-        bounds = [c.get("ratio_interval") or [None, None] for _, c in pts]
-        lows = [y - lo if lo is not None else 0 for y, (lo, _) in zip(ys, bounds)]
-        highs = [hi - y if hi is not None else 0 for y, (_, hi) in zip(ys, bounds)]
-        ax.bar(xs, ys, width, label=f"{b} / {ref}", color=COLORS.get(b), yerr=[lows, highs],
-               capsize=2, error_kw=dict(elinewidth=0.8, ecolor="black"))
-        for x, y in zip(xs, ys):
-            ax.annotate(f"{y:.2g}x" if y < 10 else f"{y:.0f}x", (x, y), ha="center",
-                        va="bottom" if y >= 1 else "top", fontsize=8 if len(baselines) == 1 else 6)
-    ax.set_yscale("log")
-    ax.axhline(1, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
-    ax.set_ylabel(f"baseline time / {ref} time (log)")
-    ax.set_title(f"Each baseline's time over {ref}'s ({phase}; above 1: {ref} is faster)")
-    if ax.patches:  # room for the value labels on the log axis
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(min(lo, 0.5) / 2, hi * 3)
-    paired = any(c.get("ratio_paired") for c in ratios.values())
-    return finish(fig, run, note="error bars: the interval of each ratio" + (
-        " (order statistics of the ratios of repetitions that took turns)" if paired
-        else " (from the two medians' intervals)"))
-
-
-def line_figure(run, workloads, size_key, xlabel, title, per_item=False, note=None):
-    """One line per (workload, backend): median time (or time per item) against the size."""
-    fig, ax = plt.subplots(figsize=(8.5, 4.8))
-    styles = ["o-", "s--", "^:"]
-    for w_index, workload in enumerate(workloads):
-        for b in backends_of(run):
-            pts = sorted((c["size"], 1e9 / c["items_per_second"] if per_item
-                          else c["median_seconds"] * 1e3)
-                         for c in run["cells"]
-                         if c["workload"] == workload and c["backend"] == b and c["status"] == "ok"
-                         and c["size_key"] == size_key
-                         and (c["items_per_second"] if per_item else c["median_seconds"]))
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[w_index % 3],
-                        label=f"{workload}, {b}" if len(workloads) > 1 else b, color=COLORS.get(b))
-    if not ax.lines:
+            for j, b in enumerate(series):
+                y = i * (len(series) + 1) + j
+                c = by_key.get((inst, b))
+                if c is None:
+                    continue
+                p = point_of(c) if c["status"] == "ok" else None
+                if p is None:
+                    if c["status"] != "ok":
+                        texts.append((y, c["status"].replace("_", " "), b))
+                    continue
+                value, lo, hi, text = p
+                lo, hi = (lo if lo is not None else value), (hi if hi is not None else value)
+                ax.errorbar([value], [y], xerr=[[value - lo], [hi - value]],
+                            fmt=MARKERS.get(b, "o"), color=COLORS.get(b, "gray"), markersize=4,
+                            elinewidth=0.9, capsize=1.5, label=b)
+                if not c.get("verified", True):
+                    ax.plot([value], [y], "o", markersize=8, fillstyle="none", color="black")
+                lowest, highest = min(lowest, lo, value), max(highest, hi, value)
+                if labels and text:
+                    texts.append((y, text, None, hi))
+                drawn_any = True
+        if highest == 0:
+            lowest, highest = 1, 10
+        if log:
+            ax.set_xscale("log")
+            # room on the right for the labels; the left starts under the lowest point
+            ax.set_xlim(lowest / 1.6, highest * (12 if labels or texts else 1.6))
+        else:
+            ax.set_xlim(min(0, lowest * 0.9), highest * (1.45 if labels or texts else 1.1))
+        for t in texts:
+            y, text = t[0], t[1]
+            if t[2] is not None:  # a status where the dot would be: at the left, in its colour
+                ax.text(ax.get_xlim()[0], y, " " + text, va="center", ha="left", fontsize=7,
+                        color=COLORS.get(t[2], "gray"), gid="status")
+            else:  # a few points right of the interval's top: clear of the dot and its bar
+                ax.annotate(text, (t[3], y), xytext=(5, 0), textcoords="offset points",
+                            va="center", ha="left", fontsize=7, gid="value")
+        ticks = [i * (len(series) + 1) + (len(series) - 1) / 2 for i in range(len(instances))]
+        ax.set_yticks(ticks, [label(i) for i in instances], fontsize=8)
+        ax.set_ylim(len(instances) * (len(series) + 1) - 1, -1)
+        ax.set_title(family, fontsize=9, loc="left")
+        ax.grid(axis="x", which="major", alpha=0.3)
+        if reference_line is not None:
+            ax.axvline(reference_line, color="black", linewidth=0.8)
+    if not drawn_any:
         plt.close(fig)
         return None
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("time per node (ns, log)" if per_item else "median time per step (ms, log)")
-    ax.set_title(title)
-    ax.grid(which="major", alpha=0.3)
+    axes[-1, 0].set_xlabel(xlabel)
+    fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     return finish(fig, run, note)
 
 
-def chain_figure(run):
-    return line_figure(run, ["scalar_chain"], "nodes", "nodes in the graph (log)",
-                       "scalar_chain: cost per node as the graph grows", per_item=True)
+def interval_note(run):
+    levels = {c.get("median_interval_level") for c in run["cells"] if c["status"] == "ok"}
+    level = next((lv for lv in levels if lv), None)
+    notes = []
+    if level:
+        notes.append(f"bars: the {level:.1%} interval of each median (order statistics of the "
+                     "repetitions)")
+    if any(c["status"] == "ok" and not c.get("verified", True) for c in run["cells"]):
+        notes.append("circled: unverified, the check had nothing to compare it with")
+    return "; ".join(notes) or None
 
 
-def batch_figure(run):
-    return line_figure(run, ["mini_gpt", "mini_gpt_wide"], "batch", "batch size (sequences, log)",
-                       "mini_gpt: time per training step against batch size")
+def speedup_figure(run):
+    ref = run["reference"]
+    series = [b for b in main_backends(run) if b != ref]
+
+    def point(c):
+        r = c.get("ratio_to_reference")
+        if r is None:
+            return None
+        lo, hi = (c.get("ratio_interval") or [None, None])[:2]
+        return r, lo, hi, f"{r:.2g}x" if r < 10 else f"{r:.0f}x"
+
+    paired = any(c.get("ratio_paired") for c in run["cells"])
+    timed = dict(run, cells=[c for c in run["cells"] if c["workload"] != "empty"])  # no work
+    return dot_panels(timed, series, point, f"time per step over {ref}'s (log; right of 1: {ref} is "
+                      "faster)", f"How many times {ref}'s time does each backend take?",
+                      labels=True, reference_line=1,
+                      note="bars: the interval of each ratio" + (
+                          " (order statistics of the ratios of repetitions that took turns)"
+                          if paired else " (from the two medians' intervals)"))
+
+
+def time_figure(run):
+    def point(c):
+        m = c.get("median_seconds")
+        if not m:
+            return None
+        lo, hi = (c.get("median_interval_seconds") or [None, None])[:2]
+        return m * 1e6, lo and lo * 1e6, hi and hi * 1e6, None
+
+    return dot_panels(run, main_backends(run), point, "median time per step (µs, log)",
+                      "How long is one step on each backend?", note=interval_note(run))
+
+
+def memory_figure(run):
+    def point(c):
+        m = c.get("max_rss_bytes")
+        return (m / 1e6, None, None, None) if m else None
+
+    return dot_panels(run, main_backends(run), point, "peak RSS of the process (MB, log)",
+                      "How much memory does each benchmark's process hold? (wait4, one process "
+                      "each)")
 
 
 def crossover_lines(run, workload):
@@ -263,28 +306,69 @@ def crossover_lines(run, workload):
             for c in run["crossovers"] if c["workload"] == workload]
 
 
-def width_figure(run):
-    lines = crossover_lines(run, "mlp_width")
-    fig = line_figure(run, ["mlp_width"], "width", "hidden width (log)",
-                      "mlp_width: time per training step against width",
-                      note="\n".join(lines) if lines else None)
-    if fig is None:
+def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
+    """A panel per sized workload with at least two sizes: a line per series against the size."""
+    panels = []
+    for w in workloads:
+        sizes = sorted({c["size"] for c in run["cells"] if c["workload"] == w and c["size_key"]})
+        if len(sizes) >= 2:
+            panels.append(w)
+    if not panels:
         return None
-    ax = fig.axes[0]
-    for c in run["crossovers"]:
-        if c["workload"] == "mlp_width" and c["from"] is not None:
-            ax.axvline(c["from"], color=COLORS.get(c["baseline"], "gray"), linestyle=":",
-                       linewidth=1)
-    return fig
+    cols = min(2, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 3.2 * rows + 1.2), squeeze=False)
+    for k, w in enumerate(panels):
+        ax = axes[k // cols, k % cols]
+        for b in series:
+            pts = sorted((c["size"], value_of(c)) for c in run["cells"]
+                         if c["workload"] == w and c["backend"] == b and c["status"] == "ok"
+                         and value_of(c))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], MARKERS.get(b, "o") + "-",
+                        label=b, color=COLORS.get(b), markersize=4)
+        for c in run["crossovers"]:
+            if c["workload"] == w and c["from"] is not None and c["baseline"] in series:
+                ax.axvline(c["from"], color=COLORS.get(c["baseline"], "gray"), linestyle=":",
+                           linewidth=1)
+        key = next(c["size_key"] for c in run["cells"] if c["workload"] == w)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"{w}: {key} (log)", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(which="major", alpha=0.3)
+    for k in range(len(panels), rows * cols):
+        axes[k // cols, k % cols].set_visible(False)
+    fig.suptitle(title, fontsize=10, x=0.01, ha="left")
+    return finish(fig, run, note)
+
+
+def model_sizes_figure(run):
+    models = ["char_mlp", "mini_gpt", "mini_gpt_wide", "mlp_width"]
+    lines = [f"{w}: {line}" for w in models for line in crossover_lines(run, w)
+             if line.split()[0].rstrip(":") in main_backends(run)]
+    return size_panels(run, models, main_backends(run),
+                       lambda c: c["median_seconds"] and c["median_seconds"] * 1e3,
+                       "time per step (ms, log)",
+                       "How does a training step's time grow with the model's size?",
+                       note="dotted: a backend faster than the reference from that size on; "
+                            + "; ".join(lines) if lines else None)
+
+
+def chain_figure(run):
+    return size_panels(run, ["scalar_chain"], main_backends(run),
+                       lambda c: c.get("items_per_second") and 1e9 / c["items_per_second"],
+                       "time per node (ns, log)", "What does a node cost as the graph grows?")
 
 
 def loss_figure(run, instance="step/mini_gpt/batch:8"):
     """Training losses from the correctness check (same weights, same batches on every backend)."""
+    series = main_backends(run)
     curves = {}
     for wanted in [instance] + sorted({c["instance"] for c in run["cells"]
                                        if c["workload"] == "mini_gpt"}):
         curves = {c["backend"]: c["check_losses"] for c in run["cells"]
-                  if c["instance"] == wanted and c.get("check_losses")}
+                  if c["instance"] == wanted and c.get("check_losses") and c["backend"] in series}
         if curves:
             instance = wanted
             break
@@ -293,58 +377,180 @@ def loss_figure(run, instance="step/mini_gpt/batch:8"):
     fig, ax = plt.subplots(figsize=(8.5, 4.8))
     for j, (b, losses) in enumerate(curves.items()):
         ax.plot(range(len(losses)), losses, ["-", "--", ":", "-."][j % 4], label=b,
-                color=COLORS.get(b), linewidth=max(0.8, 2.5 - 0.6 * j))
+                color=COLORS.get(b), linewidth=max(0.8, 2.5 - 0.45 * j))
     ax.set_xlabel("training step (same initial weights, same batches)")
     ax.set_ylabel("training loss (mean cross-entropy, nats)")
-    ax.set_title(f"{label(instance)}: training loss on every backend (they overlap)")
+    ax.set_title(f"Do the backends train alike? {label(instance)} (the lines overlap)",
+                 fontsize=10)
     ax.grid(alpha=0.3)
     return finish(fig, run)
 
 
-def memory_plan_figure(run):
-    """Per model instance the compiled mode ran: the eager engine's arena, the compiled mode's (its
-    planned step arena plus what both keep: parameters, gradients, optimizer state), and the same
-    with the step arena at its lower bound. All three are counters of the result files."""
-    by_key = {(c["instance"], c["backend"]): c for c in run["cells"] if c["status"] == "ok"}
-    instances = [i for i in instances_of(run) if i.startswith("step/")
-                 and "planned_arena_bytes" in by_key.get((i, "compiled"), {}).get("counters", {})]
+# ---- the studies' figures ----
+
+RECURRENT = ["char_rnn", "char_rnn_wide"]  # workloads/recurrent.h
+OURS = ["engine", "engine_revolve", "engine_multistage", "compiled"]
+THEIRS = ["libtorch", "libtorch_segments", "pytorch", "pytorch_checkpoint", "torchscript"]
+
+
+def recurrent_figure(run, value_of, ylabel, title, note, ratio=False):
+    """Per recurrent workload, our strategies and the torch backends' in two panels, each line a
+    backend against the sequence length, log-log; a cell that ran out of memory is an x at its
+    length, on the axis' floor."""
+    workloads = [w for w in RECURRENT if any(c["workload"] == w for c in run["cells"])]
+    groups = [("ours", [b for b in OURS if b in backends_of(run)]),
+              ("torch", [b for b in THEIRS if b in backends_of(run)])]
+    groups = [(name, g) for name, g in groups if g]
+    if not workloads or not groups or len(backends_of(run)) < 2:
+        return None
+    if not any(b not in MAIN for b in backends_of(run)):
+        return None  # no strategy to compare: the study bptt's figure
+    fig, axes = plt.subplots(len(workloads), len(groups), figsize=(WIDTH, 3.4 * len(workloads)
+                                                                   + 1.2), squeeze=False)
+    ooms = False
+    for r, w in enumerate(workloads):
+        for k, (name, group) in enumerate(groups):
+            ax = axes[r, k]
+            for b in group:
+                cells = [c for c in run["cells"] if c["workload"] == w and c["backend"] == b]
+                pts = sorted((c["size"], value_of(c)) for c in cells
+                             if c["status"] == "ok" and value_of(c))
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=b,
+                            color=COLORS.get(b), markersize=4)
+                for c in cells:
+                    if c["status"] == "out_of_memory":
+                        ooms = True
+                        ax.plot([c["size"]], [0], "x", color=COLORS.get(b), markersize=9,
+                                clip_on=False, transform=ax.get_xaxis_transform())
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            if ratio:  # 1.5x, not 1.5 x 10^0
+                ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+                ax.yaxis.set_major_formatter(ticks)
+                ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_title(f"{w}: {name}", fontsize=9, loc="left")
+            ax.set_xlabel("sequence length n (log)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.grid(which="major", alpha=0.3)
+    if ooms:
+        note += "\nx on the floor: out of memory at that length (the runner's memory limit)"
+    fig.suptitle(title, fontsize=10, x=0.01, ha="left")
+    return finish(fig, run, note)
+
+
+def recurrent_memory_figure(run):
+    return recurrent_figure(
+        run, lambda c: c["peak_rss_bytes"] / 1e6 if c.get("peak_rss_bytes") else None,
+        "peak RSS (MB, log)", "What memory does each way back through time take?",
+        "engine, compiled and the torch backends keep every state; revolve, multistage, "
+        "segments and checkpoint recompute")
+
+
+def recurrent_time_figure(run):
+    ref = run["reference"]
+    return recurrent_figure(
+        run, lambda c: c.get("ratio_to_reference"), f"time over {ref}'s (log)",
+        f"What does each way back through time cost, against {ref} (store-all)?",
+        "each point: the median of the ratios of repetitions that took turns", ratio=True)
+
+
+def intervals_figure(run):
+    """The paper's experiment: multistage's time over store-all's against its checkpoint
+    interval k, one line per state size; a star at the k it chose from its measured write and
+    step times."""
+    rows = run.get("intervals") or []
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(WIDTH, 5))
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        mine = [r for r in rows if r["workload"] == workload]
+        swept = sorted((int(r["k"]), r["slowdown"]) for r in mine if r["k"] != "auto")
+        chosen = [r for r in mine if r["k"] == "auto"]
+        state = ""
+        if mine[0].get("records") and mine[0].get("bytes_written"):
+            state = f", {mine[0]['bytes_written'] / mine[0]['records'] / 1024:.0f} KiB a record"
+        line = ax.plot([k for k, _ in swept], [v for _, v in swept], "o-", markersize=4,
+                       label=f"{workload}, n={mine[0]['length']}{state}")[0]
+        for r in chosen:
+            ax.plot([r["interval"]], [r["slowdown"]], "*", color=line.get_color(), markersize=14,
+                    label=f"{workload}: its own k={r['interval']:.0f}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.axhline(1, color="gray", linewidth=0.8)
+    ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
+    ax.yaxis.set_major_formatter(ticks)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("checkpoint interval k: a state written to disk every k steps (log)")
+    ax.set_ylabel("time per sequence / store-all's (log)")
+    ax.set_title("Multistage: how does its cost fall as it writes less often?", fontsize=10)
+    ax.grid(which="major", alpha=0.3)
+    return finish(fig, run, note="engine_multistage with 8 in-memory snapshots per interval; each "
+                                 "point the median of 5 sequences over store-all's, taking turns; "
+                                 "1x: store-all")
+
+
+def budget_figure(run):
+    """Per instance the budgeted compiled mode ran: the peak RSS and planned arena of compiled
+    with and without the budget, in MB on a linear axis; the time ratio written beside."""
+    by_key = cell_map(run)
+    instances = [i for i in instances_of(run)
+                 if by_key.get((i, "compiled_budget"), {}).get("status") == "ok"
+                 and by_key.get((i, "compiled"), {}).get("status") == "ok"]
     if not instances:
         return None
-    series = [("eager engine's arena", COLORS["engine"],
-               lambda i: by_key.get((i, "engine"), {}).get("counters", {}).get("arena_bytes")),
-              ("compiled: planned arena", COLORS["compiled"],
-               lambda i: by_key[(i, "compiled")]["counters"].get("arena_bytes")),
-              ("compiled at the lower bound", "#a6761d",
-               lambda i: (lambda k: k["arena_bytes"] - k["planned_arena_bytes"]
-                          + k["lower_bound_bytes"])(by_key[(i, "compiled")]["counters"]))]
-    fig, ax = plt.subplots(figsize=(min(17, max(8, 0.8 * len(instances) + 2)), 4.8))
-    width = 0.8 / len(series)
-    for j, (name, color, value_of) in enumerate(series):
-        xs, ys = [], []
-        for i, inst in enumerate(instances):
-            v = value_of(inst)
-            if v:
-                xs.append(i + (j - (len(series) - 1) / 2) * width)
-                ys.append(v / 1e6)
-        ax.bar(xs, ys, width, label=name, color=color)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(instances)), [label(i) for i in instances], rotation=30, ha="right")
-    ax.set_ylabel("arena bytes (MB, log)")
-    ax.set_title("Memory of a training step: eager arena, compiled plan, lower bound")
-    ax.grid(axis="y", which="major", alpha=0.3)
-    return finish(fig, run, note="each arena holds parameters, gradients and optimizer state too; "
-                                 "lower bound: the most bytes live at any instruction of the program")
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 1.8 + 0.9 * len(instances)), squeeze=False)
+    for ax, (what, value_of) in zip(axes[0], [
+            ("peak RSS of the process (MB)", lambda c: c.get("max_rss_bytes")),
+            ("planned arena (MB)", lambda c: c.get("counters", {}).get("planned_arena_bytes"))]):
+        for j, b in enumerate(["compiled", "compiled_budget"]):
+            ys = [i + (j - 0.5) * 0.36 for i in range(len(instances))]
+            xs = [(value_of(by_key[(i, b)]) or 0) / 1e6 for i in instances]
+            ax.barh(ys, xs, 0.34, color=COLORS[b], label=b)
+            for y, x, inst in zip(ys, xs, instances):
+                ratio = by_key[(inst, b)]["median_seconds"] / by_key[(inst, "compiled")][
+                    "median_seconds"]
+                ax.text(x, y, f" {x:.1f} MB" + (f", {ratio:.2f}x the time" if j else ""),
+                        va="center", fontsize=7, gid="value")
+        ax.set_xlim(0, max((value_of(by_key[(i, b)]) or 0) / 1e6 for i in instances
+                           for b in ["compiled", "compiled_budget"]) * 1.6)
+        ax.set_yticks(range(len(instances)), [label(i) for i in instances], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(what, fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("What does planning under half its memory cost the compiled mode?", fontsize=10,
+                 x=0.01, ha="left")
+    return finish(fig, run, note="the budget: half the unbudgeted plan's peak; activations are "
+                                 "recomputed to meet it (engine/compiled/program.h)")
+
+
+def first_step_figure(run):
+    if not any(c["backend"] == "compiled_first_step" and c["status"] == "ok"
+               for c in run["cells"]):
+        return None
+
+    def point(c):
+        m = c.get("median_seconds")
+        return (m * 1e3, None, None, None) if m else None
+
+    series = [b for b in ["compiled", "compiled_first_step"] if b in backends_of(run)]
+    fig = dot_panels(run, series, point, "time (ms, log)",
+                     "How long from a cold start to the first step, against a step?",
+                     note="compiled_first_step: a cold start each time: the backend made, the "
+                          "workload set up, its step captured, its kernels chosen by timing them, "
+                          "the program planned and run once")
+    return fig
 
 
 def kernel_dialects_figure(run):
     """Per op shape of bench_compiled --kernel_rows, every dialect's GFLOP/s (forward and backward
-    of the op), auto's choice hatched; the FMA peak and 80% of it as lines. None without kernels."""
+    of the op), auto's choice hatched; the FMA peak and 80% of it as lines."""
     kernels = run.get("kernels")
     if not kernels or not kernels.get("shapes"):
         return None
     shapes = kernels["shapes"]
     dialects = list(dict.fromkeys(d for s in shapes for d in s["median_seconds"]))
-    fig, ax = plt.subplots(figsize=(max(7.5, 1.6 * len(shapes) + 3), 4.8))
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.8 * len(shapes) + 3), 5.2))
     width = 0.8 / len(dialects)
     for j, d in enumerate(dialects):
         xs, ys, chosen = [], [], []
@@ -361,134 +567,64 @@ def kernel_dialects_figure(run):
                    edgecolor="black")
     peak = kernels.get("peak_gflops")
     if peak:
-        ax.axhline(peak, color="black", linewidth=1, label=f"FMA peak {peak:.0f} GFLOP/s")
-        ax.axhline(0.8 * peak, color="black", linewidth=1, linestyle=":", label="80% of peak")
+        ax.axhline(peak, color="black", linewidth=1, label=f"FMA peak {peak:.0f} GFLOP/s",
+                   gid="reference")
+        ax.axhline(0.8 * peak, color="black", linewidth=1, linestyle=":", label="80% of peak",
+                   gid="reference")
     ax.set_xticks(range(len(shapes)))
+
     def tick(shape):  # "step/char_mlp/hidden:1024/linear[64x1024,...]" on three short lines
         where, op = shape.replace("step/", "").rsplit("/", 1)
         name, operands = op.rstrip("]").split("[", 1)
         return f"{where.replace('/', ' ')}\n{name}\n" + operands.replace(",", ", ")
+
     ax.set_xticklabels([tick(s["shape"]) for s in shapes], fontsize=7)
     ax.set_ylabel("GFLOP/s (forward + backward of the op)")
-    ax.set_title("Matmul dialects per op shape (hatched: auto's choice)")
+    ax.set_title("Which matmul kernel is fastest on each op shape? (hatched: auto's choice)",
+                 fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     return finish(fig, run, note="each bar: the median of the kernel rows' repetitions; "
                                  "flops: 2MNK over the op's three products")
 
 
-RECURRENT = ["char_rnn", "char_rnn_wide"]  # workloads/recurrent.h
-
-
-def recurrent_lines(run, value_of, ylabel, title, note, ratio=False):
-    """One line per (recurrent workload, backend) against the sequence length, log-log; a cell
-    that ran out of memory is an x at its length, on the axis' floor."""
-    fig, ax = plt.subplots(figsize=(9, 5))
-    styles = {"char_rnn": "o-", "char_rnn_wide": "s--"}
-    ooms = []
-    for workload in RECURRENT:
-        for b in backends_of(run):
-            cells = [c for c in run["cells"] if c["workload"] == workload and c["backend"] == b]
-            pts = sorted((c["size"], value_of(c)) for c in cells
-                         if c["status"] == "ok" and value_of(c))
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[workload],
-                        label=f"{workload}, {b}", color=COLORS.get(b), markersize=4)
-            ooms += [(c["size"], b) for c in cells if c["status"] == "out_of_memory"]
-    if not ax.lines:
-        plt.close(fig)
+def threads_figure(run):
+    """Per instance and backend with a two-thread variant, its one-thread time over its
+    two-thread time (above 1: the second thread helps)."""
+    pairs = [b[:-3] for b in backends_of(run) if b.endswith("_2t") and b[:-3] in backends_of(run)]
+    if not pairs:
         return None
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    if ooms:
-        floor = ax.get_ylim()[0]
-        for size, b in ooms:
-            ax.plot([size], [floor], "x", color=COLORS.get(b), markersize=9, clip_on=False)
-        note += "\nx on the floor: out of memory at that length (the runner's memory limit)"
-    if ratio:  # 1.5x, not 1.5 x 10^0
-        ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-        ax.yaxis.set_major_formatter(ticks)
-        ax.yaxis.set_minor_formatter(ticks)
-    ax.set_xlabel("sequence length n (log)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(which="major", alpha=0.3)
-    return finish(fig, run, note=note)
-
-
-def recurrent_memory_figure(run):
-    return recurrent_lines(
-        run, lambda c: c["peak_rss_bytes"] / 1e6 if c.get("peak_rss_bytes") else None,
-        "peak RSS of the process (MB, log)",
-        "Recurrent workloads: peak memory against sequence length",
-        "solid: char_rnn (H=64, B=8); dashed: char_rnn_wide (H=512, B=32); "
-        "engine, libtorch, pytorch, torchscript keep every state")
-
-
-def recurrent_time_figure(run):
-    ref = run["reference"]
-    return recurrent_lines(
-        run, lambda c: c.get("ratio_to_reference"),
-        f"time per sequence / {ref}'s (log)",
-        f"Recurrent workloads: time per sequence relative to {ref} (store-all)",
-        "solid: char_rnn; dashed: char_rnn_wide; the reference keeps every state", ratio=True)
-
-
-def intervals_figure(run):
-    """The paper's experiment: multistage's time over store-all's against its checkpoint
-    interval k, one line per state size; a star at the k it chose from its measured write and
-    step times."""
-    rows = run.get("intervals") or []
-    if not rows:
+    by_key = cell_map(run)
+    cells = []
+    for c in run["cells"]:
+        two = by_key.get((c["instance"], c["backend"] + "_2t"))
+        if c["backend"] in pairs and c["status"] == "ok" and two and two["status"] == "ok":
+            cells.append(dict(c, speedup=c["median_seconds"] / two["median_seconds"]))
+    if not cells:
         return None
-    fig, ax = plt.subplots(figsize=(10, 5))
-    styles = {"char_rnn": "o-", "char_rnn_wide": "s--"}
-    for workload in dict.fromkeys(r["workload"] for r in rows):
-        mine = [r for r in rows if r["workload"] == workload]
-        swept = sorted((int(r["k"]), r["slowdown"]) for r in mine if r["k"] != "auto")
-        chosen = [r for r in mine if r["k"] == "auto"]
-        state = ""
-        if mine[0].get("records") and mine[0].get("bytes_written"):
-            state = f", {mine[0]['bytes_written'] / mine[0]['records'] / 1024:.0f} KiB a record"
-        name = f"{workload}, n={mine[0]['length']}{state}"
-        line = ax.plot([k for k, _ in swept], [v for _, v in swept], styles.get(workload, "o-"),
-                       label=name, markersize=4)[0]
-        for r in chosen:
-            ax.plot([r["interval"]], [r["slowdown"]], "*", color=line.get_color(), markersize=14,
-                    label=f"its choice, k={r['interval']:.0f}: write "
-                          f"{r['write_seconds_measured'] * 1e6:.0f} us, step "
-                          f"{r['step_seconds_measured'] * 1e6:.1f} us")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.axhline(1, color="gray", linewidth=0.8)
-    ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-    ax.yaxis.set_major_formatter(ticks)
-    ax.yaxis.set_minor_formatter(ticks)
-    ax.set_xlabel("checkpoint interval k: a state written to disk every k steps (log)")
-    ax.set_ylabel("time per sequence / store-all's (log)")
-    ax.set_title("Multistage: slowdown against checkpoint interval")
-    ax.grid(which="major", alpha=0.3)
-    return finish(fig, run, note="engine_multistage with 8 in-memory snapshots per interval; each "
-                                 "point the median of 5 sequences over store-all's, taking turns; "
-                                 "1x: store-all")
+    view = dict(run, cells=cells)
+
+    def point(c):
+        return c["speedup"], None, None, f"{c['speedup']:.2f}x"
+
+    return dot_panels(view, pairs, point, "one thread's time over two threads' (above 1: faster "
+                      "on two)", "What do two threads buy each backend?", labels=True, log=False,
+                      reference_line=1)
 
 
 def figures(run):
     """{file name: figure} for everything this run has data for."""
     out = {}
-    for phase in PHASES:
-        sub = phase_of(run, phase)
-        if sub:
-            out[f"runtime_{phase}.png"] = runtime_figure(sub, phase)
-            out[f"memory_{phase}.png"] = memory_figure(sub, phase)
-            if len(backends_of(sub)) > 1:
-                out[f"speedup_{phase}.png"] = speedup_figure(sub, phase)
-    for name, make in [("scalar_chain.png", chain_figure), ("mini_gpt_batch.png", batch_figure),
-                       ("mlp_width.png", width_figure), ("loss_curves.png", loss_figure),
-                       ("memory_plan.png", memory_plan_figure),
-                       ("kernel_dialects.png", kernel_dialects_figure),
+    for name, make in [("speedup.png", speedup_figure), ("time.png", time_figure),
+                       ("memory.png", memory_figure), ("model_sizes.png", model_sizes_figure),
+                       ("scalar_chain.png", chain_figure), ("loss_curves.png", loss_figure),
                        ("recurrent_memory.png", recurrent_memory_figure),
                        ("recurrent_time.png", recurrent_time_figure),
-                       ("intervals.png", intervals_figure)]:
+                       ("intervals.png", intervals_figure), ("budget.png", budget_figure),
+                       ("first_step.png", first_step_figure),
+                       ("kernel_dialects.png", kernel_dialects_figure),
+                       ("threads.png", threads_figure)]:
+        if name == "speedup.png" and len(main_backends(run)) < 2:
+            continue
         fig = make(run)
         if fig is not None:
             out[name] = fig

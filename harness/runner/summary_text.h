@@ -176,10 +176,11 @@ inline std::string marks_and_crossovers(const Summary& s) {
 // The study kernels: every dialect per op shape, auto's choice, and the FMA peak.
 inline std::string kernels_table(const Summary& s) {
   if (s.kernels.kind != Json::Kind::object) return "";
-  std::string out = fmt::format(
-      "\nmatmul kernels, forward and backward of one op (median per dialect; * auto's choice, "
-      "made in the step's own setup); FMA peak {:.1f} GFLOP/s:\n",
-      s.kernels["peak_gflops"].num_or(NAN));
+  std::string out = "\n" + wrapped(fmt::format("matmul kernels, forward and backward of one op "
+                                               "(median per dialect; * auto's choice, made in "
+                                               "the step's own setup); FMA peak {:.1f} GFLOP/s:",
+                                               s.kernels["peak_gflops"].num_or(NAN)),
+                                   2);
   for (const Json& row : s.kernels["shapes"].array) {
     std::string times;
     for (const auto& [d, v] : row["median_seconds"].object)

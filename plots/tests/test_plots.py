@@ -12,6 +12,7 @@ import sys
 
 import matplotlib.container
 import matplotlib.pyplot as plt
+import matplotlib.transforms
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,27 +82,24 @@ def test_every_figure_for_a_run_of_four_backends(tmp_path, capsys):
     write(tmp_path, s)
     assert plot.main(["plot.py", str(tmp_path)]) == 0
     drawn = sorted(os.listdir(tmp_path / "plots"))
-    assert drawn == sorted(["runtime_grad.png", "memory_grad.png", "speedup_grad.png",
-                            "runtime_step.png", "memory_step.png", "speedup_step.png",
-                            "mlp_width.png"])
+    assert drawn == sorted(["speedup.png", "time.png", "memory.png", "model_sizes.png",
+                            "scalar_chain.png"])
     assert "plots:" in capsys.readouterr().out
 
 
 def test_the_reference_is_the_runs_not_always_engine(tmp_path):
     times = {i: {b: t for b, t in by.items() if b != "engine"} for i, by in TIMES.items()}
     run = write(tmp_path, summary(times, ["libtorch", "pytorch", "torchscript"]))
-    fig = plot.speedup_figure(plot.phase_of(run, "grad"), "grad")
-    ax = fig.axes[0]
-    assert len(ax.patches) > 0, "without the engine the speedups are over libtorch, not empty"
-    assert "libtorch" in ax.get_title() and "engine" not in ax.get_title()
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "pytorch / libtorch", "torchscript / libtorch"]
+    fig = plot.speedup_figure(run)
+    assert any(ax.lines for ax in fig.axes), "without the engine the speedups are over libtorch"
+    assert "libtorch" in fig._suptitle.get_text() and "engine" not in fig._suptitle.get_text()
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["pytorch", "torchscript"]
 
 
 def test_a_benchmark_that_did_not_run_is_labelled(tmp_path):
     run = write(tmp_path, summary(TIMES, FOUR))
-    fig = plot.runtime_figure(plot.phase_of(run, "grad"), "grad")
-    labels = [t.get_text() for t in fig.axes[0].texts]
+    fig = plot.time_figure(run)
+    labels = [t.get_text().strip() for ax in fig.axes for t in ax.texts if t.get_gid() == "status"]
     assert "failed" in labels
 
 
@@ -114,8 +112,9 @@ def test_crossover_note_comes_from_the_summary(tmp_path):
     assert plot.crossover_lines(run, "mlp_width") == [
         "libtorch faster than engine from width 2048",
         "pytorch: no crossover up to width 2048 (engine faster at every size)"]
-    fig = plot.width_figure(run)
-    assert any("libtorch faster than engine from width 2048" in t.get_text() for t in fig.texts)
+    fig = plot.model_sizes_figure(run)
+    notes = " ".join(t.get_text() for t in fig.texts)
+    assert "libtorch faster than engine from width 2048" in notes, notes
 
 
 def test_loss_curves_come_from_the_check(tmp_path):
@@ -128,20 +127,102 @@ def test_loss_curves_come_from_the_check(tmp_path):
     assert [l.get_label() for l in lines] == FOUR and len(lines[0].get_xdata()) == 50
 
 
-def overlaps(a, b):
-    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+def overlaps(a, b, slack=0.5):
+    return (a.x0 + slack < b.x1 and b.x0 + slack < a.x1 and a.y0 + slack < b.y1
+            and b.y0 + slack < a.y1)
 
 
 def assert_nothing_covers_data(fig):
     """Legends and figure notes lie outside every axes' plotting area."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    areas = [ax.get_window_extent(renderer) for ax in fig.axes]
+    areas = [ax.get_window_extent(renderer) for ax in fig.axes if ax.get_visible()]
     boxes = [t.get_window_extent(renderer) for t in fig.texts]
     boxes += [ax.get_legend().get_window_extent(renderer) for ax in fig.axes if ax.get_legend()]
+    boxes += [leg.get_window_extent(renderer) for leg in fig.legends]
     for box in boxes:
         for area in areas:
             assert not overlaps(box, area), (box, area)
+
+
+def drawn_texts(fig):
+    """Every text the figure draws, with its extent: titles, labels, tick labels in view, value
+    labels, notes, legend entries."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = list(fig.texts) + ([fig._suptitle] if fig._suptitle else [])
+    for leg in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]:
+        texts += leg.get_texts()
+    out = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        area = ax.get_window_extent(renderer)
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        texts += ax.texts
+        for t in ax.xaxis.get_ticklabels(which="both") + ax.yaxis.get_ticklabels(which="both"):
+            box = t.get_window_extent(renderer)  # a tick out of view draws nothing
+            if t.get_visible() and t.get_text() and (
+                    area.x0 - 2 <= (box.x0 + box.x1) / 2 <= area.x1 + 2
+                    or area.y0 - 2 <= (box.y0 + box.y1) / 2 <= area.y1 + 2):
+                out.append((t, box))
+    out += [(t, t.get_window_extent(renderer)) for t in texts
+            if t.get_visible() and t.get_text().strip()]
+    return out, renderer
+
+
+def data_boxes(ax, renderer):
+    """The data of one axes as display boxes: every marker, every error bar's segment."""
+    boxes = []
+    for line in ax.lines:
+        xy = line.get_transform().transform(line.get_xydata())
+        size = max(line.get_markersize(), 1) * fig_dpi(ax) / 72 / 2
+        for x, y in xy:
+            boxes.append(matplotlib.transforms.Bbox([[x - size, y - size], [x + size, y + size]]))
+    for coll in ax.collections:
+        for seg in getattr(coll, "get_segments", lambda: [])():
+            xy = coll.get_transform().transform(seg)
+            boxes.append(matplotlib.transforms.Bbox([xy.min(axis=0), xy.max(axis=0)]))
+    boxes += [p.get_window_extent(renderer) for p in ax.patches]
+    return boxes
+
+
+def fig_dpi(ax):
+    return ax.figure.dpi
+
+
+def assert_no_text_overlaps(fig):
+    """No two texts of the figure intersect, every text lies within the figure, and no value or
+    status label lies on a point, an error bar or a bar of its axes."""
+    texts, renderer = drawn_texts(fig)
+    page = fig.bbox
+    seen = set()
+    for i, (a, box_a) in enumerate(texts):
+        assert (box_a.x0 >= page.x0 - 1 and box_a.x1 <= page.x1 + 1 and box_a.y0 >= page.y0 - 1
+                and box_a.y1 <= page.y1 + 1), f"past the figure's edge: {a.get_text()!r}"
+        for b, box_b in texts[i + 1:]:
+            if a is b or (id(a), id(b)) in seen:
+                continue
+            seen.add((id(a), id(b)))
+            assert not overlaps(box_a, box_b), f"{a.get_text()!r} overlaps {b.get_text()!r}"
+    for ax in fig.axes:
+        data = data_boxes(ax, renderer)
+        for t in ax.texts:
+            if t.get_gid() not in ("value", "status") or not t.get_text().strip():
+                continue
+            box = t.get_window_extent(renderer)
+            for d in data:
+                assert not overlaps(box, d, slack=1.0), f"{t.get_text()!r} lies on the data"
+
+
+def assert_readable(fig):
+    assert_nothing_covers_data(fig)
+    assert_no_text_overlaps(fig)
+    for ax in fig.axes:  # a handful of series a panel
+        labels = {l.get_label() for l in ax.lines
+                  if not l.get_label().startswith("_") and l.get_gid() != "reference"}
+        labels |= {c.get_label() for c in ax.containers if not c.get_label().startswith("_")}
+        assert len(labels) <= plot.MAX_SERIES, labels
 
 
 def test_legends_and_notes_never_cover_data(tmp_path):
@@ -149,9 +230,33 @@ def test_legends_and_notes_never_cover_data(tmp_path):
                    "largest": 2048} for b in FOUR[1:]]
     run = write(tmp_path, summary(TIMES, FOUR, crossovers))
     figures = plot.figures(run)
-    assert "mlp_width.png" in figures and "memory_grad.png" in figures
+    assert "model_sizes.png" in figures and "memory.png" in figures
     for name, fig in figures.items():
-        assert_nothing_covers_data(fig)
+        assert_readable(fig)
+
+
+# The checker itself: a figure whose labels collide, or whose caption runs past its edge, fails.
+def test_the_overlap_check_catches_collisions(tmp_path):
+    run = write(tmp_path, summary(TIMES, FOUR))
+    fig = plot.speedup_figure(run)
+    ax = fig.axes[0]
+    t = ax.texts[0]
+    ax.annotate(t.get_text(), t.xy, xytext=(5, 0), textcoords="offset points", fontsize=7,
+                va="center", gid="value")  # a second one on it
+    with pytest.raises(AssertionError, match="overlaps"):
+        assert_no_text_overlaps(fig)
+    fig = plot.speedup_figure(run)
+    fig.text(0.5, 0.01, "a caption far too long " * 20, fontsize=7)
+    with pytest.raises(AssertionError, match="past the figure's edge"):
+        assert_no_text_overlaps(fig)
+    fig = plot.speedup_figure(run)
+    ax = fig.axes[0]
+    for t in list(ax.texts):  # the value labels gone: only the data is left to hit
+        t.remove()
+    line = next(l for l in ax.lines if len(l.get_xdata()))
+    ax.text(line.get_xdata()[0], line.get_ydata()[0], "on the dot", fontsize=7, gid="value")
+    with pytest.raises(AssertionError, match="lies on the data"):
+        assert_no_text_overlaps(fig)
 
 
 def test_missing_run_is_a_clear_error(tmp_path, capsys):
@@ -166,8 +271,8 @@ def test_a_corrupt_summary_is_named_not_a_traceback(tmp_path, capsys):
     assert err.startswith("error: ") and "summary.json cannot be read" in err and err.count("\n") == 1
 
 
-# Each time bar carries its median's interval; a wide one is faded and the note says so.
-def test_time_bars_carry_their_interval(tmp_path):
+# Each time carries its median's interval, and the note says what the bars are.
+def test_times_carry_their_interval(tmp_path):
     s = summary(TIMES, FOUR)
     for row in s["rows"]:
         for c in row["backends"].values():
@@ -175,28 +280,27 @@ def test_time_bars_carry_their_interval(tmp_path):
                 c["median_interval_seconds"] = [c["median_seconds"] * 0.98,
                                                 c["median_seconds"] * 1.03]
                 c["median_interval_level"] = 0.9375
-    s["rows"][1]["backends"]["pytorch"]["median_interval_seconds"][1] *= 1.5
-    s["rows"][1]["backends"]["pytorch"]["wide"] = True
     run = write(tmp_path, s)
-    fig = plot.runtime_figure(plot.phase_of(run, "grad"), "grad")
-    ax = fig.axes[0]
-    bars = [c for c in ax.containers if isinstance(c, matplotlib.container.BarContainer)]
-    assert len(bars) == 4 and all(c.errorbar is not None for c in bars)
-    assert [p.get_gid() for p in ax.patches].count("wide") == 1
+    fig = plot.time_figure(run)
+    bars = [c for ax in fig.axes for c in ax.containers
+            if isinstance(c, matplotlib.container.ErrorbarContainer)]
+    assert bars and all(c.has_xerr for c in bars)
+    first = bars[0].lines[2][0].get_segments()[0]  # the interval, in µs
+    assert first[0][0] == pytest.approx(0.98e-3) and first[1][0] == pytest.approx(1.03e-3)
     assert any("93.8% interval of each median" in t.get_text() for t in fig.texts)
-    assert_nothing_covers_data(fig)
+    assert_readable(fig)
 
 
 # A number the check could not verify is drawn, and drawn as unverified.
-def test_unverified_bars_are_hatched_and_said_so(tmp_path):
+def test_unverified_times_are_circled_and_said_so(tmp_path):
     s = summary(TIMES, FOUR)
     s["rows"][1]["backends"]["libtorch"]["verified"] = False
     run = write(tmp_path, s)
-    fig = plot.runtime_figure(plot.phase_of(run, "grad"), "grad")
-    hatched = [p for p in fig.axes[0].patches if p.get_gid() == "unverified"]
-    assert len(hatched) == 1 and hatched[0].get_hatch() == "//"
+    fig = plot.time_figure(run)
+    circles = [l for ax in fig.axes for l in ax.lines if l.get_fillstyle() == "none"]
+    assert len(circles) == 1
     assert any("unverified" in t.get_text() for t in fig.texts)
-    assert_nothing_covers_data(fig)
+    assert_readable(fig)
 
 
 # plots/compare.py: every compared benchmark drawn, the uncompared ones named beside the axes,
@@ -261,22 +365,22 @@ def test_history_of_runs_by_commit(tmp_path, capsys):
     assert history.main(["history.py", str(tmp_path / "nope")]) == 2
 
 
-def test_memory_plan_bars_are_the_compiled_modes_counters(tmp_path):
-    times = {"step/mlp_width/width:16": {"engine": 5e-6, "compiled": 4e-6},
-             "step/mlp_width/width:32": {"engine": 6e-6, "compiled": "failed"}}
-    s = summary(times, ["engine", "compiled"])
+def test_the_budget_figure_is_the_compiled_modes_counters_on_a_linear_axis(tmp_path):
+    times = {"step/mini_gpt_wide/batch:1": {"engine": 5e-3, "compiled": 4e-3,
+                                            "compiled_budget": 4.4e-3}}
+    s = summary(times, ["engine", "compiled", "compiled_budget"])
     cells = s["rows"][0]["backends"]
-    cells["engine"]["counters"] = {"arena_bytes": 9e6}
-    cells["compiled"]["counters"] = {"arena_bytes": 7e6, "planned_arena_bytes": 3e6,
-                                     "lower_bound_bytes": 2e6}
-    run = write(tmp_path, s)
-    fig = plot.figures(run)["memory_plan.png"]
-    bars = [b for c in fig.axes[0].containers for b in c]
-    assert [round(b.get_height(), 6) for b in bars] == [9.0, 7.0, 6.0]  # MB: eager, plan, bound
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["mlp_width/width:16"]
-    assert_nothing_covers_data(fig)
-    del cells["compiled"]["counters"]  # a run without the compiled mode has no such figure
-    assert "memory_plan.png" not in plot.figures(write(tmp_path, s))
+    cells["compiled"].update(max_rss_bytes=30e6, counters={"planned_arena_bytes": 20e6})
+    cells["compiled_budget"].update(max_rss_bytes=20e6, counters={"planned_arena_bytes": 10e6})
+    fig = plot.figures(write(tmp_path, s))["budget.png"]
+    rss, arena = fig.axes
+    assert rss.get_xscale() == "linear", "ratios near 1 are read on a linear axis"
+    assert [round(p.get_width(), 6) for p in rss.patches] == [30.0, 20.0]
+    assert [round(p.get_width(), 6) for p in arena.patches] == [20.0, 10.0]
+    assert any("1.10x the time" in t.get_text() for t in rss.texts)
+    assert_readable(fig)
+    del cells["compiled_budget"]  # a run without the budgeted variant has no such figure
+    assert "budget.png" not in plot.figures(write(tmp_path, s))
 
 
 def test_kernel_dialects_are_gflops_with_autos_choice_hatched(tmp_path):
@@ -307,17 +411,20 @@ def test_recurrent_figures_are_log_log_with_out_of_memory_marked(tmp_path):
     run = write(tmp_path, summary(times, backends))
     drawn = plot.figures(run)
     for name in ("recurrent_memory.png", "recurrent_time.png"):
-        ax = drawn[name].axes[0]
-        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-        labelled = [line.get_label() for line in ax.lines if not line.get_label().startswith("_")]
-        assert labelled == [f"char_rnn, {b}" for b in backends]
-        pytorch = next(line for line in ax.lines if line.get_label() == "char_rnn, pytorch")
+        ours, torch = drawn[name].axes
+        for ax in (ours, torch):
+            assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        labelled = lambda ax: [l.get_label() for l in ax.lines if not l.get_label().startswith("_")]
+        assert labelled(ours) == ["engine", "engine_revolve", "engine_multistage"]
+        assert labelled(torch) == ["libtorch", "pytorch"]
+        pytorch = next(line for line in torch.lines if line.get_label() == "pytorch")
         assert list(pytorch.get_xdata()) == [100, 1000]  # the out-of-memory cell is no point
-        crosses = [line for line in ax.lines if line.get_marker() == "x"]
+        crosses = [line for line in torch.lines if line.get_marker() == "x"]
         assert [list(line.get_xdata()) for line in crosses] == [[10000]]
         assert "out of memory" in " ".join(t.get_text() for t in drawn[name].texts)
+        assert_readable(drawn[name])
     revolve = next(line for line in drawn["recurrent_time.png"].axes[0].lines
-                   if line.get_label() == "char_rnn, engine_revolve")
+                   if line.get_label() == "engine_revolve")
     assert list(revolve.get_ydata()) == pytest.approx([2.0, 2.0, 2.0])
-    assert_nothing_covers_data(drawn["recurrent_memory.png"])
-    assert_nothing_covers_data(drawn["recurrent_time.png"])
+    # the main figures keep the five main backends; the strategies are the study's figures'
+    assert "engine_revolve" not in [t.get_text() for t in drawn["time.png"].legends[0].get_texts()]
