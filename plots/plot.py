@@ -182,9 +182,10 @@ def dot_panels(run, series, point_of, xlabel, title, labels=False, log=True, not
     rows_of = [len(instances) * len(series) for _, instances in panels]
     if not panels or not series:
         return None
-    height = sum(r * ROW_INCHES + 0.9 for r in rows_of) + 1.0
+    inches = [max(r * ROW_INCHES, 0.7) + 0.5 for r in rows_of]  # the rows, the panel's title
+    height = sum(inches) + 0.4 * len(panels) + 1.8  # axis labels; title, legend, notes, caption
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, height), squeeze=False,
-                             gridspec_kw={"height_ratios": [r + 4 for r in rows_of]})
+                             gridspec_kw={"height_ratios": inches})
     drawn_any = False
     for ax, (family, instances) in zip(axes[:, 0], panels):
         lowest, highest = float("inf"), 0.0
