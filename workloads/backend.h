@@ -61,6 +61,16 @@ concept ScalarBackend = requires(B& b, typename B::Scalar x, double c) {
   {b.reset()};
 };
 
+// A scalar backend that compiles the step it captured may replay it without the workload's code
+// (our compiled mode, engine/compiled/backend.h): once it can, the driver calls
+// replay_scalar_step instead of the workload's step (harness/driver/timed_loops.h). A compile-time
+// capability: a replay costs no call through a pointer, the step being a few nanoseconds.
+template <class B>
+concept ReplaysScalarSteps = ScalarBackend<B> && requires(B& b, std::span<double> grads) {
+  { b.can_replay_scalar_step() } -> std::same_as<bool>;
+  { b.replay_scalar_step(grads) } -> std::same_as<double>;
+};
+
 // The end of every scalar step, written once: backward from `root`, each parameter's gradient
 // into `grads` (in the order given), reset the backend, and return the root's value. `grads` has
 // the workload's num_grads as its static extent, so a count that does not match the parameters

@@ -102,11 +102,6 @@ int main(int argc, char** argv) {
     for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;
     state.SetLabel(b.kernel_report());
   };
-  hooks.replay_scalar_step = [](CompiledBackend& b,
-                                std::span<double> grads) -> std::optional<double> {
-    if (!b.can_replay_scalar_step()) return std::nullopt;
-    return b.replay_scalar_step(grads);
-  };
   hooks.forget_warm_state = [] { bp::DialectSelector<float>::forget_verdicts(); };
   hooks.share_verdicts = [](const bp::SharedLines& file) {
     bp::DialectSelector<float>::exchange_verdicts(

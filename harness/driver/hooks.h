@@ -3,9 +3,9 @@
 //
 // The driver (harness/driver/backend_main.h) knows workloads and the protocol, never a backend:
 // everything particular to one, its version, its threads, its own flags (the compiled mode's
-// --dialect and --memory_budget), its counters, a compiled scalar step's replay, is a hook its
-// main() fills in (engine/main.cc, engine/compiled/main.cc, baselines/libtorch/main.cc). A hook
-// left empty is a capability the backend lacks, and the flag that needs it is refused.
+// --dialect and --memory_budget), its counters, is a hook its main() fills in (engine/main.cc,
+// engine/compiled/main.cc, baselines/libtorch/main.cc). A hook left empty is a capability the
+// backend lacks, and the flag that needs it is refused.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -48,9 +48,6 @@ struct BackendHooks {
   // After a benchmark's timed loop: counters and a label for its results (peak RSS is the
   // driver's own).
   std::function<void(const B&, benchmark::State&)> report = [](const B&, benchmark::State&) {};
-  // A scalar step without the workload's code, once the backend has compiled it (the compiled
-  // mode): its value, or nullopt while there is nothing to replay.
-  std::function<std::optional<double>(B&, std::span<double> grads)> replay_scalar_step;
   // --time_first_step: what a cold start must forget (kernel verdicts); null: the backend
   // compiles nothing and the flag is refused.
   std::function<void()> forget_warm_state;

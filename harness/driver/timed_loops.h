@@ -46,8 +46,8 @@ struct BackendProcess {
   template <class W>
   double scalar_step(B& backend, typename W::template Run<B>& run,
                      std::span<double, W::num_grads> grads) const {
-    if (hooks.replay_scalar_step)
-      if (std::optional<double> v = hooks.replay_scalar_step(backend, grads)) return *v;
+    if constexpr (ReplaysScalarSteps<B>)
+      if (backend.can_replay_scalar_step()) return backend.replay_scalar_step(grads);
     return run.step(backend, grads);
   }
   template <class W>
@@ -166,15 +166,26 @@ void bench_steps(benchmark::State& state, const BackendProcess<B>& p, const Inst
     p.configure(setup->backend);
     setup->run = p.template make_run<W>(setup->backend, size);
   }
-  auto step = [&] { benchmark::DoNotOptimize(p.template step<W>(setup->backend, *setup->run)); };
-  if (fresh)
-    for (int i = 0; i < p.flags.warmup_steps; i++) step();
-  if (p.flags.take_turns) wait_for_turn(spec.name, state.max_iterations);
-  if (slow)  // two loops, so that the hook costs the timed one nothing
-    for (auto _ : state)
-      for (int i = 0; i < slow; i++) step();
-  else
-    for (auto _ : state) step();
+  auto timed = [&](auto step) {
+    if (fresh)
+      for (int i = 0; i < p.flags.warmup_steps; i++) step();
+    if (p.flags.take_turns) wait_for_turn(spec.name, state.max_iterations);
+    if (slow)  // two loops, so that the hook costs the timed one nothing
+      for (auto _ : state)
+        for (int i = 0; i < slow; i++) step();
+    else
+      for (auto _ : state) step();
+  };
+  if constexpr (ScalarWorkload<W>) {  // the gradients' array made once, outside the loop
+    std::array<double, W::num_grads> grads{};
+    timed([&] {
+      benchmark::DoNotOptimize(p.template scalar_step<W>(setup->backend, *setup->run,
+                                                         std::span<double, W::num_grads>(grads)));
+      if constexpr (W::num_grads > 0) benchmark::DoNotOptimize(grads);
+    });
+  } else {
+    timed([&] { benchmark::DoNotOptimize(setup->run->step(setup->backend)); });
+  }
   state.counters["peak_rss_bytes"] = double(proc_peak_rss_bytes());
   p.hooks.report(setup->backend, state);
   if (ScalarWorkload<W> && W::sizes.sized())
