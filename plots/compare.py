@@ -3,7 +3,8 @@
 
 A pure function of the <A>-vs-<B>.json that bench_run compare writes (harness/runner/compare.h): each
 benchmark's change B/A in percent with its interval, coloured by its verdict, the threshold band
-shaded; benchmarks that could not be compared are listed by name at the right, not dropped.
+shaded; benchmarks that could not be compared are listed by name at the right, not dropped, and
+those only one run holds are counted there.
 
     /usr/bin/python3 plots/compare.py results/compare/<A>-vs-<B>.json out.png
 Tests: harness/tests/test_compare.py (from real runs), plots/tests/test_plots.py.
@@ -47,6 +48,9 @@ def figure(report):
     notes = [f"{r['instance']} {r['backend']}: {r['verdict']}" + (f" ({r['note']})" if r["note"]
                                                                   else "") for r in others]
     notes += [f"unreadable: {u}" for u in report["unreadable"]]
+    if report.get("only_in_a") or report.get("only_in_b"):  # counted, as the table counts them
+        notes.append(f"not compared: {report.get('only_in_a', 0)} only in A, "
+                     f"{report.get('only_in_b', 0)} only in B")
     if notes:  # to the right, under the legend: outside the data
         fig.text(0.80, 0.5, "\n".join(n[:60] for n in notes[:30]), fontsize=6, va="top")
     m = report["machine"]

@@ -35,8 +35,9 @@ struct BackendSpec {
   const char* default_sizes_up_to = nullptr;
   bool shares_verdicts = false;  // chooses kernels by timing them: gets the run's verdict file
   int fixed_threads = 0;         // a variant at a thread count of its own, whatever --threads says
-  // Times something while it sets up (the compiled mode its kernels, multistage its writes):
-  // its setup runs alone (harness/runner/process.h, Turns).
+  // Times something while it sets up (the compiled mode its kernels, multistage its writes,
+  // Revolve and multistage a plain sweep to weigh their recomputation against): its setup runs
+  // alone (harness/runner/process.h, Turns).
   bool measures_in_setup = false;
 };
 
@@ -45,7 +46,8 @@ inline constexpr const char* kLengthsUpTo10k = "length=10000";
 inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
 inline constexpr BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, false},
-    {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent},
+    {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent, false,
+     nullptr, false, 0, true},
     {"engine_multistage", "bench_engine", "--strategy=multistage --snapshots=8", false, kRecurrent,
      true, nullptr, false, 0, true},
     {"compiled", "bench_compiled", nullptr, false, nullptr, false, kLengthsUpTo10k, true, 0, true},

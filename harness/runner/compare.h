@@ -213,10 +213,63 @@ struct CompareReport {
   bool gate_fails = false;  // something slower or broken
 };
 
+// The compared benchmarks as the table's lines and as JSON rows, and how many got each verdict.
+struct CompareTable {
+  std::string text;
+  Json rows = Json::array_of();
+  std::map<std::string, int> count;
+};
+
+inline CompareTable compare_table(const std::vector<Change>& changes) {
+  CompareTable t;
+  size_t width = 9;
+  for (const Change& c : changes) width = std::max(width, c.instance.size() + c.backend.size() + 1);
+  t.text = fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}\n", "benchmark", width, "A", "B",
+                       "change", "interval", "verdict");
+  auto number = [](double x) { return std::isfinite(x) ? Json(x) : Json(); };
+  for (const Change& c : changes) {
+    t.count[c.verdict]++;
+    const std::string interval =
+        std::isfinite(c.lo) ? fmt::format("[{}, {}]", change_text(c.lo), change_text(c.hi)) : "";
+    t.text += fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}{}\n", c.instance + " " + c.backend,
+                          width, human_time(c.a), human_time(c.b), change_text(c.ratio), interval,
+                          c.verdict, c.note.empty() ? "" : ": " + c.note);
+    t.rows.push(
+        Json::object_of({{"instance", c.instance},
+                         {"backend", c.backend},
+                         {"verdict", c.verdict},
+                         {"note", c.note},
+                         {"a_seconds", number(c.a)},
+                         {"b_seconds", number(c.b)},
+                         {"ratio", number(c.ratio)},
+                         {"ratio_interval", Json::numbers(std::vector<double>{c.lo, c.hi})}}));
+  }
+  return t;
+}
+
+inline std::string run_id_of(const RunForCompare& run) { return run.summary["run_id"].str_or("?"); }
+
+// Which runs, on what, and how they differ.
+inline std::string compare_header(const RunForCompare& a, const RunForCompare& b,
+                                  const EnvironmentDifferences& d) {
+  const Json& env = b.summary["machine"]["environment"];
+  std::string text = fmt::format(
+      "compare A = {} (git {})\n    and B = {} (git {})\non {} (family {} model {} stepping {}); "
+      "change = B/A of the median time per step\n",
+      run_id_of(a), a.summary["machine"]["git_sha"].str_or("?"), run_id_of(b),
+      b.summary["machine"]["git_sha"].str_or("?"), b.summary["machine"]["cpu_model"].str_or("?"),
+      env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
+      env["cpu_stepping"].str_or("?"));
+  for (const std::string& line : d.decisive)
+    text += "warning (--force): the runs differ: " + line + "\n";
+  for (const std::string& line : d.informative)
+    text += "note: the runs differ, which changes no step's cost: " + line + "\n";
+  return text;
+}
+
 inline CompareReport compare_report(const RunForCompare& a, const RunForCompare& b,
                                     const std::vector<Change>& all, double threshold,
-                                    const EnvironmentDifferences& differences_seen) {
-  CompareReport r;
+                                    const EnvironmentDifferences& differences) {
   // What only one run holds is counted, not listed: a default run against a run of every backend
   // would otherwise be a page of "not in B".
   std::vector<Change> changes;
@@ -229,89 +282,53 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
     else
       changes.push_back(c);
   }
-  const std::vector<std::string>& forced_differences = differences_seen.decisive;
-  auto id = [](const RunForCompare& run) { return run.summary["run_id"].str_or("?"); };
-  size_t width = 9;
-  for (const Change& c : changes) width = std::max(width, c.instance.size() + c.backend.size() + 1);
-  std::map<std::string, int> count;
-  std::string table = fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}\n", "benchmark", width,
-                                  "A", "B", "change", "interval", "verdict");
-  Json rows = Json::array_of();
-  for (const Change& c : changes) {
-    count[c.verdict]++;
-    const std::string interval =
-        std::isfinite(c.lo) ? fmt::format("[{}, {}]", change_text(c.lo), change_text(c.hi)) : "";
-    table += fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}{}\n", c.instance + " " + c.backend,
-                         width, human_time(c.a), human_time(c.b), change_text(c.ratio), interval,
-                         c.verdict, c.note.empty() ? "" : ": " + c.note);
-    auto number = [](double x) { return std::isfinite(x) ? Json(x) : Json(); };
-    rows.push(
-        Json::object_of({{"instance", c.instance},
-                         {"backend", c.backend},
-                         {"verdict", c.verdict},
-                         {"note", c.note},
-                         {"a_seconds", number(c.a)},
-                         {"b_seconds", number(c.b)},
-                         {"ratio", number(c.ratio)},
-                         {"ratio_interval", Json::numbers(std::vector<double>{c.lo, c.hi})}}));
-  }
-  r.gate_fails = count["slower"] + count["broken"] > 0;
-  const Json& env = b.summary["machine"]["environment"];
-  std::string text = fmt::format(
-      "compare A = {} (git {})\n    and B = {} (git {})\non {} (family {} model {} stepping {}); "
-      "change = B/A of the median time per step\n",
-      id(a), a.summary["machine"]["git_sha"].str_or("?"), id(b),
-      b.summary["machine"]["git_sha"].str_or("?"), b.summary["machine"]["cpu_model"].str_or("?"),
-      env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
-      env["cpu_stepping"].str_or("?"));
-  for (const std::string& d : forced_differences)
-    text += "warning (--force): the runs differ: " + d + "\n";
-  for (const std::string& d : differences_seen.informative)
-    text += "note: the runs differ, which changes no step's cost: " + d + "\n";
-  text += "\n" + table;
+  CompareTable table = compare_table(changes);
+  CompareReport r;
+  r.gate_fails = table.count["slower"] + table.count["broken"] > 0;
+  r.text = compare_header(a, b, differences) + "\n" + table.text;
   if (only_a || only_b)
-    text += fmt::format("not compared: {} benchmark(s) only in A, {} only in B\n", only_a, only_b);
+    r.text +=
+        fmt::format("not compared: {} benchmark(s) only in A, {} only in B\n", only_a, only_b);
+  Json skipped = Json::array_of();
   for (const RunForCompare* run : {&a, &b})
-    for (const std::string& u : run->unreadable)
-      text += fmt::format("unreadable, skipped: {}\n", u);
+    for (const std::string& u : run->unreadable) {
+      r.text += fmt::format("unreadable, skipped: {}\n", u);
+      skipped.push(u);
+    }
   std::vector<std::string> parts;
+  Json counts = Json::object_of({});
   for (const char* v : {"slower", "faster", "same", "broken", "fixed", "not compared"})
-    if (count[v]) parts.push_back(fmt::format("{} {}", count[v], v));
-  const size_t unreadable = a.unreadable.size() + b.unreadable.size();
+    if (table.count[v])
+      parts.push_back(fmt::format("{} {}", table.count[v], v)), counts.set(v, table.count[v]);
   double level = 1;
   for (const Change& c : changes)
     if (std::isfinite(c.level)) level = std::min(level, c.level);
-  text += fmt::format(
+  r.text += fmt::format(
       "\n{}: {} benchmarks in both runs: {}{} (slower or faster: the change's interval, at {:.1f}% "
       "or more, lies wholly beyond the threshold of {:.0f}%)\n",
       r.gate_fails ? "SLOWER" : "OK", changes.size(), fmt::join(parts, ", "),
-      unreadable ? fmt::format("; {} result file(s) unreadable, skipped", unreadable) : "",
+      skipped.array.empty()
+          ? ""
+          : fmt::format("; {} result file(s) unreadable, skipped", skipped.array.size()),
       level * 100, threshold * 100);
-  r.text = text;
-  Json differences = Json::array_of(), informative = Json::array_of();
-  for (const std::string& d : forced_differences) differences.push(d);
-  for (const std::string& d : differences_seen.informative) informative.push(d);
-  Json counts = Json::object_of({});
-  for (const auto& [v, n] : count)
-    if (n) counts.set(v, n);
-  Json skipped = Json::array_of();
-  for (const RunForCompare* run : {&a, &b})
-    for (const std::string& u : run->unreadable) skipped.push(u);
+  Json decisive = Json::array_of(), informative = Json::array_of();
+  for (const std::string& d : differences.decisive) decisive.push(d);
+  for (const std::string& d : differences.informative) informative.push(d);
   r.json = Json::object_of({{"format_version", kResultFormat},
-                            {"a", id(a)},
-                            {"b", id(b)},
+                            {"a", run_id_of(a)},
+                            {"b", run_id_of(b)},
                             {"a_dir", a.dir.string()},
                             {"b_dir", b.dir.string()},
                             {"threshold", threshold},
                             {"machine", b.summary["machine"]},
-                            {"differences_forced", std::move(differences)},
+                            {"differences_forced", std::move(decisive)},
                             {"differences_informative", std::move(informative)},
                             {"only_in_a", only_a},
                             {"only_in_b", only_b},
                             {"counts", std::move(counts)},
                             {"unreadable", std::move(skipped)},
                             {"gate_fails", r.gate_fails},
-                            {"rows", std::move(rows)}});
+                            {"rows", std::move(table.rows)}});
   return r;
 }
 
@@ -338,12 +355,15 @@ input.
   std::exit(2);
 }
 
-// bench_run compare's command line; `plotter` is plots/compare.py.
-inline int compare_main(const std::vector<std::string>& args, const std::string& plotter) {
+struct CompareOptions {
   std::vector<fs::path> runs;
   double threshold = 0.10;
   bool force = false, plots = true;
   fs::path out = "results/compare";
+};
+
+inline CompareOptions parse_compare_options(const std::vector<std::string>& args) {
+  CompareOptions o;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& arg = args[i];
     auto next = [&]() -> std::string {
@@ -356,36 +376,79 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
     } else if (arg == "--threshold") {
       const std::string text = next();
       char* end = nullptr;
-      threshold = std::strtod(text.c_str(), &end) / 100;
-      if (text.empty() || *end != '\0' || !(threshold >= 0 && threshold <= 10))
+      o.threshold = std::strtod(text.c_str(), &end) / 100;
+      if (text.empty() || *end != '\0' || !(o.threshold >= 0 && o.threshold <= 10))
         compare_error("--threshold " + text + ": expected a percentage from 0 to 1000");
     } else if (arg == "--force") {
-      force = true;
+      o.force = true;
     } else if (arg == "--no-plots") {
-      plots = false;
+      o.plots = false;
     } else if (arg == "--out") {
-      out = next();
-      if (out.empty()) compare_error("--out '': name a folder");
+      o.out = next();
+      if (o.out.empty()) compare_error("--out '': name a folder");
     } else if (arg.rfind("--", 0) == 0) {
       compare_error(fmt::format("unknown option '{}'", arg));
     } else {
-      runs.push_back(arg);
+      o.runs.push_back(arg);
     }
   }
-  if (runs.size() != 2)
-    compare_error(
-        fmt::format("needs two runs, A and B (given {}): bench_run compare "
-                    "results/<run-A> results/<run-B>",
-                    runs.size()));
+  if (o.runs.size() != 2)
+    compare_error(fmt::format(
+        "needs two runs, A and B (given {}): bench_run compare results/<run-A> results/<run-B>",
+        o.runs.size()));
   std::error_code ec;
-  if (fs::equivalent(runs[0], runs[1], ec))
+  if (fs::equivalent(o.runs[0], o.runs[1], ec))
     compare_error(fmt::format("A and B are the same run ({}); compare two runs",
-                              fs::canonical(runs[0], ec).string()));
-  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
-    compare_error(
-        fmt::format("--out {}: is a file; name a folder for the comparison's files", out.string()));
+                              fs::canonical(o.runs[0], ec).string()));
+  if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec))
+    compare_error(fmt::format("--out {}: is a file; name a folder for the comparison's files",
+                              o.out.string()));
+  return o;
+}
+
+// <out>/<A>-vs-<B>.txt and .json (never over an earlier comparison's: -2, -3 ...), and the plot;
+// returns the stem, or exits 4 when a file cannot be written.
+inline std::string write_comparison(const CompareOptions& o, const std::string& id_a,
+                                    const std::string& id_b, const CompareReport& report,
+                                    const std::string& plotter) {
+  std::error_code ec;
+  if (!fs::create_directories(o.out, ec) && ec)
+    compare_error(fmt::format("--out {}: cannot create it ({})", o.out.string(), ec.message()));
+  std::string stem = id_a + "-vs-" + id_b;
+  for (int n = 2;
+       fs::exists(o.out / (stem + ".json"), ec) || fs::exists(o.out / (stem + ".txt"), ec); n++)
+    stem = id_a + "-vs-" + id_b + "-" + std::to_string(n);
+  try {
+    write_atomically(o.out / (stem + ".json"), report.json.dump(2, 3) + "\n");
+    write_atomically(o.out / (stem + ".txt"), report.text);
+  } catch (const WriteError& e) {
+    fmt::print(stderr, "error: compare: {}\n", e.what());
+    std::exit(4);
+  }
+  fmt::print("{}", report.text);
+  if (o.plots) {
+    std::fflush(stdout);
+    const fs::path log = o.out / (stem + ".plot.log");
+    const ProcessResult p =
+        run_process({"/usr/bin/python3", plotter, (o.out / (stem + ".json")).string(),
+                     (o.out / (stem + ".png")).string()},
+                    log.string(), 600, {});
+    if (p.ok()) {
+      fs::remove(log, ec);
+      fmt::print("plot: {}\n", (o.out / (stem + ".png")).string());
+    } else {
+      fmt::print(stderr, "the plot failed ({}; see {}); the comparison above stands\n", p.failure(),
+                 log.string());
+    }
+  }
+  return stem;
+}
+
+// bench_run compare's command line; `plotter` is plots/compare.py.
+inline int compare_main(const std::vector<std::string>& args, const std::string& plotter) {
+  const CompareOptions o = parse_compare_options(args);
   std::vector<RunForCompare> loaded;
-  for (const fs::path& dir : runs) {
+  for (const fs::path& dir : o.runs) {
     std::string error;
     std::optional<RunForCompare> run = load_run_for_compare(dir, &error);
     if (!run) compare_error(error);
@@ -395,46 +458,18 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
                     id_b = loaded[1].summary["run_id"].str_or("B");
   if (id_a == id_b)
     compare_error(fmt::format("A and B are the same run ({}: {} is a copy of {}); compare two runs",
-                              id_a, runs[1].string(), runs[0].string()));
+                              id_a, o.runs[1].string(), o.runs[0].string()));
   const EnvironmentDifferences differences = run_differences(loaded[0], loaded[1]);
-  if (!differences.decisive.empty() && !force)
+  if (!differences.decisive.empty() && !o.force)
     compare_error(fmt::format(
         "the runs differ in what their numbers depend on ({}); their times are not comparable: "
         "add --force (make compare ... FORCE=1) to compare anyway",
         fmt::join(differences.decisive, "; ")));
-  const std::vector<Change> changes = compare_runs(loaded[0], loaded[1], threshold);
+  const std::vector<Change> changes = compare_runs(loaded[0], loaded[1], o.threshold);
   const CompareReport report =
-      compare_report(loaded[0], loaded[1], changes, threshold, differences);
-  if (!fs::create_directories(out, ec) && ec)
-    compare_error(fmt::format("--out {}: cannot create it ({})", out.string(), ec.message()));
-  std::string stem = id_a + "-vs-" + id_b;
-  for (int n = 2; fs::exists(out / (stem + ".json"), ec) || fs::exists(out / (stem + ".txt"), ec);
-       n++)
-    stem = id_a + "-vs-" + id_b + "-" + std::to_string(n);
-  try {
-    write_atomically(out / (stem + ".json"), report.json.dump(2, 3) + "\n");
-    write_atomically(out / (stem + ".txt"), report.text);
-  } catch (const WriteError& e) {
-    fmt::print(stderr, "error: compare: {}\n", e.what());
-    return 4;
-  }
-  fmt::print("{}", report.text);
-  if (plots) {
-    std::fflush(stdout);
-    const fs::path log = out / (stem + ".plot.log");
-    const ProcessResult p =
-        run_process({"/usr/bin/python3", plotter, (out / (stem + ".json")).string(),
-                     (out / (stem + ".png")).string()},
-                    log.string(), 600, {});
-    if (p.ok()) {
-      fs::remove(log, ec);
-      fmt::print("plot: {}\n", (out / (stem + ".png")).string());
-    } else {
-      fmt::print(stderr, "the plot failed ({}; see {}); the comparison above stands\n", p.failure(),
-                 log.string());
-    }
-  }
-  fmt::print("written: {}\n", (out / (stem + ".txt")).string());
+      compare_report(loaded[0], loaded[1], changes, o.threshold, differences);
+  const std::string stem = write_comparison(o, id_a, id_b, report, plotter);
+  fmt::print("written: {}\n", (o.out / (stem + ".txt")).string());
   return report.gate_fails ? 1 : 0;
 }
 

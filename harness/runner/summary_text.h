@@ -19,7 +19,14 @@ namespace bp {
 
 inline constexpr size_t kSummaryColumns = 120;
 
-// `text` as lines of at most kSummaryColumns, broken at "; " or spaces, continued with `indent`.
+// A space `wrapped` never breaks at (between a number and its unit).
+inline constexpr char kNoBreak = '\x01';
+inline std::string unbroken(std::string text) {
+  std::replace(text.begin(), text.end(), ' ', kNoBreak);
+  return text;
+}
+
+// `text` as lines of at most kSummaryColumns, broken at spaces, continued with `indent`.
 inline std::string wrapped(const std::string& text, size_t indent) {
   std::string out, line;
   for (const std::string& word : split(text, ' ')) {
@@ -31,7 +38,9 @@ inline std::string wrapped(const std::string& text, size_t indent) {
     }
     line += word;
   }
-  return out + line + "\n";
+  out += line + "\n";
+  std::replace(out.begin(), out.end(), kNoBreak, ' ');
+  return out;
 }
 
 // A cell's median with its marks: ~ a wide interval, ? unverified; or why there is none.
@@ -185,7 +194,7 @@ inline std::string kernels_table(const Summary& s) {
     std::string times;
     for (const auto& [d, v] : row["median_seconds"].object)
       times += fmt::format(" {}{} {};", d, d == row["auto"].str_or("") ? "*" : "",
-                           human_time(v.num_or(NAN)));
+                           unbroken(human_time(v.num_or(NAN))));
     out += wrapped(
         fmt::format("  {}:{} auto {:.2f}x the fastest, {:.1f} GFLOP/s, {:.0f}% of peak",
                     row["shape"].str_or("?"), times, row["auto_over_best"].num_or(NAN),
@@ -291,7 +300,7 @@ inline std::string threads_table(const Summary& s) {
   if (pairs.empty()) return "";
   std::string out = fmt::format(
       "\ntwo threads against one, time per step (1 thread -> 2: speedup):\n{:<30}", "instance");
-  for (const std::string& b : pairs) out += fmt::format(" {:>28}", b);
+  for (const std::string& b : pairs) out += fmt::format(" {:>29}", b);
   out += "\n";
   for (const SummaryRow& row : s.rows) {
     out += fmt::format("{:<30}", row.instance);
@@ -299,11 +308,11 @@ inline std::string threads_table(const Summary& s) {
       auto one = row.cells.find(b), two = row.cells.find(b + "_2t");
       if (one == row.cells.end() || two == row.cells.end() || one->second.status != "ok" ||
           two->second.status != "ok") {
-        out += fmt::format(" {:>28}", "-");
+        out += fmt::format(" {:>29}", "-");
         continue;
       }
       out += fmt::format(
-          " {:>28}",
+          " {:>29}",
           fmt::format("{} -> {}: {}", human_time(one->second.median_seconds),
                       human_time(two->second.median_seconds),
                       human_ratio(one->second.median_seconds / two->second.median_seconds)));

@@ -1,4 +1,4 @@
-// harness/driver/contracts_compile_test.cc: mistakes that must not compile. ctest compiles this
+// workloads/contracts_compile_test.cc: mistakes that must not compile. ctest compiles this
 // file once per CASE (CMakeLists.txt) and passes only if the compiler stops with the expected
 // diagnostic; CASE 0 is the same code without a mistake, which must compile, so that a failure of
 // the others proves the contract and not a typo in this file.
