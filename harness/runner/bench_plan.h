@@ -48,15 +48,16 @@ inline BenchPlan plan_of(const RunState& run, const Selected& s, const std::stri
   return p;
 }
 
-// The seconds a benchmark's round should take: a process started (Python's is the costly one),
-// each repetition's setup and warm-up (or one, with --warm_once), and its timed repetitions,
-// whose first also runs Google Benchmark's search for an iteration count.
+// The seconds a benchmark's round should take: a process started (Python's is the costly one,
+// though two start side by side), each repetition's setup and warm-up (or one, with
+// --warm_once), and its timed repetitions, whose first also runs Google Benchmark's search for an
+// iteration count.
 inline double predicted_seconds(const RunState& run, const std::string& b, const BenchPlan& p,
                                 int round) {
-  const double start = std::strchr(spec_of(b).program, '/') ? 2.0 : 0.1;
+  const double start = std::strchr(spec_of(b).program, '/') ? 0.8 : 0.1;
   const double step = std::isfinite(p.step_seconds) ? p.step_seconds : 0.01;
   const int reps = p.repetitions_in(round);
-  const double setups = (p.warm_once ? 1 : reps) * (p.warmup_steps + 2) * step;
+  const double setups = (p.warm_once ? 1 : reps) * (p.warmup_steps + 1) * step;
   return start + setups + (reps + 1) * std::max(step, run.opt.min_time);
 }
 
