@@ -102,7 +102,7 @@ def parse_instance(text):
 def parse_flags(argv):
     flags = dict(mode="pytorch", instances=[], threads=1, data=None, check_out=None, out=None,
                  repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False,
-                 warm_once=False)
+                 warm_once=False, backend_name=None)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         if key == "--mode" and value in ("pytorch", "torchscript", "checkpoint"):
@@ -113,6 +113,8 @@ def parse_flags(argv):
             flags["threads"] = int(value)
         elif key == "--data":
             flags["data"] = value
+        elif key == "--backend_name" and value:  # a variant's own name (bench_run's table)
+            flags["backend_name"] = value
         elif key == "--warmup_steps" and value.isdigit() and int(value) <= 1000:
             flags["warmup_steps"] = int(value)
         elif arg == "--take_turns":
@@ -316,7 +318,8 @@ def context(flags, corpus):
         "num_cpus": os.cpu_count(), "mhz_per_cpu": int(float(cpuinfo("cpu MHz") or 0)),
         "cpu_scaling_enabled": False, "caches": [], "load_avg": list(os.getloadavg()),
         "library_build_type": "release",
-        "backend": "pytorch_checkpoint" if flags["mode"] == "checkpoint" else flags["mode"],
+        "backend": flags["backend_name"] or (
+            "pytorch_checkpoint" if flags["mode"] == "checkpoint" else flags["mode"]),
         "backend_version": f"PyTorch {torch.__version__} (Debian python3-torch), {mode}",
         "threads": str(flags["threads"]),
         "warmup_steps": str(flags["warmup_steps"]),

@@ -11,6 +11,7 @@
 //                   no
 //                   --instance at all registers every workload at its default sizes.
 //   --threads=N     intra-op threads (only to backends that have them)
+//   --backend_name=NAME   a variant's name (harness/runner/backends.h), what its results call it
 //   --data=FILE     the character corpus, when a selected model reads one
 //   --warmup_steps=N   untimed steps after each setup, before the timed ones (default 3): every
 //                   backend times its steady state (TorchScript optimises its graph over the

@@ -30,8 +30,8 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   const BackendSpec& spec = spec_of(backend);
   if (spec.mode_flags)
     for (const std::string& flag : fields(spec.mode_flags, ' ')) argv.push_back(flag);
-  // A variant of a C++ backend (one binary, other flags) says its own name in its results.
-  if ((spec.mode_flags || spec.fixed_threads) && !std::strchr(spec.program, '/'))
+  // A variant (one program, other flags) says its own name in its results.
+  if (spec.mode_flags || spec.fixed_threads)
     argv.push_back(fmt::format("--backend_name={}", backend));
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
   if (spec.checkpoints)

@@ -524,7 +524,7 @@ def test_missing_checkpoint_directory_stops_multistage_only(bin_dir, tmp_path):
      "first_step.png"),
     ("kernels", ["--sizes", "hidden=64", "--sizes", "width=16"], "kernel_dialects.png"),
     ("threads", ["--workloads", "mlp_width", "--sizes", "width=16,32", "--backends",
-                 "engine,libtorch,libtorch_2t"], "threads.png"),
+                 "engine,libtorch,libtorch_2t,pytorch_2t"], "threads.png"),
 ])
 def test_every_study_draws_its_figure(bin_dir, tmp_path, study, args, figure):
     r = run(bin_dir, tmp_path, "--study", study, *args, "--repetitions", "2", "--min-time",
@@ -533,6 +533,9 @@ def test_every_study_draws_its_figure(bin_dir, tmp_path, study, args, figure):
     latest = tmp_path / "latest"
     assert load(latest / "summary.json")["study"] == study
     assert figure in os.listdir(latest / "plots"), os.listdir(latest / "plots")
+    for p in load(latest / "processes.json")["processes"]:  # a variant's results say its name
+        if p["phase"] == "bench" and p["file"]:
+            assert load(latest / p["file"])["context"]["backend"] == p["backend"], p
     figures = plot.figures(plot.load_run(str(latest)))
     for fig in figures.values():
         assert_readable(fig)
