@@ -95,7 +95,7 @@ inline constexpr int64_t kRnnOneCheckStepFrom = 10000;
 
 // Narrow: H = 64, B = 8, a 2 KiB state; lengths up to a million (--sizes length=...). The
 // default sweep's 10^5 runs on our engine's strategies only (the torch backends stop at 10^4 by
-// default: harness/runner/run.cc, default_sizes_up_to).
+// default: harness/runner/backends.h, default_sizes_up_to).
 struct CharRnn {
   static constexpr RnnShape shape{64, 8};
   static constexpr std::string_view name = "char_rnn";

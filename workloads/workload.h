@@ -13,7 +13,7 @@
 // workloads/registry.h asserts that every workload is exactly one kind, and the compiler names
 // the requirement that failed.
 //
-// Standard library only: the runner (harness/runner/run.cc) reads these facts without any backend.
+// Standard library only: the runner (harness/runner/) reads these facts without any backend.
 #pragma once
 
 #include <array>

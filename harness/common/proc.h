@@ -107,7 +107,7 @@ inline std::string first_line_of(const char* path, const char* otherwise) {
 // family, model and stepping tell Zen 4 from Zen 5 where the model name says "AMD EPYC" for
 // both; the flags say which vector units it has), the CPUs this process may run on, frequency
 // policy where the VM exposes it, the kernel and the memory. Recorded in every result
-// (harness/driver/backend_main.h) and in the run's summary (harness/runner/run.cc).
+// (harness/driver/backend_main.h) and in the run's summary (harness/runner/summary_phase.cc).
 inline std::vector<std::pair<std::string, std::string>> proc_environment() {
   const auto cpu = proc_cpuinfo();
   auto field = [&cpu](const char* key) {

@@ -48,7 +48,8 @@
 //                    "losses": [check_steps]}     training losses from step 0 on (SGD/AdamW
 //                                                 updates between them)
 //     both, also:   "step_seconds": the check's wall time over its steps (setups included),
-//                   which the runner plans long benchmarks' repetitions with (run.cc, plan_of)
+//                   which the runner plans long benchmarks' repetitions with (bench_plan.h,
+//                   plan_of)
 //     otherwise:    {"name", "status": "failed" | "skipped" | "out_of_memory", "message"}
 //     A number that is not finite is written as null.
 //   Bad flags: one line "error: ..." on stderr and exit status 2.

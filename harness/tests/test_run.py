@@ -1,6 +1,6 @@
 """harness/tests/test_run.py: bench_run end to end, on real backend processes.
 
-A short real run must write what README.md ("What a run writes") and plots/ rely on; bad inputs
+A short real run must write what docs/results.md and plots/ rely on; bad inputs
 must give one clear line and exit 2; the verdicts must not depend on the order of --backends; a
 backend binary must still run on its own with Google Benchmark's flags. What goes wrong (crashes,
 hangs, wrong answers, a full disk, an interrupted run) is test_faults.py's.
