@@ -160,12 +160,11 @@ def cell_map(run):
     return {(c["instance"], c["backend"]): c for c in run["cells"]}
 
 
-def families_in(run, workloads_of_interest=None):
+def families_in(run):
     """[(family, instances)] with at least one instance, in the families' order."""
     out = []
     for family, workloads in FAMILIES:
-        names = [w for w in workloads if workloads_of_interest is None or w in workloads_of_interest]
-        instances = instances_of(run, names)
+        instances = instances_of(run, workloads)
         if instances:
             out.append((family, instances))
     return out

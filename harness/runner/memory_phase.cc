@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "harness/runner/memory.h"
 #include "harness/runner/run_state.h"
 
@@ -28,7 +30,8 @@ void remove_orphaned_probe_folders() {
   for (const fs::directory_entry& e : fs::directory_iterator(tmp, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind(kScratchPrefix, 0) != 0) continue;
-    const std::optional<int64_t> pid = parse_whole(fields(name.substr(17), '.')[0]);
+    const std::optional<int64_t> pid =
+        parse_whole(fields(name.substr(std::strlen(kScratchPrefix)), '.')[0]);
     if (pid && kill(pid_t(*pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
   }
 }

@@ -209,6 +209,10 @@ struct Cell {
   std::string file;                        // its Google Benchmark JSON, relative to the run folder
   std::vector<double> check_losses;        // models: the training losses its check reported
   std::map<std::string, double> counters;  // kExtraCounters its result file has
+  double counter(const std::string& name) const {
+    auto it = counters.find(name);
+    return it == counters.end() ? NAN : it->second;
+  }
 };
 
 }  // namespace bp

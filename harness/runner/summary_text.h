@@ -182,6 +182,12 @@ inline std::string marks_and_crossovers(const Summary& s) {
   return out;
 }
 
+// A row's cell of `backend` if it ran well, else null: the studies' tables compare such cells.
+inline const Cell* ran(const SummaryRow& row, const std::string& backend) {
+  auto it = row.cells.find(backend);
+  return it != row.cells.end() && it->second.status == "ok" ? &it->second : nullptr;
+}
+
 // The study kernels: every dialect per op shape, auto's choice, and the FMA peak.
 inline std::string kernels_table(const Summary& s) {
   if (s.kernels.kind != Json::Kind::object) return "";
@@ -224,12 +230,13 @@ inline std::string bptt_table(const Summary& s) {
   }
   std::string recomputed;
   for (const SummaryRow& row : s.rows) {
-    auto it = row.cells.find("engine_revolve");
-    if (it == row.cells.end() || it->second.status != "ok") continue;
-    const auto& c = it->second.counters;
-    if (!c.count("measured_advance_ratio") || !c.count("predicted_advanced_per_step")) continue;
+    const Cell* c = ran(row, "engine_revolve");
+    if (!c || !c->counters.count("measured_advance_ratio") ||
+        !c->counters.count("predicted_advanced_per_step"))
+      continue;
     recomputed += fmt::format("  {:<30} measured {:6.2f}, t(n, c)/n {:6.2f}\n", row.instance,
-                              c.at("measured_advance_ratio"), c.at("predicted_advanced_per_step"));
+                              c->counter("measured_advance_ratio"),
+                              c->counter("predicted_advanced_per_step"));
   }
   if (!recomputed.empty())
     out += "\nRevolve's recomputation, steps advanced per step: measured against its minimum:\n" +
@@ -241,19 +248,14 @@ inline std::string bptt_table(const Summary& s) {
 inline std::string budget_table(const Summary& s) {
   std::string out;
   for (const SummaryRow& row : s.rows) {
-    auto plain = row.cells.find("compiled"), budget = row.cells.find("compiled_budget");
-    if (plain == row.cells.end() || budget == row.cells.end() || plain->second.status != "ok" ||
-        budget->second.status != "ok")
-      continue;
-    auto counter = [](const Cell& c, const char* n) {
-      return c.counters.count(n) ? c.counters.at(n) : NAN;
-    };
-    const Cell &p = plain->second, &b = budget->second;
-    out += fmt::format("  {:<28} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>6}\n",
-                       row.instance, human_time(p.median_seconds), human_time(b.median_seconds),
-                       human_ratio(b.median_seconds / p.median_seconds), human_mb(p.max_rss_bytes),
-                       human_mb(b.max_rss_bytes), human_mb(counter(p, "planned_arena_bytes")),
-                       human_mb(counter(b, "planned_arena_bytes")), counter(b, "recomputed_nodes"));
+    const Cell *p = ran(row, "compiled"), *b = ran(row, "compiled_budget");
+    if (!p || !b) continue;
+    out +=
+        fmt::format("  {:<28} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>6}\n",
+                    row.instance, human_time(p->median_seconds), human_time(b->median_seconds),
+                    human_ratio(b->median_seconds / p->median_seconds), human_mb(p->max_rss_bytes),
+                    human_mb(b->max_rss_bytes), human_mb(p->counter("planned_arena_bytes")),
+                    human_mb(b->counter("planned_arena_bytes")), b->counter("recomputed_nodes"));
   }
   if (out.empty()) return "";
   return fmt::format(
@@ -268,19 +270,13 @@ inline std::string budget_table(const Summary& s) {
 inline std::string first_step_table(const Summary& s) {
   std::string out;
   for (const SummaryRow& row : s.rows) {
-    auto step = row.cells.find("compiled"), first = row.cells.find("compiled_first_step");
-    if (step == row.cells.end() || first == row.cells.end() || step->second.status != "ok" ||
-        first->second.status != "ok")
-      continue;
-    auto counter = [&](const char* n) {
-      const auto& c = first->second.counters;
-      return c.count(n) ? c.at(n) : NAN;
-    };
-    out += fmt::format(
-        "  {:<30} {:>10} {:>10} {:>7} {:>10} {:>10}\n", row.instance,
-        human_time(step->second.median_seconds), human_time(first->second.median_seconds),
-        human_ratio(first->second.median_seconds / step->second.median_seconds),
-        human_time(counter("compile_seconds")), human_time(counter("dialect_selection_seconds")));
+    const Cell *step = ran(row, "compiled"), *first = ran(row, "compiled_first_step");
+    if (!step || !first) continue;
+    out += fmt::format("  {:<30} {:>10} {:>10} {:>7} {:>10} {:>10}\n", row.instance,
+                       human_time(step->median_seconds), human_time(first->median_seconds),
+                       human_ratio(first->median_seconds / step->median_seconds),
+                       human_time(first->counter("compile_seconds")),
+                       human_time(first->counter("dialect_selection_seconds")));
   }
   if (out.empty()) return "";
   return fmt::format(
@@ -305,17 +301,13 @@ inline std::string threads_table(const Summary& s) {
   for (const SummaryRow& row : s.rows) {
     out += fmt::format("{:<30}", row.instance);
     for (const std::string& b : pairs) {
-      auto one = row.cells.find(b), two = row.cells.find(b + "_2t");
-      if (one == row.cells.end() || two == row.cells.end() || one->second.status != "ok" ||
-          two->second.status != "ok") {
-        out += fmt::format(" {:>29}", "-");
-        continue;
-      }
-      out += fmt::format(
-          " {:>29}",
-          fmt::format("{} -> {}: {}", human_time(one->second.median_seconds),
-                      human_time(two->second.median_seconds),
-                      human_ratio(one->second.median_seconds / two->second.median_seconds)));
+      const Cell *one = ran(row, b), *two = ran(row, b + "_2t");
+      out += fmt::format(" {:>29}",
+                         !one || !two
+                             ? "-"
+                             : fmt::format("{} -> {}: {}", human_time(one->median_seconds),
+                                           human_time(two->median_seconds),
+                                           human_ratio(one->median_seconds / two->median_seconds)));
     }
     out += "\n";
   }

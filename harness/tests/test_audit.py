@@ -8,7 +8,6 @@ these failed before it was fixed. (compare's are in test_compare.py, the report'
 plots/tests/test_report.py, the budget flag's in test_run.py.)
     /usr/bin/python3 -m pytest harness/tests/test_audit.py
 """
-import json
 import os
 import pathlib
 import shutil
