@@ -24,6 +24,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -50,6 +52,11 @@ struct RnnModel : ParamList<B> {
   std::vector<typename B::Indices> ids, targets;  // per column: (B) tokens and the next ones
 
   RnnModel(B& be, int64_t steps, const Corpus& corpus) : length(steps) {
+    if (steps < 1) {  // every strategy refuses alike (engine/checkpoint/checkpoint.h too)
+      std::fprintf(stderr, "RnnModel: a sequence of length %lld; need at least 1 step\n",
+                   (long long)steps);
+      std::exit(2);
+    }
     SplitMix64 rng{0x5eed0004};
     const int32_t V = corpus.vocab_size, H = hidden;
     table = this->make(be, V, H, uniform_init(rng, size_t(V) * H, 1.0));

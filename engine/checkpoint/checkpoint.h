@@ -145,6 +145,7 @@ class BpttRunner {
   // The loss of the sequence of n steps, its gradients added to the chain's parameters.
   template <class Chain>
   double run(Chain& chain, int64_t n) {
+    if (n < 1) usage("sequence length", std::to_string(n), "at least 1 step");
     stats_ = BpttStats{};
     stats_.steps = n;
     if (ws_.floats != chain.state_size()) ws_.size_for(chain.state_size(), cfg_.snapshots);

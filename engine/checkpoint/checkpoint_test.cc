@@ -258,4 +258,12 @@ TEST(Checkpoint, BadSnapshotsOrIntervalIsOneLineAndExit2) {
               testing::ExitedWithCode(2), "--interval=-3: need at least 1, or auto");
 }
 
+// A sequence of no steps has no loss to take a gradient of: every strategy refuses it alike
+// (store-all returned step 0's loss, multistage zeros, revolve refused).
+TEST(Checkpoint, ASequenceOfLengthZeroIsRefusedByEveryStrategy) {
+  for (const char* how : {"store_all", "revolve", "multistage"})
+    EXPECT_EXIT(train<bp::CharRnn>(0, strategy(how, 4)), testing::ExitedWithCode(2),
+                "RnnModel: a sequence of length 0; need at least 1 step")
+        << how;
+}
 }  // namespace

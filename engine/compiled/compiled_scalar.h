@@ -125,20 +125,26 @@ class CompiledScalar {
     for (size_t i = 0; i < grads.size(); i++) grads[i] = grads_[grad_reads_[i]];
     return values_[value_read_];
   }
+  // Before the first backward, the value is computed here as the eager tape would have it.
   double value(Value x) {
     check(x, ScalarOp::count, "value");
+    if (!compiled()) return value_before_compiling(x.id);
+    if (x.id >= needs_grad_.size()) [[unlikely]]
+      cut_off("value", x.id);
     if (capturing_reads()) value_read_ = x.id;
-    return values_.empty() ? nodes_[x.id].constant : values_[x.id];
+    return values_[x.id];
   }
   double grad(Value x) {
     check(x, ScalarOp::count, "grad");
-    if (compiled() && x.id < needs_grad_.size() && !needs_grad_[x.id]) [[unlikely]]
+    if (compiled() && x.id >= needs_grad_.size()) [[unlikely]]
+      cut_off("grad", x.id);
+    if (compiled() && !needs_grad_[x.id]) [[unlikely]]
       no_gradient(x.id);
     if (capturing_reads()) grad_reads_.push_back(x.id);
     return grads_.empty() || x.id >= grads_.size() ? 0.0 : grads_[x.id];
   }
   void reset() {
-    if (!compiled()) nodes_.resize(num_params_);  // a step with no backward: nothing to keep
+    if (!compiled()) nodes_.resize(num_params_), eager_values_.clear();  // nothing to keep
     if (capturing_reads()) replay_ready_ = value_read_ != kNone;
     cursor_ = uint32_t(num_params_);
     steps_++;
@@ -278,6 +284,24 @@ class CompiledScalar {
     cursor_++;
     return {this, id, steps_};
   }
+  [[noreturn]] [[gnu::cold]] void cut_off(const char* what, uint32_t id) const {
+    std::fprintf(stderr,
+                 "bp::CompiledScalar::%s: node %u was made after node %u, which the captured "
+                 "step's backward() was taken from: the compiled step does not compute it\n",
+                 what, id, root_);
+    std::abort();
+  }
+  // The captured step's values as the eager tape computes them, up to `id` (amortized: each
+  // node once per capture).
+  double value_before_compiling(uint32_t id) {
+    for (size_t i = eager_values_.size(); i <= id; i++) {
+      const Node& x = nodes_[i];
+      eager_values_.push_back(x.op == ScalarOp::leaf ? x.constant  // pow's exponent is a leaf
+                                                     : scalar_forward_of(x.op, eager_values_[x.lhs],
+                                                                         eager_values_[x.rhs]));
+    }
+    return eager_values_[id];
+  }
   [[noreturn]] [[gnu::cold]] void no_gradient(uint32_t id) const {
     std::fprintf(stderr,
                  "bp::CompiledScalar::grad: node %u depends on no parameter (a literal, or an op "
@@ -308,7 +332,10 @@ class CompiledScalar {
 
   void compile(uint32_t root) {
     root_ = root;
-    nodes_.resize(root + 1);  // nodes after the root change no gradient
+    // Nodes after the root change no gradient; every parameter keeps its slot (the root may be
+    // one of them).
+    nodes_.resize(std::max<size_t>(root + 1, num_params_));
+    std::vector<double>().swap(eager_values_);
     const uint32_t n = uint32_t(nodes_.size());
     // After the nodes, the generated code's constants (engine/compiled/scalar_jit.h).
     values_.assign(n + kJitConstants, 0.0);
@@ -342,7 +369,7 @@ class CompiledScalar {
                           : instr(row + int(in.op), in.out, in.a, in.b));
     });
     code_.push_back(instr(kStop, 0, 0, 0));
-    cursor_ = root + 1;
+    cursor_ = n;
     captured_step_ = steps_;
     compile_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_started_).count();
@@ -384,6 +411,7 @@ class CompiledScalar {
   std::vector<Instr> code_;             // threaded: forward, start_backward, backward, stop
   ScalarJit jit_;                       // the generated code, from the second run on
   std::vector<bool> needs_grad_;        // by node: a parameter reaches it
+  std::vector<double> eager_values_;    // value() before the first backward, by node
   size_t instructions_ = 0;
   uint32_t runs_ = 0;
   double jit_seconds_ = 0;

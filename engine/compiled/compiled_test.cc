@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -149,6 +150,92 @@ TEST(CompiledScalarGraphs, EveryOpOnBothExecutorsIsBitwiseTheEagerTape) {
   if (bp::kScalarJitBuilt) {
     EXPECT_GT(code_bytes, 0) << "steps 1 to 3 ran threaded code";
   }
+}
+
+// ---- the contract at its edges ----
+
+// relu(NaN) is NaN and passes its gradient, as PyTorch's (engine/core/ops.h's relu_of): on the
+// eager tape, the captured step's threaded code and the generated code of later steps.
+template <class B>
+std::array<double, 4> relu_of_nan_step(B& be, typename B::Scalar a, typename B::Scalar b,
+                                       typename B::Scalar c) {
+  auto y = be.relu(a) * 2.0 + be.relu(b) + be.relu(c) + be.relu(b * 0.0);  // b * 0 is -0
+  be.backward(y);
+  std::array<double, 4> out{be.value(y), be.grad(a), be.grad(b), be.grad(c)};
+  be.reset();
+  return out;
+}
+TEST(CompiledScalarGraphs, ReluOfNanIsNanWithItsGradientOnEveryExecutor) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  bp::EngineBackend eager;
+  bp::CompiledBackend compiled;
+  auto ea = eager.param(nan), eb = eager.param(-1.0), ec = eager.param(3.0);
+  auto ca = compiled.param(nan), cb = compiled.param(-1.0), cc = compiled.param(3.0);
+  for (int step = 0; step < 4; step++) {
+    for (const auto& got :
+         {relu_of_nan_step(eager, ea, eb, ec), relu_of_nan_step(compiled, ca, cb, cc)}) {
+      EXPECT_TRUE(std::isnan(got[0])) << "step " << step;
+      EXPECT_EQ(got[1], 2.0) << "step " << step << ": d/da of 2 relu(a) at a = NaN (torch: 2)";
+      EXPECT_EQ(got[2], 0.0) << "step " << step;
+      EXPECT_EQ(got[3], 1.0) << "step " << step;
+    }
+  }
+}
+
+// The captured step is cut at the root of its backward; what lies outside it is refused or given
+// as the eager tape gives it, never read from the wrong slot.
+TEST(CompiledScalarGraphs, AValueBeforeTheFirstBackwardIsTheEagerOne) {
+  bp::CompiledBackend be;
+  auto a = be.param(2.0), b = be.param(3.0);
+  auto y = a * b + 4.0;
+  EXPECT_EQ(be.value(y), 10.0);
+  EXPECT_EQ(be.value(be.tanh(y) + 1.0), std::tanh(10.0) + 1.0);
+  be.backward(y);
+  EXPECT_EQ(be.value(y), 10.0);
+  EXPECT_EQ(be.grad(a), 3.0);
+}
+TEST(CompiledScalarGraphs, ABackwardFromAParameterGivesTheEagerGradients) {
+  bp::EngineBackend eager;
+  bp::CompiledBackend compiled;
+  auto ea = eager.param(2.0), eb = eager.param(3.0);
+  auto ca = compiled.param(2.0), cb = compiled.param(3.0);
+  eager.backward(ea);
+  for (int step = 0; step < 4; step++) {  // capture, threaded code, generated code
+    compiled.backward(ca);
+    EXPECT_EQ(compiled.grad(ca), eager.grad(ea)) << "step " << step;
+    EXPECT_EQ(compiled.grad(cb), eager.grad(eb)) << "step " << step;
+    EXPECT_EQ(compiled.value(ca), 2.0);
+    compiled.reset();
+  }
+  std::array<double, 2> grads{};
+  ASSERT_TRUE(compiled.scalars.can_replay());
+  EXPECT_EQ(compiled.scalars.replay(grads), 2.0);
+  EXPECT_EQ(grads[0], 1.0);
+  EXPECT_EQ(grads[1], 0.0);
+}
+void value_of_a_node_after_the_root() {
+  bp::CompiledBackend be;
+  auto a = be.param(2.0), b = be.param(3.0);
+  auto y = a * b;
+  auto z = y + 6.0;
+  be.backward(y);
+  be.value(z);
+}
+void grad_of_a_node_after_the_root() {
+  bp::CompiledBackend be;
+  auto a = be.param(2.0);
+  auto y = a * 2.0;
+  auto z = y + a;
+  be.backward(y);
+  be.grad(z);
+}
+TEST(CompiledScalarGraphsDeathTest, ANodeAfterTheRootIsRefused) {
+  EXPECT_DEATH(value_of_a_node_after_the_root(),
+               "bp::CompiledScalar::value: node 4 was made after node 2, which the captured "
+               "step's backward\\(\\) was taken from: the compiled step does not compute it");
+  EXPECT_DEATH(grad_of_a_node_after_the_root(),
+               "bp::CompiledScalar::grad: node 3 was made after "
+               "node 2");
 }
 
 // A literal has no gradient in the compiled mode (as in PyTorch): asking for one is refused.

@@ -97,7 +97,8 @@ void tanh_forward(const OpArgs<T>& a) {
 }
 template <class T>
 void relu_forward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < ops::numel(a); i++) a.out[i] = a.in[0][i] > 0 ? a.in[0][i] : T(0);
+  for (size_t i = 0; i < ops::numel(a); i++)  // torch's: NaN and -0 kept
+    a.out[i] = std::isnan(a.in[0][i]) || a.in[0][i] >= 0 ? a.in[0][i] : T(0);
 }
 template <class T>
 void exp_forward(const OpArgs<T>& a) {

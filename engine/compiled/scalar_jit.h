@@ -145,9 +145,9 @@ class Emitter {
   void copy(int d, int s) { vex(1, 0, false, 0x28, d, 0, Operand{s}); }     // vmovaps d, s
   void xorpd(int d, int s1, const Operand& s2) { vex(1, 1, false, 0x57, d, s1, s2); }
   void andpd(int d, int s1, const Operand& s2) { vex(1, 1, false, 0x54, d, s1, s2); }
-  void cmp_gt(int d, int s1, const Operand& s2) {  // vcmpsd d, s1, s2, GT_OQ
+  void cmp_nle(int d, int s1, const Operand& s2) {  // vcmpsd d, s1, s2, NLE_UQ (true on NaN)
     sd(0xC2, d, s1, s2);
-    byte(0x1E);
+    byte(0x16);
   }
   // d = s1 * s2 + d (vfmadd231sd), d = -(s1 * s2) + d (vfnmadd231sd): madd's single rounding.
   void fmadd(int d, int s1, const Operand& s2) { vex(2, 1, true, 0xB9, d, s1, s2); }
@@ -330,10 +330,11 @@ class Generator {
         result(d, out);
         return;
       }
-      case ScalarOp::relu: {  // max(x, 0) is x > 0 ? x : 0, NaN and -0 included (MAXSD)
+      case ScalarOp::relu: {  // MAXSD(0, x) is 0 > x ? 0 : x: NaN and -0 pass, as x < 0 ? 0 : x
         const int x = in_register(value(in.a), {});
         const int d = temp({x});
-        e_.max(d, x, zero_);
+        e_.load(kScratch0, zero_);
+        e_.max(d, kScratch0, Operand{x});
         result(d, out);
         return;
       }
@@ -453,10 +454,10 @@ class Generator {
         result(d, dx);
         return;
       }
-      case ScalarOp::relu: {  // dx += out > 0 ? g : 0
+      case ScalarOp::relu: {  // dx += out <= 0 ? 0 : g (NaN passes g)
         const int g = in_register(grad(in.out), {});
         const int out = in_register(value(in.out), {g});
-        e_.cmp_gt(kScratch0, out, zero_);
+        e_.cmp_nle(kScratch0, out, zero_);
         e_.andpd(kScratch0, kScratch0, Operand{g});
         const int d = in_register(dx, {g, out});
         e_.add(d, d, Operand{kScratch0});

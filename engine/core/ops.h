@@ -120,6 +120,16 @@ template <class T>
 size_t numel(const OpArgs<T>& a) {
   return size_t(a.rows) * a.cols;
 }
+// PyTorch's relu: NaN and -0 pass through, and a NaN output passes its gradient, so a NaN is
+// never turned into a finite 0 that the check cannot see.
+template <class T>
+inline T relu_of(T x) {
+  return x < T(0) ? T(0) : x;
+}
+template <class T>
+inline bool relu_passes(T out) {
+  return !(out <= T(0));
+}
 
 // ---- matmul and linear, over a product policy G (engine/kernels/products.h's TiledGemm by
 // default; the other matmul dialects in engine/compiled/dialects.h) ----
@@ -178,7 +188,7 @@ void linear_forward(const OpArgs<T>& a) {
   if (a.arg[0]) {
     T* out = a.out;
 #pragma omp simd
-    for (size_t i = 0; i < size_t(N) * OC; i++) out[i] = out[i] > 0 ? out[i] : T(0);
+    for (size_t i = 0; i < size_t(N) * OC; i++) out[i] = relu_of(out[i]);
   }
 }
 // dx += g w; dw += g^T x; db += the column sums of g.
@@ -187,9 +197,9 @@ void linear_backward(const OpArgs<T>& a) {
   const int32_t N = a.rows, OC = a.cols;
   const std::array<Product, 3> p = linear_products(a);
   T* g = a.dout;
-  if (a.arg[0])  // relu: pass the gradient where the output is positive (in place: this op's
+  if (a.arg[0])  // relu: pass the gradient where the output is not <= 0 (in place: this op's
     for (size_t i = 0; i < size_t(N) * OC; i++)  // output gradient has no other reader)
-      g[i] = a.out[i] > 0 ? g[i] : T(0);
+      g[i] = relu_passes(a.out[i]) ? g[i] : T(0);
   if (a.din[0]) run_product<G>(a.din[0], g, a.in[1], p[1], a.scratch, a.fresh & 1);
   if (a.din[1]) run_product<G>(a.din[1], g, a.in[0], p[2], a.scratch, a.fresh & 2);
   if (a.din[2])  // written by the first row when fresh
@@ -290,11 +300,11 @@ void relu_forward(const OpArgs<T>& a) {
   const T* x = a.in[0];
   T* out = a.out;
 #pragma omp simd
-  for (size_t i = 0; i < numel(a); i++) out[i] = x[i] > 0 ? x[i] : T(0);
+  for (size_t i = 0; i < numel(a); i++) out[i] = relu_of(x[i]);
 }
 template <class T>
 void relu_backward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.out[i] > 0 ? a.dout[i] : T(0);
+  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += relu_passes(a.out[i]) ? a.dout[i] : T(0);
 }
 template <class T>  // exact (erf) form, torch's default
 void gelu_forward(const OpArgs<T>& a) {

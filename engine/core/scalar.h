@@ -86,7 +86,21 @@ template <ScalarOp op, class T>
   if constexpr (op == ScalarOp::exp) return std::exp(x);
   if constexpr (op == ScalarOp::log) return std::log(x);
   if constexpr (op == ScalarOp::tanh) return std::tanh(x);
-  if constexpr (op == ScalarOp::relu) return x > T(0) ? x : T(0);
+  // PyTorch's relu: NaN and -0 pass through, so a NaN still reaches the check.
+  if constexpr (op == ScalarOp::relu) return x < T(0) ? T(0) : x;
+}
+// The same, with the op known only at run time (leaf: x).
+template <class T>
+T scalar_forward_of(ScalarOp op, T x, T y) {
+  switch (op) {
+#define BP_CASE(name) \
+  case ScalarOp::name: return scalar_forward<ScalarOp::name>(x, y);
+    BP_CASE(add)
+    BP_CASE(sub) BP_CASE(mul) BP_CASE(div) BP_CASE(neg) BP_CASE(pow) BP_CASE(exp) BP_CASE(log)
+        BP_CASE(tanh) BP_CASE(relu)
+#undef BP_CASE
+            default : return x;
+  }
 }
 template <ScalarOp op, class T, ScalarGrads which = ScalarGrads::both>
 [[gnu::always_inline]] inline void scalar_backward(T g, T out, T x, T y, T& dx, T& dy) {
@@ -116,7 +130,7 @@ template <ScalarOp op, class T, ScalarGrads which = ScalarGrads::both>
   if constexpr (op == ScalarOp::exp) dx = madd(g, out, dx);
   if constexpr (op == ScalarOp::log) dx += g / x;
   if constexpr (op == ScalarOp::tanh) dx = madd(g, madd(-out, out, T(1)), dx);
-  if constexpr (op == ScalarOp::relu) dx += out > T(0) ? g : T(0);
+  if constexpr (op == ScalarOp::relu) dx += out <= T(0) ? T(0) : g;  // NaN passes g, as torch
 }
 
 template <class T>

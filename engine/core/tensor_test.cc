@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -206,6 +207,48 @@ TEST(TensorArena, ArenaGrowthIsCounted) {
 }
 
 // ---- the contract at the edges: each misuse stops with one line naming the op and shapes ----
+
+// relu follows PyTorch at NaN and -0: relu(NaN) is NaN and passes its gradient (torch's
+// threshold_backward zeroes only where the output is <= 0), relu(-0) is -0. A NaN turned into 0
+// would vanish before the check sees it, and through the fused linear+ReLU it zeroed a finite
+// input's gradient as well. Loss = sum(out * R) with loss_of's fixed R: eager and compiled.
+TEST(TensorOps, ReluPassesNanAndItsGradientAsPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> R = values(5, -1, 1, 99);
+  const OpCase relu =
+      op_case("relu nan", {{1, 5, 0, 0}}, [](auto& g, auto& p) { return g.relu(p[0]); });
+  const std::vector<std::vector<double>> x{{nan, -0.0, 0.0, 2.0, -1.0}};
+  const bool pass[5] = {true, false, false, true, false};
+  G g;
+  std::vector<Tensor> p;
+  loss_of(relu, x, &g, &p);
+  G direct;  // the values themselves: NaN, -0, 0, 2, 0 (the sign of -0 kept)
+  const double* out = direct.data(direct.relu(direct.param(1, 5, x[0])));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(out[1] == 0 && std::signbit(out[1]));
+  EXPECT_TRUE(out[2] == 0 && !std::signbit(out[2]) && out[3] == 2 && out[4] == 0);
+  const CompiledRun compiled = run_compiled<double>(relu, x);
+  for (int i = 0; i < 5; i++) {
+    const double want = pass[i] ? R[i] : 0.0;
+    EXPECT_EQ(g.grad(p[0])[i], want) << "eager, element " << i;
+    EXPECT_EQ(compiled.grads[0][i], want) << "compiled, element " << i;
+  }
+  EXPECT_TRUE(std::isnan(compiled.loss));
+  // linear+relu: x (1, 2) = [1, 2], W (2, 2) = [[NaN, 1], [1, 1]]: out = [NaN, 3], and
+  // dL/dx = R0 W[0] + R1 W[1] = [NaN, R0 + R1] (torch: [nan, 2.] with R = 1).
+  const OpCase linear = op_case("linear relu nan", {{1, 2, 0, 0}, {2, 2, 0, 0}, {1, 2, 0, 0}},
+                                [](auto& g, auto& p) { return g.linear(p[0], p[1], p[2], true); });
+  const std::vector<std::vector<double>> in{{1, 2}, {nan, 1, 1, 1}, {0, 0}};
+  G gl;
+  std::vector<Tensor> pl;
+  loss_of(linear, in, &gl, &pl);
+  const CompiledRun compiled_linear = run_compiled<double>(linear, in);
+  for (const double* dx :
+       {static_cast<const double*>(gl.grad(pl[0])), compiled_linear.grads[0].data()}) {
+    EXPECT_TRUE(std::isnan(dx[0]));
+    EXPECT_EQ(dx[1], R[0] + R[1]);
+  }
+}
 
 TEST(TensorContractDeathTest, EveryOperandShapeIsChecked) {
   G g;
