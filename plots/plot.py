@@ -49,7 +49,8 @@ COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d85
           # variants, each near its backend's colour
           "engine_revolve": "#e6ab02", "engine_multistage": "#a6761d",
           "libtorch_segments": "#fc8d62", "pytorch_checkpoint": "#8da0cb",
-          "libtorch_2t": "#fc8d62", "pytorch_2t": "#8da0cb", "torchscript_2t": "#f4a6c8"}
+          "libtorch_2t": "#fc8d62", "pytorch_2t": "#8da0cb", "torchscript_2t": "#f4a6c8",
+          "engine_2t": "#66c2a5", "compiled_2t": "#b3de69"}
 MARKERS = {"engine": "o", "compiled": "D", "libtorch": "s", "pytorch": "^", "torchscript": "v"}
 # The compiled mode's matmul dialects (engine/compiled/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   bp::BackendHooks<LibtorchBackend> hooks;
   hooks.version = "libtorch " BP_LIBTORCH_PACKAGE
                   " (Debian libtorch-dev; headers say " TORCH_VERSION "), eager";
-  hooks.max_threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  hooks.max_threads = 256;  // more than the CPUs runs, and says oversubscribed
   static int blas_threads = -1;
   hooks.set_threads = [](int n) {
     torch::set_num_threads(n);

@@ -109,7 +109,7 @@ def parse_flags(argv):
             flags["mode"] = value
         elif key == "--instance":
             flags["instances"].append(parse_instance(value))
-        elif key == "--threads" and value.isdigit() and 1 <= int(value) <= (os.cpu_count() or 1):
+        elif key == "--threads" and value.isdigit() and 1 <= int(value) <= 256:
             flags["threads"] = int(value)
         elif key == "--data":
             flags["data"] = value
@@ -322,6 +322,8 @@ def context(flags, corpus):
             "pytorch_checkpoint" if flags["mode"] == "checkpoint" else flags["mode"]),
         "backend_version": f"PyTorch {torch.__version__} (Debian python3-torch), {mode}",
         "threads": str(flags["threads"]),
+        "cpus": str(len(os.sched_getaffinity(0))),
+        "oversubscribed": "yes" if flags["threads"] > len(os.sched_getaffinity(0)) else "no",
         "warmup_steps": str(flags["warmup_steps"]),
         "compiler": f"CPython {platform.python_version()} (/usr/bin/python3)",
         "cxx_flags": "n/a (Python; PyTorch as Debian built it)", "cpu_model": cpuinfo("model name"),

@@ -17,6 +17,7 @@
 
 #include "engine/backend.h"
 #include "engine/compiled/backend.h"
+#include "engine/core/at_threads_test.h"
 #include "workloads/data.h"
 #include "workloads/registry.h"
 
@@ -325,6 +326,62 @@ TEST(CompiledModels, BitwiseEqualToTheEagerEngineOnEveryWorkload) {
   // char_mlp, mini_gpt, mini_gpt_wide, mlp_width, char_rnn, char_rnn_wide
   EXPECT_EQ(workloads, 6);
   EXPECT_GE(checked, workloads);
+}
+
+// Threads change no bit: every model workload, eager and compiled, six training steps at 2, 3
+// and 4 threads against one; at the kernels' own thresholds and with every kernel split; then
+// char_mlp at hidden 1024 (products large enough to split on their own) at two.
+template <class W>
+void expect_same_trace(const Trace<W, bp::EngineBackend>& a, const Trace<W, bp::EngineBackend>& b,
+                       const std::string& what) {
+  for (size_t i = 0; i < a.losses.size(); i++)
+    EXPECT_TRUE(same_bits(a.losses[i], b.losses[i])) << what << ": loss of step " << i;
+  for (size_t i = 0; i < a.step0_grads.size(); i++) {
+    EXPECT_TRUE(same_bits(a.step0_grads[i], b.step0_grads[i])) << what << ": param " << i;
+    EXPECT_TRUE(same_bits(a.grads_after_updates[i], b.grads_after_updates[i]))
+        << what << ": param " << i << " after 6 updates";
+  }
+}
+template <class W, class B>
+Trace<W, bp::EngineBackend> trace_at(int threads, bool split_all, int64_t size,
+                                     const bp::Corpus& corpus) {
+  AtThreads at(threads, split_all);
+  const Trace<W, B> t = trace<W, B>(size, corpus, 6);
+  return {t.losses, t.step0_grads, t.grads_after_updates};
+}
+TEST(Threads, EveryModelWorkloadIsBitwiseAtAnyThreadCount) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      const int64_t size = model_test_sizes<W>()[0];
+      const auto eager = trace_at<W, bp::EngineBackend>(1, false, size, corpus);
+      const auto compiled = trace_at<W, bp::CompiledBackend>(1, false, size, corpus);
+      for (int n : {2, 3, 4})
+        for (bool split_all : {false, true}) {
+          const std::string what = std::string(W::name) + " at " + std::to_string(n) + " threads" +
+                                   (split_all ? ", every kernel split" : "");
+          expect_same_trace<W>(eager, trace_at<W, bp::EngineBackend>(n, split_all, size, corpus),
+                               "eager " + what);
+          expect_same_trace<W>(compiled,
+                               trace_at<W, bp::CompiledBackend>(n, split_all, size, corpus),
+                               "compiled " + what);
+          checked++;
+        }
+    }
+  });
+  EXPECT_EQ(checked, 6 * 6);
+#if !defined(__SANITIZE_ADDRESS__)
+  expect_same_trace<bp::CharMlp>(trace_at<bp::CharMlp, bp::EngineBackend>(1, false, 1024, corpus),
+                                 trace_at<bp::CharMlp, bp::EngineBackend>(2, false, 1024, corpus),
+                                 "eager char_mlp hidden 1024 at 2 threads");
+  expect_same_trace<bp::CharMlp>(trace_at<bp::CharMlp, bp::CompiledBackend>(1, false, 1024, corpus),
+                                 trace_at<bp::CharMlp, bp::CompiledBackend>(2, false, 1024, corpus),
+                                 "compiled char_mlp hidden 1024 at 2 threads");
+#endif
+  std::printf(
+      "  6 model workloads x threads 2, 3, 4 x (own thresholds, every kernel split), "
+      "eager and compiled: bitwise the 1-thread results\n");
 }
 
 // The plan of every model workload at every default size (recurrent ones up to 1000 steps; under

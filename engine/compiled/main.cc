@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
   bp::BackendHooks<CompiledBackend> hooks;
   hooks.version =
       "backprop-bench engine, compiled mode (this repository): the step captured once, planned "
-      "into one arena and replayed; scalars in double, tensors in float32, single-threaded";
+      "into one arena and replayed; scalars in double, tensors in float32, one pool of --threads "
+      "threads";
   std::string in_build;
   for (const std::string& name : bp::dialects_of<float>(bp::OpFamily::matmul))
     if (bp::dialect_in_build<float>(bp::OpFamily::matmul, name))
@@ -71,8 +72,12 @@ int main(int argc, char** argv) {
   hooks.context = {{"matmul", "per op and shape from the dialects " + in_build +
                                   " (engine/compiled/dialects.h; each result's label names the "
                                   "choice)"}};
-  // The libraries' own thread pools get the run's threads, as every backend does.
-  hooks.set_threads = [](int threads) { bp::set_library_threads(threads); };
+  // Our pool and the libraries' own get the run's threads, as every backend does.
+  hooks.max_threads = 256;
+  hooks.set_threads = [](int threads) {
+    bp::thread_pool().resize(threads);
+    bp::set_library_threads(threads);
+  };
   // As bench_engine (engine/main.cc says why): freed large blocks go back to the system.
   hooks.before_work = [] { mallopt(M_MMAP_THRESHOLD, 256 * 1024); };
   hooks.flag = [](std::string_view arg) {

@@ -108,15 +108,29 @@ class Program {
   Program(const TensorGraph<T>& g, uint32_t root, ArenaBudget budget = {},
           DialectSelector<T>* dialects = nullptr) {
     DialectSelector<T> by_priority;
+    threads_ = thread_pool().size();
     compile(g, root, budget, dialects ? *dialects : by_priority);
   }
 
   void forward() const {
+    check_threads();
     for (size_t i = 0; i < forward_end_; i++) code_[i].run(code_[i].args);
   }
   void backward() const {
+    check_threads();
     for (size_t i = forward_end_; i < code_.size(); i++) code_[i].run(code_[i].args);
   }
+  // Scratch is planned for the parts a kernel splits into, so a plan runs at its own threads only.
+  void check_threads() const {
+    if (thread_pool().size() != threads_) [[unlikely]] {
+      std::fprintf(stderr,
+                   "bp::Program: planned for %d threads, but the pool now has %d: compile again "
+                   "after resizing the pool\n",
+                   threads_, thread_pool().size());
+      std::abort();
+    }
+  }
+  int threads() const { return threads_; }
   // Whether this step's parameter gradients start at zero (zero_grad before it) or hold sums to
   // add to (gradients accumulated over steps). At zero, each parameter's first writer writes its
   // gradient fresh (OpArgs::fresh) and only the few no first writer covers whole are zeroed here
@@ -713,6 +727,7 @@ class Program {
   std::vector<FirstWrite> param_first_writes_;
   std::vector<std::pair<T*, size_t>> param_fills_;
   bool params_fresh_ = false;
+  int threads_ = 1;                        // the pool's size it was planned for
   std::unique_ptr<T, FreeDeleter> arena_;  // (plan_.arena_bytes / sizeof(T)): every buffer
   T* loss_ = nullptr;                      // (1, 1), inside the arena
   size_t budget_bytes_ = 0;

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "engine/core/threads.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/products.h"
 
@@ -131,6 +132,34 @@ inline bool relu_passes(T out) {
   return !(out <= T(0));
 }
 
+// ---- splitting an op over the pool's threads (engine/core/threads.h) ----
+// Below split_thresholds().elems elements an op runs inline (engine/core/threads.h).
+// Elementwise work goes in chunks of whole vectors (kChunk elements), so that every element takes
+// the same code (a loop's vector body or its remainder) at any thread count; rows go whole, and a
+// sum down the rows (a broadcast operand's gradient, a bias's) goes by chunks of columns, each
+// column summed in row order as on one thread.
+inline constexpr int64_t kChunk = 16;
+template <class F>  // f(begin, end) over [0, n)
+void for_chunks(size_t n, F&& f) {
+  parallel_for(
+      int64_t((n + kChunk - 1) / kChunk), split_thresholds().elems / kChunk,
+      [&](int64_t b0, int64_t b1) { f(size_t(b0 * kChunk), std::min(n, size_t(b1 * kChunk))); });
+}
+template <class F>  // f(r0, r1) over rows of `cols` elements
+void for_rows(int32_t rows, int64_t cols, F&& f) {
+  parallel_for(rows, std::max<int64_t>(1, split_thresholds().elems / std::max<int64_t>(cols, 1)),
+               [&](int64_t r0, int64_t r1) { f(int32_t(r0), int32_t(r1)); });
+}
+template <class F>  // f(c0, c1) over columns of a (rows, cols) sum down the rows
+void for_columns(int32_t cols, int64_t rows, F&& f) {
+  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  parallel_for(chunks,
+               std::max<int64_t>(1, split_thresholds().elems / kChunk / std::max<int64_t>(rows, 1)),
+               [&](int64_t b0, int64_t b1) {
+                 f(int32_t(b0 * kChunk), int32_t(std::min<int64_t>(cols, b1 * kChunk)));
+               });
+}
+
 // ---- matmul and linear, over a product policy G (engine/kernels/products.h's TiledGemm by
 // default; the other matmul dialects in engine/compiled/dialects.h) ----
 
@@ -183,13 +212,16 @@ std::array<Product, 3> linear_products(const OpArgs<T>& a) {
 template <class T, class G = TiledGemm>
 void linear_forward(const OpArgs<T>& a) {
   const int32_t N = a.rows, OC = a.cols;
-  for (int32_t r = 0; r < N; r++) std::memcpy(a.out + size_t(r) * OC, a.in[2], OC * sizeof(T));
+  for_rows(N, OC, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) std::memcpy(a.out + size_t(r) * OC, a.in[2], OC * sizeof(T));
+  });
   run_product<G>(a.out, a.in[0], a.in[1], linear_products(a)[0], a.scratch);
-  if (a.arg[0]) {
-    T* out = a.out;
+  if (a.arg[0])
+    for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {
+      T* out = a.out;
 #pragma omp simd
-    for (size_t i = 0; i < size_t(N) * OC; i++) out[i] = relu_of(out[i]);
-  }
+      for (size_t i = i0; i < i1; i++) out[i] = relu_of(out[i]);
+    });
 }
 // dx += g w; dw += g^T x; db += the column sums of g.
 template <class T, class G = TiledGemm>
@@ -198,13 +230,16 @@ void linear_backward(const OpArgs<T>& a) {
   const std::array<Product, 3> p = linear_products(a);
   T* g = a.dout;
   if (a.arg[0])  // relu: pass the gradient where the output is not <= 0 (in place: this op's
-    for (size_t i = 0; i < size_t(N) * OC; i++)  // output gradient has no other reader)
-      g[i] = relu_passes(a.out[i]) ? g[i] : T(0);
+    for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {  // output gradient has no other reader)
+      for (size_t i = i0; i < i1; i++) g[i] = relu_passes(a.out[i]) ? g[i] : T(0);
+    });
   if (a.din[0]) run_product<G>(a.din[0], g, a.in[1], p[1], a.scratch, a.fresh & 1);
   if (a.din[1]) run_product<G>(a.din[1], g, a.in[0], p[2], a.scratch, a.fresh & 2);
   if (a.din[2])  // written by the first row when fresh
-    for (int32_t r = 0; r < N; r++)
-      axpy(a.din[2], T(1), g + size_t(r) * OC, OC, (a.fresh & 4) && !r);
+    for_columns(OC, N, [&](int32_t c0, int32_t c1) {
+      for (int32_t r = 0; r < N; r++)
+        axpy(a.din[2] + c0, T(1), g + size_t(r) * OC + c0, c1 - c0, (a.fresh & 4) && !r);
+    });
 }
 
 // Scratch and availability of either op's products under G (the backward's run one after the
@@ -240,112 +275,154 @@ template <class T>
 void add_forward(const OpArgs<T>& a) {
   const int32_t C = a.cols;
   const bool row = broadcasts_row(a);
-  for (int32_t r = 0; r < a.rows; r++) {
-    const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
-    const T* xr = a.in[0] + size_t(r) * C;
-    T* out = a.out + size_t(r) * C;
-    for (int32_t c = 0; c < C; c++) out[c] = xr[c] + yr[c];
-  }
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
+      const T* xr = a.in[0] + size_t(r) * C;
+      T* out = a.out + size_t(r) * C;
+      for (int32_t c = 0; c < C; c++) out[c] = xr[c] + yr[c];
+    }
+  });
 }
+// A broadcast row's gradient is a sum down the rows: by columns, written by the first row.
 template <class T>
 void add_backward(const OpArgs<T>& a) {
   const int32_t C = a.cols;
   const bool row = broadcasts_row(a);
-  for (int32_t r = 0; r < a.rows; r++) {
-    const T* gr = a.dout + size_t(r) * C;
-    if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C, a.fresh & 1);
-    if (a.din[1])  // a broadcast row: written by the first row, added to by the rest
-      axpy(a.din[1] + (row ? 0 : size_t(r) * C), T(1), gr, C, (a.fresh & 2) && (!row || r == 0));
-  }
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* gr = a.dout + size_t(r) * C;
+      if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C, a.fresh & 1);
+      if (a.din[1] && !row) axpy(a.din[1] + size_t(r) * C, T(1), gr, C, a.fresh & 2);
+    }
+  });
+  if (a.din[1] && row)
+    for_columns(C, a.rows, [&](int32_t c0, int32_t c1) {
+      for (int32_t r = 0; r < a.rows; r++)
+        axpy(a.din[1] + c0, T(1), a.dout + size_t(r) * C + c0, c1 - c0, (a.fresh & 2) && r == 0);
+    });
 }
 template <class T>
 void mul_forward(const OpArgs<T>& a) {
   const int32_t C = a.cols;
   const bool row = broadcasts_row(a);
-  for (int32_t r = 0; r < a.rows; r++) {
-    const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
-    const T* xr = a.in[0] + size_t(r) * C;
-    T* out = a.out + size_t(r) * C;
-    for (int32_t c = 0; c < C; c++) out[c] = xr[c] * yr[c];
-  }
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
+      const T* xr = a.in[0] + size_t(r) * C;
+      T* out = a.out + size_t(r) * C;
+      for (int32_t c = 0; c < C; c++) out[c] = xr[c] * yr[c];
+    }
+  });
 }
 template <class T>
 void mul_backward(const OpArgs<T>& a) {
   const int32_t C = a.cols;
   const bool row = broadcasts_row(a);
-  for (int32_t r = 0; r < a.rows; r++) {
-    const T* gr = a.dout + size_t(r) * C;
-    const size_t yo = row ? 0 : size_t(r) * C, xo = size_t(r) * C;
-    if (a.din[0])
-      for (int32_t c = 0; c < C; c++) a.din[0][xo + c] += gr[c] * a.in[1][yo + c];
-    if (a.din[1])
-      for (int32_t c = 0; c < C; c++) a.din[1][yo + c] += gr[c] * a.in[0][xo + c];
-  }
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* gr = a.dout + size_t(r) * C;
+      const size_t yo = row ? 0 : size_t(r) * C, xo = size_t(r) * C;
+      if (a.din[0])
+        for (int32_t c = 0; c < C; c++) a.din[0][xo + c] += gr[c] * a.in[1][yo + c];
+      if (a.din[1] && !row)
+        for (int32_t c = 0; c < C; c++) a.din[1][yo + c] += gr[c] * a.in[0][xo + c];
+    }
+  });
+  if (a.din[1] && row)
+    for_columns(C, a.rows, [&](int32_t c0, int32_t c1) {
+      for (int32_t r = 0; r < a.rows; r++) {
+        const T* gr = a.dout + size_t(r) * C;
+        for (int32_t c = c0; c < c1; c++) a.din[1][c] += gr[c] * a.in[0][size_t(r) * C + c];
+      }
+    });
 }
 
 // ---- elementwise unary ops: backward from the output where that is cheaper ----
 template <class T>
 void tanh_forward(const OpArgs<T>& a) {
-  const T* x = a.in[0];
-  T* out = a.out;
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    const T* x = a.in[0];
+    T* out = a.out;
 #pragma omp simd
-  for (size_t i = 0; i < numel(a); i++) out[i] = tanh_t(x[i]);
+    for (size_t i = i0; i < i1; i++) out[i] = tanh_t(x[i]);
+  });
 }
 template <class T>
 void tanh_backward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.dout[i] * (1 - a.out[i] * a.out[i]);
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) a.din[0][i] += a.dout[i] * (1 - a.out[i] * a.out[i]);
+  });
 }
 template <class T>
 void relu_forward(const OpArgs<T>& a) {
-  const T* x = a.in[0];
-  T* out = a.out;
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    const T* x = a.in[0];
+    T* out = a.out;
 #pragma omp simd
-  for (size_t i = 0; i < numel(a); i++) out[i] = relu_of(x[i]);
+    for (size_t i = i0; i < i1; i++) out[i] = relu_of(x[i]);
+  });
 }
 template <class T>
 void relu_backward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += relu_passes(a.out[i]) ? a.dout[i] : T(0);
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) a.din[0][i] += relu_passes(a.out[i]) ? a.dout[i] : T(0);
+  });
 }
 template <class T>  // exact (erf) form, torch's default
 void gelu_forward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++)
-    a.out[i] = T(0.5) * a.in[0][i] * (1 + std::erf(a.in[0][i] * T(M_SQRT1_2)));
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++)
+      a.out[i] = T(0.5) * a.in[0][i] * (1 + std::erf(a.in[0][i] * T(M_SQRT1_2)));
+  });
 }
 template <class T>  // d/dx x Phi(x) = Phi(x) + x phi(x)
 void gelu_backward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++) {
-    const T v = a.in[0][i];
-    const T cdf = T(0.5) * (1 + std::erf(v * T(M_SQRT1_2)));
-    const T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);  // 1/sqrt(2 pi)
-    a.din[0][i] += a.dout[i] * (cdf + v * pdf);
-  }
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) {
+      const T v = a.in[0][i];
+      const T cdf = T(0.5) * (1 + std::erf(v * T(M_SQRT1_2)));
+      const T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);  // 1/sqrt(2 pi)
+      a.din[0][i] += a.dout[i] * (cdf + v * pdf);
+    }
+  });
 }
 template <class T>
 void exp_forward(const OpArgs<T>& a) {
-  const T* x = a.in[0];
-  T* out = a.out;
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    const T* x = a.in[0];
+    T* out = a.out;
 #pragma omp simd
-  for (size_t i = 0; i < numel(a); i++) out[i] = exp_t(x[i]);
+    for (size_t i = i0; i < i1; i++) out[i] = exp_t(x[i]);
+  });
 }
 template <class T>
 void exp_backward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.dout[i] * a.out[i];
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) a.din[0][i] += a.dout[i] * a.out[i];
+  });
 }
 template <class T>
 void log_forward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++) a.out[i] = std::log(a.in[0][i]);
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) a.out[i] = std::log(a.in[0][i]);
+  });
 }
 template <class T>
 void log_backward(const OpArgs<T>& a) {
-  for (size_t i = 0; i < numel(a); i++) a.din[0][i] += a.dout[i] / a.in[0][i];
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) a.din[0][i] += a.dout[i] / a.in[0][i];
+  });
 }
 
 // ---- embedding: rows of in0 (V, C) picked by index (N): (N, C) ----
 template <class T>
 void embedding_forward(const OpArgs<T>& a) {
-  for (int32_t i = 0; i < a.index.size; i++)
-    std::memcpy(a.out + size_t(i) * a.cols, a.in[0] + size_t(a.index.data[i]) * a.cols,
-                a.cols * sizeof(T));
+  for_rows(a.index.size, a.cols, [&](int32_t r0, int32_t r1) {
+    for (int32_t i = r0; i < r1; i++)
+      std::memcpy(a.out + size_t(i) * a.cols, a.in[0] + size_t(a.index.data[i]) * a.cols,
+                  a.cols * sizeof(T));
+  });
 }
 template <class T>
 void embedding_backward(const OpArgs<T>& a) {
@@ -383,12 +460,22 @@ void mean_backward(const OpArgs<T>& a) {
 // ---- layernorm of in0 (N, C), scale in1 (1, C), shift in2 (1, C); aux: N means, N rstds ----
 template <class T>
 void layernorm_forward_op(const OpArgs<T>& a) {
-  layernorm_forward(a.out, a.aux, a.in[0], a.in[1], a.in[2], a.rows, a.cols);
+  for_rows(a.rows, a.cols, [&](int32_t r0, int32_t r1) {
+    layernorm_forward(a.out, a.aux, a.in[0], a.in[1], a.in[2], a.rows, a.cols, r0, r1);
+  });
 }
 template <class T>
 void layernorm_backward_op(const OpArgs<T>& a) {
-  layernorm_backward(a.din[0], a.din[1], a.din[2], a.dout, a.aux, a.in[0], a.in[1], a.rows, a.cols,
-                     a.fresh);
+  if (a.din[0])
+    for_rows(a.rows, a.cols, [&](int32_t r0, int32_t r1) {
+      layernorm_backward_rows(a.din[0], a.dout, a.aux, a.in[0], a.in[1], a.rows, a.cols,
+                              a.fresh & 1, r0, r1);
+    });
+  if (a.din[1] || a.din[2])
+    for_columns(a.cols, a.rows, [&](int32_t c0, int32_t c1) {
+      layernorm_backward_params(a.din[1], a.din[2], a.dout, a.aux, a.in[0], a.rows, a.cols, a.fresh,
+                                c0, c1);
+    });
 }
 template <class T>
 size_t layernorm_aux(const OpArgs<T>& a) {
@@ -398,46 +485,79 @@ size_t layernorm_aux(const OpArgs<T>& a) {
 // ---- softmax of every row ----
 template <class T>
 void softmax_forward(const OpArgs<T>& a) {
-  for (int32_t r = 0; r < a.rows; r++)
-    softmax_row(a.out + size_t(r) * a.cols, a.in[0] + size_t(r) * a.cols, a.cols);
+  for_rows(a.rows, a.cols, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++)
+      softmax_row(a.out + size_t(r) * a.cols, a.in[0] + size_t(r) * a.cols, a.cols);
+  });
 }
 template <class T>
 void softmax_backward(const OpArgs<T>& a) {
-  for (int32_t r = 0; r < a.rows; r++) {
-    const size_t o = size_t(r) * a.cols;
-    softmax_row_backward(a.din[0] + o, a.dout + o, a.out + o, a.cols);
-  }
+  for_rows(a.rows, a.cols, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const size_t o = size_t(r) * a.cols;
+      softmax_row_backward(a.din[0] + o, a.dout + o, a.out + o, a.cols);
+    }
+  });
 }
 
 // ---- causal self-attention of in0 (B*T, 3C) into (B*T, C); arg: B, T, H; aux: (B, H, T, T) ----
+// Sequences are independent: threads take whole sequences (b), each its own rows of every buffer.
+template <class T, class F>
+void for_sequences(const OpArgs<T>& a, F&& f) {  // f(b0, b1)
+  const int32_t B = a.arg[0], T_ = a.arg[1], H = a.arg[2];
+  parallel_for(B,
+               std::max<int64_t>(1, split_thresholds().elems / (int64_t(T_) * T_ * a.cols / H + 1)),
+               [&](int64_t b0, int64_t b1) { f(int32_t(b0), int32_t(b1)); });
+}
 template <class T>
 void attention_forward_op(const OpArgs<T>& a) {
-  attention_forward_any(a.out, a.aux, a.in[0], a.arg[0], a.arg[1], a.arg[2], a.cols / a.arg[2]);
+  const int32_t T_ = a.arg[1], H = a.arg[2], C = a.cols;
+  for_sequences(a, [&](int32_t b0, int32_t b1) {
+    attention_forward_any(a.out + size_t(b0) * T_ * C, a.aux + size_t(b0) * H * T_ * T_,
+                          a.in[0] + size_t(b0) * T_ * 3 * C, b1 - b0, T_, H, C / H);
+  });
 }
 template <class T>
 void attention_backward_op(const OpArgs<T>& a) {
   if (!a.din[0]) return;
-  attention_backward_any(a.din[0], a.scratch, a.dout, a.aux, a.in[0], a.arg[0], a.arg[1], a.arg[2],
-                         a.cols / a.arg[2]);
+  const int32_t T_ = a.arg[1], H = a.arg[2], C = a.cols;
+  for_sequences(a, [&](int32_t b0, int32_t b1) {
+    // one (T) row of probability gradients for each part: the part that starts at b0 owns the
+    // row at its first sequence's index
+    attention_backward_any(a.din[0] + size_t(b0) * T_ * 3 * C, a.scratch + size_t(b0) * T_,
+                           a.dout + size_t(b0) * T_ * C, a.aux + size_t(b0) * H * T_ * T_,
+                           a.in[0] + size_t(b0) * T_ * 3 * C, b1 - b0, T_, H, C / H);
+  });
 }
 template <class T>
 size_t attention_aux(const OpArgs<T>& a) {
   return size_t(a.arg[0]) * a.arg[2] * a.arg[1] * a.arg[1];
 }
 template <class T>
-size_t attention_backward_scratch(const OpArgs<T>& a) {  // one (T) row of probability gradients
-  return size_t(a.arg[1]);
+size_t attention_backward_scratch(const OpArgs<T>& a) {  // a (T) row for each sequence
+  return size_t(a.arg[0]) * a.arg[1];
 }
 
 // ---- cross-entropy: mean over rows of in0 (N, V) against targets (N): (1, 1); aux: (N, V) ----
+// The rows' terms go to scratch, then are summed in row order: the same loss at any threads.
 template <class T>
 void cross_entropy_forward_op(const OpArgs<T>& a) {
-  a.out[0] = cross_entropy_forward(a.aux, a.in[0], a.index.data, a.in_rows[0], a.in_cols[0]);
+  const int32_t N = a.in_rows[0], V = a.in_cols[0];
+  for_rows(N, V, [&](int32_t r0, int32_t r1) {
+    cross_entropy_rows(a.scratch, a.aux, a.in[0], a.index.data, V, r0, r1);
+  });
+  a.out[0] = cross_entropy_loss(a.scratch, N);
 }
 template <class T>
 void cross_entropy_backward_op(const OpArgs<T>& a) {
-  cross_entropy_backward(a.din[0], a.dout[0], a.aux, a.index.data, a.in_rows[0], a.in_cols[0],
-                         a.fresh & 1);
+  const int32_t N = a.in_rows[0], V = a.in_cols[0];
+  for_rows(N, V, [&](int32_t r0, int32_t r1) {
+    cross_entropy_backward(a.din[0], a.dout[0], a.aux, a.index.data, N, V, a.fresh & 1, r0, r1);
+  });
+}
+template <class T>
+size_t cross_entropy_forward_scratch(const OpArgs<T>& a) {  // (N) the rows' terms
+  return size_t(a.in_rows[0]);
 }
 template <class T>
 size_t cross_entropy_aux(const OpArgs<T>& a) {
@@ -503,7 +623,7 @@ inline constexpr OpRule<T> op_rules[] = {
      ops::none<T>, ops::attention_backward_scratch<T>, kReadsIn0 | kReadsAux, false, false},
     /* cross_entropy */
     {ops::cross_entropy_forward_op<T>, ops::cross_entropy_backward_op<T>, ops::cross_entropy_aux<T>,
-     ops::none<T>, ops::none<T>, kReadsAux, false, false, 1},
+     ops::cross_entropy_forward_scratch<T>, ops::none<T>, kReadsAux, false, false, 1},
 };
 static_assert(std::size(op_rules<float>) == size_t(TensorOp::count), "a rule for every TensorOp");
 

@@ -138,24 +138,31 @@ inline void softmax_row_backward(T* dx, const T* dy, const T* y, int32_t n) {
 // log-sum-exp(row) - row[target] so that a target far below the row's maximum costs what it should
 // (logits [100, 0], target 1: 100) instead of -log of an underflowed probability. probs (N, V)
 // keeps the softmax for the backward.
+// Rows [r0, r1): each row's term of the loss into terms[r]; the loss is their mean, summed in
+// row order (cross_entropy_loss).
 template <class T>
-inline T cross_entropy_forward(T* probs, const T* logits, const int32_t* targets, int32_t N,
-                               int32_t V) {
-  T loss = 0;
-  for (int32_t r = 0; r < N; r++) {
+inline void cross_entropy_rows(T* terms, T* probs, const T* logits, const int32_t* targets,
+                               int32_t V, int32_t r0, int32_t r1) {
+  for (int32_t r = r0; r < r1; r++) {
     const T* row = logits + size_t(r) * V;
     T maxv;
     const T total = softmax_row(probs + size_t(r) * V, row, V, &maxv);
-    loss += maxv + std::log(total) - row[targets[r]];
+    terms[r] = maxv + std::log(total) - row[targets[r]];
   }
+}
+template <class T>
+inline T cross_entropy_loss(const T* terms, int32_t N) {
+  T loss = 0;
+  for (int32_t r = 0; r < N; r++) loss += terms[r];
   return loss / T(N);
 }
 // dlogits (N, V) += dloss / N * (probs - onehot(target)); fresh: written, not added to.
 template <class T>
 inline void cross_entropy_backward(T* dlogits, T dloss, const T* probs, const int32_t* targets,
-                                   int32_t N, int32_t V, bool fresh = false) {
+                                   int32_t N, int32_t V, bool fresh = false, int32_t r0 = 0,
+                                   int32_t r1 = -1) {
   const T d = dloss / T(N);
-  for (int32_t r = 0; r < N; r++) {
+  for (int32_t r = r0; r < (r1 < 0 ? N : r1); r++) {
     const T* p = probs + size_t(r) * V;
     T* gx = dlogits + size_t(r) * V;
     axpy(gx, d, p, V, fresh);
@@ -166,11 +173,11 @@ inline void cross_entropy_backward(T* dlogits, T dloss, const T* probs, const in
 // ---- layernorm (torch.nn.LayerNorm: biased variance, eps 1e-5) ----
 
 // out (N, C) = (x - mean) * rstd * gamma + beta per row; stats (2N) keeps the N means, then the N
-// reciprocal standard deviations, for the backward.
+// reciprocal standard deviations, for the backward. Rows [r0, r1) (all when r1 < 0).
 template <class T>
 inline void layernorm_forward(T* out, T* stats, const T* x, const T* gamma, const T* beta,
-                              int32_t N, int32_t C) {
-  for (int32_t r = 0; r < N; r++) {
+                              int32_t N, int32_t C, int32_t r0 = 0, int32_t r1 = -1) {
+  for (int32_t r = r0; r < (r1 < 0 ? N : r1); r++) {
     const T* row = x + size_t(r) * C;
     T m = 0, v = 0;
     for (int32_t c = 0; c < C; c++) m += row[c];
@@ -183,32 +190,43 @@ inline void layernorm_forward(T* out, T* stats, const T* x, const T* gamma, cons
   }
 }
 // dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * gamma;
-// dgamma += dout * norm; dbeta += dout. A null gradient pointer is skipped. fresh, bit k: the
-// k-th gradient (dx, dgamma, dbeta) is written, not added to (OpArgs::fresh); dgamma and dbeta by
-// the first row.
+// dgamma += dout * norm; dbeta += dout. fresh, bit k: the k-th gradient (dx, dgamma, dbeta) is
+// written, not added to (OpArgs::fresh); dgamma and dbeta by the first row. In two parts, so
+// that threads can split each: dx row by row (rows [r0, r1)), then dgamma and dbeta, sums down
+// the rows, column by column (columns [c0, c1)), each in row order.
 template <class T>
-inline void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dout, const T* stats,
-                               const T* x, const T* gamma, int32_t N, int32_t C,
-                               uint8_t fresh = 0) {
-  const bool dx_fresh = fresh & 1;
-  for (int32_t r = 0; r < N; r++) {
+inline void layernorm_backward_rows(T* dx, const T* dout, const T* stats, const T* x,
+                                    const T* gamma, int32_t N, int32_t C, bool fresh, int32_t r0,
+                                    int32_t r1) {
+  for (int32_t r = r0; r < r1; r++) {
     const T m = stats[r], rstd = stats[N + r];
     const T *xr = x + size_t(r) * C, *gr = dout + size_t(r) * C;
-    const bool dgamma_fresh = (fresh & 2) && r == 0, dbeta_fresh = (fresh & 4) && r == 0;
     T mean_dnorm = 0, mean_dnorm_norm = 0;
     for (int32_t c = 0; c < C; c++) {
       const T norm = (xr[c] - m) * rstd, dnorm = gr[c] * gamma[c];
       mean_dnorm += dnorm, mean_dnorm_norm += dnorm * norm;
+    }
+    mean_dnorm /= C, mean_dnorm_norm /= C;
+    for (int32_t c = 0; c < C; c++) {
+      const T norm = (xr[c] - m) * rstd;
+      T& d = dx[size_t(r) * C + c];
+      d = (fresh ? T(0) : d) + rstd * (gr[c] * gamma[c] - mean_dnorm - norm * mean_dnorm_norm);
+    }
+  }
+}
+template <class T>
+inline void layernorm_backward_params(T* dgamma, T* dbeta, const T* dout, const T* stats,
+                                      const T* x, int32_t N, int32_t C, uint8_t fresh, int32_t c0,
+                                      int32_t c1) {
+  for (int32_t r = 0; r < N; r++) {
+    const T m = stats[r], rstd = stats[N + r];
+    const T *xr = x + size_t(r) * C, *gr = dout + size_t(r) * C;
+    const bool dgamma_fresh = (fresh & 2) && r == 0, dbeta_fresh = (fresh & 4) && r == 0;
+    for (int32_t c = c0; c < c1; c++) {
+      const T norm = (xr[c] - m) * rstd;
       if (dgamma) dgamma[c] = (dgamma_fresh ? T(0) : dgamma[c]) + gr[c] * norm;
       if (dbeta) dbeta[c] = (dbeta_fresh ? T(0) : dbeta[c]) + gr[c];
     }
-    mean_dnorm /= C, mean_dnorm_norm /= C;
-    if (dx)
-      for (int32_t c = 0; c < C; c++) {
-        const T norm = (xr[c] - m) * rstd;
-        T& d = dx[size_t(r) * C + c];
-        d = (dx_fresh ? T(0) : d) + rstd * (gr[c] * gamma[c] - mean_dnorm - norm * mean_dnorm_norm);
-      }
   }
 }
 

@@ -14,11 +14,13 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
+#include "engine/core/threads.h"
 #include "engine/kernels/kernels.h"  // madd
 
 namespace bp {
@@ -334,29 +336,29 @@ inline bool gemm_takes_few_rows(int32_t M, int32_t K, int32_t N, int32_t cs) {
 }
 #if defined(__AVX512F__) || defined(__FMA__)
 inline void gemm_few_rows(float* c, const float* a, int32_t rs, const float* b, int32_t M,
-                          int32_t K, int32_t N, float* pack, bool fresh) {
+                          int32_t K, int32_t N, float* pack, bool fresh, int32_t ldc, int32_t ldb) {
   constexpr int32_t NR = kPanel<float>;
   const int32_t bands = M / kTileRows, panels = N / NR, tail = bands * kTileRows;
   for (int32_t k0 = 0; k0 < K; k0 += kFewRowsDepth) {
     const int32_t kc = std::min(kFewRowsDepth, K - k0);
     const bool first = fresh && k0 == 0;
     for (int32_t p = 0; p < panels; p++) {
-      const float* rows = b + size_t(k0) * N + size_t(p) * NR;  // the panel, where it is in b
+      const float* rows = b + size_t(k0) * ldb + size_t(p) * NR;  // the panel, where it is in b
       const bool last = p + 1 == panels;
-      const float* next = last ? b + size_t(k0 + kc) * N : rows + NR;
+      const float* next = last ? b + size_t(k0 + kc) * ldb : rows + NR;
       const int32_t next_rows = last ? std::min(kFewRowsDepth, K - k0 - kc) : kc;  // 0: no next
       const int32_t share = (next_rows + bands - 2) / (bands - 1);
-      gemm_tile_float<true>(c + size_t(p) * NR, N, a + k0, rs, 1, rows, N, kc, first, pack);
+      gemm_tile_float<true>(c + size_t(p) * NR, ldc, a + k0, rs, 1, rows, ldb, kc, first, pack);
       for (int32_t band = 1; band < bands; band++) {
         const int32_t r0 = std::min(next_rows, (band - 1) * share);
-        gemm_tile_float<false, true>(c + size_t(band) * kTileRows * N + size_t(p) * NR, N,
+        gemm_tile_float<false, true>(c + size_t(band) * kTileRows * ldc + size_t(p) * NR, ldc,
                                      a + size_t(band) * kTileRows * rs + k0, rs, 1, pack, NR, kc,
-                                     first, nullptr, next + size_t(r0) * N, N,
+                                     first, nullptr, next + size_t(r0) * ldb, ldb,
                                      std::min(share, next_rows - r0));
       }
       if (tail < M)  // the rows past the last whole band: tiles of 4, 2, 1 rows over the pack
-        gemm_panel<float, NR>(c + size_t(tail) * N + size_t(p) * NR, N, a + size_t(tail) * rs + k0,
-                              rs, 1, pack, NR, M - tail, kc, first);
+        gemm_panel<float, NR>(c + size_t(tail) * ldc + size_t(p) * NR, ldc,
+                              a + size_t(tail) * rs + k0, rs, 1, pack, NR, M - tail, kc, first);
     }
   }
 }
@@ -452,15 +454,19 @@ inline void pack_transposed_block(T* pack, const T* bt, int32_t K, int32_t n0, i
 // c (M, N) += op(a) (M, K) @ b (K, N); op(a)(i, k) = a[i * rs + k * cs]. pack holds
 // gemm_pack_elems(M, K, N) elements (null when that is 0). b_trans: b is stored (N, K), which only
 // products that pack (M >= kPackMinRows) take. fresh: c is uninitialised (gemm_tile), for the
-// first block of k; the later ones add to it.
+// first block of k; the later ones add to it. c's rows are ldc apart and b's ldb (not b_trans:
+// its rows are K apart), N when 0: a part of a wider product (gemm_parallel).
 template <class T>
 inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
-                 int32_t N, T* pack, bool b_trans = false, bool fresh = false) {
+                 int32_t N, T* pack, bool b_trans = false, bool fresh = false, int32_t ldc = 0,
+                 int32_t ldb = 0) {
   constexpr int32_t NR = kPanel<T>;
+  if (!ldc) ldc = N;
+  if (!ldb) ldb = N;
 #if defined(__AVX512F__) || defined(__FMA__)
   if constexpr (std::is_same_v<T, float>)
     if (!b_trans && gemm_takes_few_rows(M, K, N, cs))
-      return gemm_few_rows(c, a, rs, b, M, K, N, pack, fresh);
+      return gemm_few_rows(c, a, rs, b, M, K, N, pack, fresh, ldc, ldb);
 #endif
   if (M >= kPackMinRows) {
     const GemmBlock blk = gemm_block(K, N);
@@ -473,7 +479,7 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
                                    : last_cols > NR / 2      ? NR
                                                              : NR / 2;
         const bool in_place = !b_trans && kc == K && nc == N && M < kInPlaceBelowRows &&
-                              N < kInPlaceBelowColumns && last_cols % (NR / 4) == 0;
+                              ldb < kInPlaceBelowColumns && last_cols % (NR / 4) == 0;
         // The first band packs the block's whole panels as it computes them (the named float
         // tile): its loads of b's rows overlap the multiply-adds, where a pass of its own waited
         // on them. The last panel, when it is not whole, is packed first as before.
@@ -485,10 +491,10 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
           pack_transposed_block(pack, b, K, n0, k0, kc, panels, last_cols, last_width);
         else if (!fused || last_cols != NR)
           for (int32_t k = 0; k < kc; k++) {  // row k0 + k of the block, into every panel
-            const T* row = b + size_t(k0 + k) * N + n0;
+            const T* row = b + size_t(k0 + k) * ldb + n0;
             if (k + kPrefetchRows < kc)  // what this pass copies: the last panel alone if fused
               for (int32_t j = fused ? (panels - 1) * NR : 0; j < nc; j += 64 / int32_t(sizeof(T)))
-                __builtin_prefetch(row + size_t(kPrefetchRows) * N + j);
+                __builtin_prefetch(row + size_t(kPrefetchRows) * ldb + j);
             for (int32_t p = 0; p + 1 < panels && !fused; p++)
               std::memcpy(pack + (size_t(p) * kc + k) * NR, row + size_t(p) * NR, NR * sizeof(T));
             T* last = pack + size_t(panels - 1) * kc * NR + size_t(k) * last_width;
@@ -496,30 +502,89 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
               last[j] = j < last_cols ? row[size_t(panels - 1) * NR + j] : T(0);
           }
         for (int32_t m = 0; m < M; m += kTileRows) {
-          T* cb = c + size_t(m) * N + n0;
+          T* cb = c + size_t(m) * ldc + n0;
           const T* ab = a + size_t(m) * rs + size_t(k0) * cs;
           const int32_t rows = std::min(kTileRows, M - m);
           const T* bb = in_place ? b : pack;
-          const int32_t ldb_in_place = in_place ? N : 0;
+          const int32_t ldb_in_place = in_place ? ldb : 0;
           if (rows <= kTileRows / 2)
-            gemm_band<T, kTileRows / 2>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols,
+            gemm_band<T, kTileRows / 2>(cb, ldc, ab, rs, cs, rows, bb, kc, panels, last_cols,
                                         last_width, apack, ldb_in_place, fresh && k0 == 0);
           else
-            gemm_band<T, kTileRows>(cb, N, ab, rs, cs, rows, bb, kc, panels, last_cols, last_width,
-                                    apack, ldb_in_place, fresh && k0 == 0,
-                                    fused && m == 0 ? b + size_t(k0) * N + n0 : nullptr, N);
+            gemm_band<T, kTileRows>(cb, ldc, ab, rs, cs, rows, bb, kc, panels, last_cols,
+                                    last_width, apack, ldb_in_place, fresh && k0 == 0,
+                                    fused && m == 0 ? b + size_t(k0) * ldb + n0 : nullptr, ldb);
         }
       }
     return;
   }
   int32_t n = 0;
-  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
+  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
   for (; n + NR / 2 <= N; n += NR / 2)
-    gemm_panel<T, NR / 2>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
+    gemm_panel<T, NR / 2>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
   for (; n + NR / 4 <= N; n += NR / 4)
-    gemm_panel<T, NR / 4>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
-  for (; n < N; n++) gemm_panel<T, 1>(c + n, N, a, rs, cs, b + n, N, M, K, fresh);
+    gemm_panel<T, NR / 4>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
+  for (; n < N; n++) gemm_panel<T, 1>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
 }
+// ---- the products over the pool's threads (engine/core/threads.h) ----
+// A product of at least split_thresholds().macs multiply-adds is split, one part per thread: by
+// bands of rows when each part gets at least split_thresholds().rows (each part packs b's blocks
+// for itself, which that many rows repay), else by panels of columns (each part streams its own
+// columns of b: the few-rows products of a wide b). A part is the same gemm on a corner of c, and
+// every element of c still adds its k terms in order, so the bits do not depend on the split. Each
+// part has its own pack.
+struct GemmSplit {
+  bool by_rows;
+  int parts;
+};
+inline GemmSplit gemm_split_of(int32_t M, int32_t K, int32_t N) {
+  const int threads = thread_pool().size();
+  const SplitThresholds& at = split_thresholds();
+  if (threads == 1 || int64_t(M) * K * N < at.macs) return {true, 1};
+  // (never below kPackMinRows a part, whole tiles each: a b stored transposed is read only by the
+  // packing path)
+  if (M / threads >= std::max(at.rows, kPackMinRows) + kTileRows) return {true, threads};
+  return {false, std::min(threads, (N + kPanel<float> - 1) / kPanel<float>)};
+}
+// Part p's rows (whole tiles) or columns (whole panels): [first, second).
+inline std::pair<int32_t, int32_t> gemm_part(GemmSplit s, int p, int32_t M, int32_t N) {
+  const int32_t unit = s.by_rows ? kTileRows : kPanel<float>, extent = s.by_rows ? M : N;
+  const int64_t units = (extent + unit - 1) / unit;
+  return {int32_t(std::min<int64_t>(extent, units * p / s.parts * unit)),
+          int32_t(std::min<int64_t>(extent, units * (p + 1) / s.parts * unit))};
+}
+inline size_t gemm_part_pack_elems(GemmSplit s, int p, int32_t M, int32_t K, int32_t N) {
+  const auto [first, end] = gemm_part(s, p, M, N);
+  if (first >= end) return 0;
+  return s.by_rows ? gemm_pack_elems(end - first, K, N) : gemm_pack_elems(M, K, end - first);
+}
+inline size_t gemm_split_pack_elems(int32_t M, int32_t K, int32_t N) {
+  const GemmSplit s = gemm_split_of(M, K, N);
+  if (s.parts == 1) return gemm_pack_elems(M, K, N);
+  size_t total = 0;
+  for (int p = 0; p < s.parts; p++) total += gemm_part_pack_elems(s, p, M, K, N);
+  return total;
+}
+// gemm, its parts on the pool; pack holds gemm_split_pack_elems(M, K, N).
+template <class T>
+inline void gemm_split(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M, int32_t K,
+                       int32_t N, T* pack, bool b_trans, bool fresh) {
+  const GemmSplit s = gemm_split_of(M, K, N);
+  if (s.parts == 1) return gemm(c, a, rs, cs, b, M, K, N, pack, b_trans, fresh);
+  thread_pool().run(s.parts, [&](int p, int) {
+    const auto [first, end] = gemm_part(s, p, M, N);
+    if (first >= end) return;
+    T* own = pack;
+    for (int q = 0; q < p; q++) own += gemm_part_pack_elems(s, q, M, K, N);
+    if (s.by_rows)
+      gemm(c + size_t(first) * N, a + size_t(first) * rs, rs, cs, b, end - first, K, N, own,
+           b_trans, fresh);
+    else
+      gemm(c + first, a, rs, cs, b_trans ? b + size_t(first) * K : b + first, M, K, end - first,
+           own, b_trans, fresh, N, N);
+  });
+}
+
 // A transposed b (N, K) is either copied transposed, or c^T (N, M) += b (N, K) @ op(a)^T (K, M)
 // is computed instead, whichever copies less. When gemm packs (M >= kPackMinRows), the copy is
 // its packing itself, from b's rows (b_trans), not a transposed copy then packed.
@@ -529,13 +594,13 @@ inline bool matmul_copies_b(int32_t M, int32_t N, int32_t K) {
 // The scratch matmul_accumulate needs for these sizes (elements): one transposed copy, or two,
 // then gemm's packed panel.
 inline size_t matmul_scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a, bool trans_b) {
-  if (!trans_b) return gemm_pack_elems(M, K, N);
+  if (!trans_b) return gemm_split_pack_elems(M, K, N);
   if (matmul_copies_b(M, N, K))
-    return M >= kPackMinRows ? gemm_pack_elems(M, K, N)
-                             : scratch_round(size_t(K) * N) + gemm_pack_elems(M, K, N);
+    return M >= kPackMinRows ? gemm_split_pack_elems(M, K, N)
+                             : scratch_round(size_t(K) * N) + gemm_split_pack_elems(M, K, N);
   const bool copies_a = !trans_a && N < kPackMinRows;  // else packed from a's rows, or a is a^T
   return (copies_a ? scratch_round(size_t(K) * M) : 0) + scratch_round(size_t(N) * M) +
-         gemm_pack_elems(N, K, M);
+         gemm_split_pack_elems(N, K, M);
 }
 
 // c (M, N) += op(a) op(b), op(a) (M, K), op(b) (K, N); trans_a means a is stored (K, M), trans_b
@@ -551,13 +616,13 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
   const int32_t rs = trans_a ? 1 : K, cs = trans_a ? M : 1;
   // With trans_b: b copied transposed (by gemm's packing when it packs), or c^T (above).
   if (!trans_b) {
-    gemm(c, a, rs, cs, b, M, K, N, scratch, false, fresh);
+    gemm_split(c, a, rs, cs, b, M, K, N, scratch, false, fresh);
   } else if (matmul_copies_b(M, N, K) && M >= kPackMinRows) {
-    gemm(c, a, rs, cs, b, M, K, N, scratch, true, fresh);
+    gemm_split(c, a, rs, cs, b, M, K, N, scratch, true, fresh);
   } else if (matmul_copies_b(M, N, K)) {
     T* bt = scratch;  // (K, N)
     transpose(bt, b, N, K);
-    gemm(c, a, rs, cs, bt, M, K, N, scratch + scratch_round(size_t(K) * N), false, fresh);
+    gemm_split(c, a, rs, cs, bt, M, K, N, scratch + scratch_round(size_t(K) * N), false, fresh);
   } else {
     // op(a)^T (K, M) is a itself when a is stored transposed; else gemm packs it from a's rows
     // (b_trans) when it packs, and only a product of fewer rows copies a transposed first.
@@ -571,8 +636,8 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
       c_t = scratch + scratch_round(size_t(K) * M);
     }
     if (!fresh) transpose(c_t, c, M, N);
-    gemm(c_t, b, K, 1, a_t, N, K, M, c_t + scratch_round(size_t(N) * M), !trans_a && !copies_a,
-         fresh);
+    gemm_split(c_t, b, K, 1, a_t, N, K, M, c_t + scratch_round(size_t(N) * M),
+               !trans_a && !copies_a, fresh);
     transpose(c, c_t, N, M);
   }
 }

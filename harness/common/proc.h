@@ -90,6 +90,13 @@ inline std::vector<std::pair<std::string, std::string>> proc_cpuinfo() {
   return out;
 }
 
+// The CPUs this process may run on (its affinity mask): more threads than this oversubscribe.
+inline int process_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 inline std::string proc_cpu_model() {
   for (const auto& [key, value] : proc_cpuinfo())
     if (key == "model name") return value;

@@ -223,6 +223,8 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
       {"backend", flags.backend_name.empty() ? std::string(B::name) : flags.backend_name},
       {"backend_version", hooks.version},
       {"threads", std::to_string(flags.threads)},
+      {"cpus", std::to_string(process_cpus())},
+      {"oversubscribed", flags.threads > process_cpus() ? "yes" : "no"},
       {"warmup_steps", std::to_string(flags.warmup_steps)},
       {"compiler", "g++ " __VERSION__},
       {"cxx_flags", BP_CXX_FLAGS},

@@ -45,12 +45,14 @@ inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
 inline constexpr const char* kLengthsUpTo10k = "length=10000";
 inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
 inline constexpr BackendSpec kBackends[] = {
-    {"engine", "bench_engine", nullptr, false},
+    {"engine", "bench_engine", nullptr, true},
+    {"engine_2t", "bench_engine", nullptr, true, kModels, false, nullptr, false, 2},
     {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent, false,
      nullptr, false, 0, true},
     {"engine_multistage", "bench_engine", "--strategy=multistage --snapshots=8", false, kRecurrent,
      true, nullptr, false, 0, true},
-    {"compiled", "bench_compiled", nullptr, false, nullptr, false, kLengthsUpTo10k, true, 0, true},
+    {"compiled", "bench_compiled", nullptr, true, nullptr, false, kLengthsUpTo10k, true, 0, true},
+    {"compiled_2t", "bench_compiled", nullptr, true, kModels, false, nullptr, true, 2, true},
     {"compiled_budget", "bench_compiled", "--memory_budget=0.5", false, "mini_gpt_wide", false,
      nullptr, true, 0, true},
     {"compiled_first_step", "bench_compiled", "--time_first_step", false, nullptr, false,
@@ -87,7 +89,7 @@ inline std::vector<std::string> backend_names() {
 }
 
 // The threads a backend runs with in this run: a variant's own, --threads for the threaded
-// backends, 1 for ours (single-threaded).
+// backends, 1 for the others.
 inline int threads_of(std::string_view backend, int run_threads) {
   const BackendSpec& spec = spec_of(backend);
   return spec.fixed_threads ? spec.fixed_threads : spec.threaded ? run_threads : 1;

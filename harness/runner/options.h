@@ -41,7 +41,7 @@ inline const char* kUsage =
                        repeat it for other keys (--sizes nodes=10 --sizes batch=1,8)
   --filter REGEX       run only benchmarks whose names match (POSIX extended regex, as Google
                        Benchmark's --benchmark_filter; a leading '-' negates)
-  --threads N          threads of the backends that have them (default 1; ours run one)
+  --threads N          threads of every backend (default 1; more than the CPUs is oversubscribed)
   --checkpoint-dir DIR where engine_multistage writes its checkpoint files, each unlinked as soon
                        as it is open (default: the run's folder)
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)

@@ -42,7 +42,8 @@ inline constexpr Study kStudies[] = {
     {"kernels", "which matmul kernel is fastest on each op shape, and how near the FMA peak?",
      "engine,compiled", "char_mlp,mlp_width", "hidden=1024 width=2048", true},
     {"threads", "what do two threads buy each backend on the large model rows?",
-     "engine,compiled,libtorch,libtorch_2t,pytorch,pytorch_2t,torchscript,torchscript_2t",
+     "engine,engine_2t,compiled,compiled_2t,libtorch,libtorch_2t,pytorch,pytorch_2t,torchscript,"
+     "torchscript_2t",
      "char_mlp,mini_gpt,mini_gpt_wide,mlp_width", "hidden=1024 batch=8,32,64 width=1024,2048"},
     {"all", "everything: every backend and size, the kernel rows and the interval sweep", "", "",
      "", true, true},

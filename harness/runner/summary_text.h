@@ -295,18 +295,19 @@ inline std::string threads_table(const Summary& s) {
       pairs.push_back(b.substr(0, b.size() - 3));
   if (pairs.empty()) return "";
   std::string out = fmt::format(
-      "\ntwo threads against one, time per step (1 thread -> 2: speedup):\n{:<30}", "instance");
-  for (const std::string& b : pairs) out += fmt::format(" {:>29}", b);
+      "\ntwo threads against one: time per step at 2 threads, and its speedup over 1 "
+      "thread\n{:<30}",
+      "instance");
+  for (const std::string& b : pairs) out += fmt::format(" {:>16}", b);
   out += "\n";
   for (const SummaryRow& row : s.rows) {
     out += fmt::format("{:<30}", row.instance);
     for (const std::string& b : pairs) {
       const Cell *one = ran(row, b), *two = ran(row, b + "_2t");
-      out += fmt::format(" {:>29}",
+      out += fmt::format(" {:>16}",
                          !one || !two
                              ? "-"
-                             : fmt::format("{} -> {}: {}", human_time(one->median_seconds),
-                                           human_time(two->median_seconds),
+                             : fmt::format("{} {}", human_time(two->median_seconds),
                                            human_ratio(one->median_seconds / two->median_seconds)));
     }
     out += "\n";

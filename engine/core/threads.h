@@ -1,0 +1,181 @@
+// engine/core/threads.h: the engine's one pool of threads, made once at start (--threads), and
+// parallel_for, which splits a kernel's independent pieces (output tiles, rows, chunks) over it.
+//
+// A job is split into at most `size()` contiguous parts; the calling thread runs part 0 and the
+// workers the rest, each part writing outputs no other part writes. The kernels keep every sum in
+// one fixed order whatever the split (a row's reduction stays in one part; cross-row reductions
+// run after, in row order), so results are bitwise the same at any thread count
+// (engine/core/threads_test.cc checks every op and every workload at 1 to 4 threads).
+//
+// Between jobs a worker spins for a few microseconds (ops follow each other that closely within a
+// step), then sleeps on a futex (std::atomic::wait) until the next job: an idle engine costs no
+// CPU between steps. More threads than CPUs run (the results say so): then nobody spins.
+// A parallel_for inside a part runs inline, so a kernel may be split at any level.
+//
+// Not here: work stealing, priorities, NUMA. One job at a time, from one calling thread.
+//
+//   bp::thread_pool().resize(2);
+//   bp::parallel_for(rows, /*grain=*/64, [&](int64_t r0, int64_t r1) { ... rows [r0, r1) ... });
+#pragma once
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace bp {
+
+class ThreadPool {
+ public:
+  ThreadPool() = default;
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ~ThreadPool() { stop(); }
+
+  // The threads that run a job, the caller included. Changes only between jobs.
+  int size() const { return int(workers_.size()) + 1; }
+  bool oversubscribed() const { return size() > cpus(); }
+  // The CPUs this process may run on (its affinity mask), at least 1.
+  static int cpus() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    return std::max(1, CPU_COUNT(&set));
+  }
+
+  void resize(int threads) {
+    if (threads < 1 || threads > kMaxThreads) {
+      std::fprintf(stderr, "bp::ThreadPool::resize: %d threads; valid: 1 to %d\n", threads,
+                   kMaxThreads);
+      std::exit(2);
+    }
+    if (threads == size()) return;
+    stop();
+    quit_.store(false);
+    spin_ = threads <= cpus() ? kSpinRounds : 0;
+    const uint32_t now = generation_.load();  // a worker waits for the job after this one
+    for (int i = 1; i < threads; i++) workers_.emplace_back([this, i, now] { work(i, now); });
+  }
+
+  // f(part, parts) for part in [0, parts), parts <= size(); returns when every part is done.
+  template <class F>
+  void run(int parts, F&& f) {
+    if (parts <= 1 || in_part_ || workers_.empty()) {
+      for (int p = 0; p < parts; p++) f(p, parts);
+      return;
+    }
+    parts = std::min(parts, size());
+    ctx_ = &f;
+    call_ = [](void* ctx, int part, int n) { (*static_cast<F*>(ctx))(part, n); };
+    parts_ = parts;
+    pending_.store(int(workers_.size()), std::memory_order_relaxed);  // each worker checks in
+    generation_.fetch_add(1, std::memory_order_release);
+    if (sleepers_.load(std::memory_order_acquire) > 0) generation_.notify_all();
+    in_part_ = true;
+    f(0, parts);
+    in_part_ = false;
+    while (pending_.load(std::memory_order_acquire) != 0) pause();
+  }
+
+ private:
+  static constexpr int kMaxThreads = 256;
+  static constexpr int kSpinRounds = 1 << 14;  // a few microseconds of pause before sleeping
+
+  static void pause() {
+#if defined(__x86_64__)
+    _mm_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+  void work(int index, uint32_t seen) {
+    for (;;) {
+      uint32_t now = seen;
+      for (int i = 0; i < spin_ && now == seen; i++) {
+        pause();
+        now = generation_.load(std::memory_order_acquire);
+      }
+      while (now == seen) {
+        sleepers_.fetch_add(1, std::memory_order_acq_rel);
+        generation_.wait(seen, std::memory_order_acquire);
+        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+        now = generation_.load(std::memory_order_acquire);
+      }
+      seen = now;
+      if (quit_.load(std::memory_order_acquire)) return;
+      if (index < parts_) {
+        in_part_ = true;
+        call_(ctx_, index, parts_);
+        in_part_ = false;
+      }
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+  void stop() {
+    if (workers_.empty()) return;
+    parts_ = 0;  // no part to run: each worker only counts itself done
+    pending_.store(int(workers_.size()));
+    quit_.store(true, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  std::vector<std::thread> workers_;
+  int spin_ = kSpinRounds;
+  // The job: written by the caller before generation_ moves, read by workers after they see it.
+  void* ctx_ = nullptr;
+  void (*call_)(void*, int, int) = nullptr;
+  int parts_ = 0;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<int> pending_{0}, sleepers_{0};
+  std::atomic<bool> quit_{false};
+  static inline thread_local bool in_part_ = false;
+};
+
+// Below these sizes a kernel runs on the calling thread: waking the workers would cost more than
+// it saves. Kernels read them as they split; the tests lower them to split everything.
+struct SplitThresholds {
+  int64_t elems = int64_t(1) << 15;  // elementwise and row-wise ops: elements of the op
+  int64_t macs = int64_t(1) << 19;   // products: multiply-adds
+  int32_t rows = 64;                 // products split by rows when each part gets this many
+};
+inline SplitThresholds& split_thresholds() {
+  static SplitThresholds t;
+  return t;
+}
+
+// The process's pool (one thread until resized).
+inline ThreadPool& thread_pool() {
+  static ThreadPool pool;
+  return pool;
+}
+
+// f(begin, end) over [0, n) in contiguous parts of at least `grain` items each (at most one part
+// per thread; inline when one part would do). Which thread runs which part never changes what a
+// part computes.
+template <class F>
+void parallel_for(int64_t n, int64_t grain, F&& f) {
+  ThreadPool& pool = thread_pool();
+  const int64_t most = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
+  const int parts = int(std::min<int64_t>(pool.size(), most));
+  if (parts <= 1) {
+    if (n > 0) f(int64_t(0), n);
+    return;
+  }
+  pool.run(parts, [&](int part, int total) {
+    const int64_t begin = n * part / total, end = n * (part + 1) / total;
+    if (begin < end) f(begin, end);
+  });
+}
+
+}  // namespace bp

@@ -1,0 +1,116 @@
+// engine/core/threads_test.cc: the pool (engine/core/threads.h), and the kernels split over it
+// bitwise the same at 1, 2, 3 and 4 threads: products on every path (rows, columns, few rows,
+// transposes), and every op case, eager and compiled, with every kernel forced to split.
+// (Every model workload at 1 to 4 threads: engine/compiled/compiled_test.cc.)
+//   build/engine_tests --gtest_filter='Threads*'
+#include "engine/core/threads.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "engine/core/at_threads_test.h"
+#include "engine/core/op_cases_test.h"
+#include "engine/kernels/products.h"
+
+namespace threads_test {
+
+TEST(Threads, EveryItemRunsOnceNestedJobsInlineAndSleepingWorkersWake) {
+  for (int n : {1, 2, 3, 4, 7}) {
+    AtThreads at(n, false);
+    for (int64_t items : {0, 1, 5, 1000}) {
+      std::vector<std::atomic<int>> hits(size_t(items) + 1);
+      for (int rep = 0; rep < 50; rep++) {
+        bp::parallel_for(items, 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; i++) hits[size_t(i)]++;
+          bp::parallel_for(4, 1,
+                           [&](int64_t nb, int64_t ne) { hits[size_t(items)] += int(ne - nb); });
+        });
+        if (rep == 25) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // workers sleep
+      }
+      for (int64_t i = 0; i < items; i++) ASSERT_EQ(hits[size_t(i)].load(), 50) << n << " threads";
+    }
+  }
+}
+
+bool same(const std::vector<float>& a, const std::vector<float>& b) {
+  return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// c (M, N) += op(a) op(b), from a fixed c and fresh, at the pool's current threads.
+std::vector<float> product(int32_t M, int32_t N, int32_t K, bool ta, bool tb, bool fresh) {
+  const std::vector<double> a64 = values(size_t(M) * K, -1, 1, 7),
+                            b64 = values(size_t(K) * N, -1, 1, 8),
+                            c64 = values(size_t(M) * N, -1, 1, 9);
+  std::vector<float> a(a64.begin(), a64.end()), b(b64.begin(), b64.end()),
+      c(c64.begin(), c64.end());
+  std::vector<float> scratch(bp::matmul_scratch_elems(M, N, K, ta, tb) + 1);
+  bp::matmul_accumulate(c.data(), a.data(), ta, b.data(), tb, M, N, K, scratch.data(), fresh);
+  return c;
+}
+
+TEST(Threads, ProductsAreBitwiseAtAnyThreadCount) {
+  struct Shape {
+    int32_t M, N, K;
+    bool ta, tb;
+  };
+  // rows; columns; few rows of a wide b; b^T copied; c^T; a^T
+  const Shape shapes[] = {{300, 70, 50, false, false},   {20, 200, 40, false, false},
+                          {64, 1024, 600, false, false}, {100, 96, 80, false, true},
+                          {10, 300, 50, false, true},    {33, 65, 40, true, false}};
+  for (const Shape& s : shapes)
+    for (bool fresh : {false, true}) {
+      const std::vector<float> one = product(s.M, s.N, s.K, s.ta, s.tb, fresh);
+      for (int n : {2, 3, 4})
+        for (bool split_all : {false, true}) {
+          AtThreads at(n, split_all);
+          if (split_all) {
+            EXPECT_GT(bp::gemm_split_of(s.M, s.K, s.N).parts, 1);
+          }
+          EXPECT_TRUE(same(one, product(s.M, s.N, s.K, s.ta, s.tb, fresh)))
+              << s.M << "x" << s.N << "x" << s.K << (s.ta ? " a^T" : "") << (s.tb ? " b^T" : "")
+              << (fresh ? " fresh" : "") << " at " << n << " threads"
+              << (split_all ? ", every kernel split" : "");
+        }
+    }
+}
+
+TEST(Threads, EveryOpCaseIsBitwiseAtAnyThreadCountEagerAndCompiled) {
+  int checked = 0;
+  for (const OpCase& c : cases()) {
+    const std::vector<std::vector<double>> init = init_of(c);
+    G one;
+    std::vector<Tensor> p1;
+    const double loss1 = loss_of(c, init, &one, &p1);
+    const CompiledRun compiled1 = run_compiled<double>(c, init);
+    for (int n : {2, 3, 4}) {
+      AtThreads at(n, true);
+      G g;
+      std::vector<Tensor> p;
+      const double loss = loss_of(c, init, &g, &p);
+      const CompiledRun compiled = run_compiled<double>(c, init);
+      EXPECT_EQ(std::memcmp(&loss, &loss1, sizeof loss), 0) << c.what << " at " << n;
+      EXPECT_EQ(std::memcmp(&compiled.loss, &compiled1.loss, sizeof loss), 0) << c.what;
+      for (size_t i = 0; i < p.size(); i++) {
+        const size_t elems = init[i].size();
+        EXPECT_EQ(std::memcmp(g.grad(p[i]), one.grad(p1[i]), elems * sizeof(double)), 0)
+            << c.what << ": eager gradient " << i << " at " << n << " threads";
+        EXPECT_EQ(std::memcmp(compiled.grads[i].data(), compiled1.grads[i].data(),
+                              elems * sizeof(double)),
+                  0)
+            << c.what << ": compiled gradient " << i << " at " << n << " threads";
+      }
+      checked++;
+    }
+  }
+  std::printf("  %d op cases x threads 2, 3, 4, every kernel split: bitwise the 1-thread results\n",
+              checked / 3);
+}
+
+}  // namespace threads_test
