@@ -96,8 +96,9 @@ T scalar_forward_of(ScalarOp op, T x, T y) {
 #define BP_CASE(name) \
   case ScalarOp::name: return scalar_forward<ScalarOp::name>(x, y);
     BP_CASE(add)
-    BP_CASE(sub) BP_CASE(mul) BP_CASE(div) BP_CASE(neg) BP_CASE(pow) BP_CASE(exp) BP_CASE(log)
-        BP_CASE(tanh) BP_CASE(relu)
+    BP_CASE(sub)
+    BP_CASE(mul) BP_CASE(div) BP_CASE(neg) BP_CASE(pow) BP_CASE(exp) BP_CASE(log) BP_CASE(tanh)
+        BP_CASE(relu)
 #undef BP_CASE
             default : return x;
   }

@@ -20,7 +20,9 @@
 // naming the op, the operands' shapes and what is valid. A second backward in one step is refused,
 // as PyTorch refuses it.
 //
-// Not here: threads (single-threaded by design), broadcasting beyond "one row against every row",
+// Threads: the kernels split themselves over engine/core/threads.h's pool (bitwise the same at any
+// thread count); the graph is built and walked by one thread.
+// Not here: broadcasting beyond "one row against every row",
 // more than two dimensions, a static-graph mode (engine/compiled/backend.h).
 // T is float for benchmarks and double for the finite-difference tests.
 //
