@@ -93,14 +93,17 @@ template <ScalarOp op, class T>
 template <class T>
 T scalar_forward_of(ScalarOp op, T x, T y) {
   switch (op) {
-#define BP_CASE(name) \
-  case ScalarOp::name: return scalar_forward<ScalarOp::name>(x, y);
-    BP_CASE(add)
-    BP_CASE(sub)
-    BP_CASE(mul) BP_CASE(div) BP_CASE(neg) BP_CASE(pow) BP_CASE(exp) BP_CASE(log) BP_CASE(tanh)
-        BP_CASE(relu)
-#undef BP_CASE
-            default : return x;
+    case ScalarOp::add: return scalar_forward<ScalarOp::add>(x, y);
+    case ScalarOp::sub: return scalar_forward<ScalarOp::sub>(x, y);
+    case ScalarOp::mul: return scalar_forward<ScalarOp::mul>(x, y);
+    case ScalarOp::div: return scalar_forward<ScalarOp::div>(x, y);
+    case ScalarOp::neg: return scalar_forward<ScalarOp::neg>(x, y);
+    case ScalarOp::pow: return scalar_forward<ScalarOp::pow>(x, y);
+    case ScalarOp::exp: return scalar_forward<ScalarOp::exp>(x, y);
+    case ScalarOp::log: return scalar_forward<ScalarOp::log>(x, y);
+    case ScalarOp::tanh: return scalar_forward<ScalarOp::tanh>(x, y);
+    case ScalarOp::relu: return scalar_forward<ScalarOp::relu>(x, y);
+    default: return x;
   }
 }
 template <ScalarOp op, class T, ScalarGrads which = ScalarGrads::both>
