@@ -5,7 +5,8 @@
 // workers the rest, each part writing outputs no other part writes. The kernels keep every sum in
 // one fixed order whatever the split (a row's reduction stays in one part; cross-row reductions
 // run after, in row order), so results are bitwise the same at any thread count
-// (engine/core/threads_test.cc checks every op and every workload at 1 to 4 threads).
+// (engine/core/threads_test.cc checks products and every op at 1 to 4 threads,
+// engine/compiled/compiled_test.cc every model workload).
 //
 // Between jobs a worker spins for a few microseconds (ops follow each other that closely within a
 // step), then sleeps on a futex (std::atomic::wait) until the next job: an idle engine costs no
@@ -43,7 +44,6 @@ class ThreadPool {
 
   // The threads that run a job, the caller included. Changes only between jobs.
   int size() const { return int(workers_.size()) + 1; }
-  bool oversubscribed() const { return size() > cpus(); }
   // The CPUs this process may run on (its affinity mask), at least 1.
   static int cpus() {
     cpu_set_t set;
@@ -82,7 +82,8 @@ class ThreadPool {
     in_part_ = true;
     f(0, parts);
     in_part_ = false;
-    while (pending_.load(std::memory_order_acquire) != 0) pause();
+    while (pending_.load(std::memory_order_acquire) != 0)  // oversubscribed: give the CPU up
+      spin_ ? pause() : std::this_thread::yield();
   }
 
  private:
