@@ -141,7 +141,7 @@ class CompiledScalar {
     if (compiled() && !needs_grad_[x.id]) [[unlikely]]
       no_gradient(x.id);
     if (capturing_reads()) grad_reads_.push_back(x.id);
-    return grads_.empty() || x.id >= grads_.size() ? 0.0 : grads_[x.id];
+    return compiled() ? grads_[x.id] : 0.0;  // before the first backward, no gradient yet
   }
   void reset() {
     if (!compiled()) nodes_.resize(num_params_), eager_values_.clear();  // nothing to keep

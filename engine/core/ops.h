@@ -145,10 +145,12 @@ void for_chunks(size_t n, F&& f) {
       int64_t((n + kChunk - 1) / kChunk), split_thresholds().elems / kChunk,
       [&](int64_t b0, int64_t b1) { f(size_t(b0 * kChunk), std::min(n, size_t(b1 * kChunk))); });
 }
+inline int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, split_thresholds().elems / std::max<int64_t>(cols, 1));
+}
 template <class F>  // f(r0, r1) over rows of `cols` elements
 void for_rows(int32_t rows, int64_t cols, F&& f) {
-  parallel_for(rows, std::max<int64_t>(1, split_thresholds().elems / std::max<int64_t>(cols, 1)),
-               [&](int64_t r0, int64_t r1) { f(int32_t(r0), int32_t(r1)); });
+  parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1) { f(int32_t(r0), int32_t(r1)); });
 }
 template <class F>  // f(c0, c1) over columns of a (rows, cols) sum down the rows
 void for_columns(int32_t cols, int64_t rows, F&& f) {
@@ -466,10 +468,13 @@ void layernorm_forward_op(const OpArgs<T>& a) {
 }
 template <class T>
 void layernorm_backward_op(const OpArgs<T>& a) {
+  if (parallel_parts(a.rows, row_grain(a.cols)) == 1)  // one pass over the rows, all three
+    return layernorm_backward(a.din[0], a.din[1], a.din[2], a.dout, a.aux, a.in[0], a.in[1], a.rows,
+                              a.cols, a.fresh, 0, a.rows);
   if (a.din[0])
     for_rows(a.rows, a.cols, [&](int32_t r0, int32_t r1) {
-      layernorm_backward_rows(a.din[0], a.dout, a.aux, a.in[0], a.in[1], a.rows, a.cols,
-                              a.fresh & 1, r0, r1);
+      layernorm_backward<T>(a.din[0], nullptr, nullptr, a.dout, a.aux, a.in[0], a.in[1], a.rows,
+                            a.cols, a.fresh & 1, r0, r1);
     });
   if (a.din[1] || a.din[2])
     for_columns(a.cols, a.rows, [&](int32_t c0, int32_t c1) {

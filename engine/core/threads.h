@@ -164,16 +164,18 @@ inline ThreadPool& thread_pool() {
 // f(begin, end) over [0, n) in contiguous parts of at least `grain` items each (at most one part
 // per thread; inline when one part would do). Which thread runs which part never changes what a
 // part computes.
+inline int parallel_parts(int64_t n, int64_t grain) {
+  const int64_t most = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
+  return int(std::min<int64_t>(thread_pool().size(), most));
+}
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
-  ThreadPool& pool = thread_pool();
-  const int64_t most = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));
-  const int parts = int(std::min<int64_t>(pool.size(), most));
+  const int parts = parallel_parts(n, grain);
   if (parts <= 1) {
     if (n > 0) f(int64_t(0), n);
     return;
   }
-  pool.run(parts, [&](int part, int total) {
+  thread_pool().run(parts, [&](int part, int total) {
     const int64_t begin = n * part / total, end = n * (part + 1) / total;
     if (begin < end) f(begin, end);
   });

@@ -190,30 +190,36 @@ inline void layernorm_forward(T* out, T* stats, const T* x, const T* gamma, cons
   }
 }
 // dx = rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dout * gamma;
-// dgamma += dout * norm; dbeta += dout. fresh, bit k: the k-th gradient (dx, dgamma, dbeta) is
-// written, not added to (OpArgs::fresh); dgamma and dbeta by the first row. In two parts, so
-// that threads can split each: dx row by row (rows [r0, r1)), then dgamma and dbeta, sums down
-// the rows, column by column (columns [c0, c1)), each in row order.
+// dgamma += dout * norm; dbeta += dout. A null gradient pointer is skipped. fresh, bit k: the
+// k-th gradient (dx, dgamma, dbeta) is written, not added to (OpArgs::fresh); dgamma and dbeta by
+// the first row. Rows [r0, r1): when threads split the rows, each part takes dx alone, and
+// dgamma and dbeta, sums down the rows, go column by column after (layernorm_backward_params).
 template <class T>
-inline void layernorm_backward_rows(T* dx, const T* dout, const T* stats, const T* x,
-                                    const T* gamma, int32_t N, int32_t C, bool fresh, int32_t r0,
-                                    int32_t r1) {
+inline void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dout, const T* stats,
+                               const T* x, const T* gamma, int32_t N, int32_t C, uint8_t fresh,
+                               int32_t r0, int32_t r1) {
+  const bool dx_fresh = fresh & 1;
   for (int32_t r = r0; r < r1; r++) {
     const T m = stats[r], rstd = stats[N + r];
     const T *xr = x + size_t(r) * C, *gr = dout + size_t(r) * C;
+    const bool dgamma_fresh = (fresh & 2) && r == 0, dbeta_fresh = (fresh & 4) && r == 0;
     T mean_dnorm = 0, mean_dnorm_norm = 0;
     for (int32_t c = 0; c < C; c++) {
       const T norm = (xr[c] - m) * rstd, dnorm = gr[c] * gamma[c];
       mean_dnorm += dnorm, mean_dnorm_norm += dnorm * norm;
+      if (dgamma) dgamma[c] = (dgamma_fresh ? T(0) : dgamma[c]) + gr[c] * norm;
+      if (dbeta) dbeta[c] = (dbeta_fresh ? T(0) : dbeta[c]) + gr[c];
     }
     mean_dnorm /= C, mean_dnorm_norm /= C;
-    for (int32_t c = 0; c < C; c++) {
-      const T norm = (xr[c] - m) * rstd;
-      T& d = dx[size_t(r) * C + c];
-      d = (fresh ? T(0) : d) + rstd * (gr[c] * gamma[c] - mean_dnorm - norm * mean_dnorm_norm);
-    }
+    if (dx)
+      for (int32_t c = 0; c < C; c++) {
+        const T norm = (xr[c] - m) * rstd;
+        T& d = dx[size_t(r) * C + c];
+        d = (dx_fresh ? T(0) : d) + rstd * (gr[c] * gamma[c] - mean_dnorm - norm * mean_dnorm_norm);
+      }
   }
 }
+// dgamma and dbeta alone, columns [c0, c1), each summed in row order as above.
 template <class T>
 inline void layernorm_backward_params(T* dgamma, T* dbeta, const T* dout, const T* stats,
                                       const T* x, int32_t N, int32_t C, uint8_t fresh, int32_t c0,
