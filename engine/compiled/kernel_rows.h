@@ -9,6 +9,10 @@
 // as the step runs them. Counters: flops (per iteration, 2 M N K over the products, so GFLOP/s is
 // flops over the time), auto (1 on the dialect auto chose for that shape) and auto_seconds (what
 // auto measured for the dialect while choosing; 0 where it stopped timing a slow one early).
+// After every timed iteration the FMA loop below runs on every thread of the pool for about as
+// long, timed apart, so that each kernel is judged against the peak of the same minutes (this
+// machine's speed drifts by tens of percent between minutes): fma_gflops_per_core, and
+// fraction_of_fma, the kernel's GFLOP/s per thread over it.
 // Then one row, peak/fma_f32/threads:1: fused multiply-adds on registers only, independent chains
 // of the widest vector the build targets (16 with AVX-512, 12 with AVX2), the ceiling any kernel
 // is judged against.
@@ -17,6 +21,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -24,6 +30,7 @@
 
 #include "engine/compiled/backend.h"
 #include "engine/compiled/dialects.h"
+#include "engine/core/threads.h"
 #include "engine/kernels/products.h"  // FloatVector: the vector the peak loop runs
 #include "harness/common/names.h"
 #include "harness/common/protocol.h"
@@ -114,6 +121,46 @@ __attribute__((noinline)) inline double fma_peak_loop(int64_t rounds) {
 }
 #endif
 
+// The FMA loop on every thread of the pool at once, `rounds` rounds each: its seconds, and the
+// flops of one thread's share.
+inline double fma_loop_seconds(int64_t rounds) {
+  const auto started = std::chrono::steady_clock::now();
+  thread_pool().run(thread_pool().size(),
+                    [&](int, int) { benchmark::DoNotOptimize(fma_peak_loop(rounds)); });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+inline double fma_loop_flops(int64_t rounds) {
+  return double(rounds) * kFmaChains * kFmaPeakLanes * 2;
+}
+
+// One kernel row: the op's forward and backward timed (manual time), the FMA loop after each.
+inline void time_kernel_row(benchmark::State& state, const KernelBench<float>& bench,
+                            const Kernel<float>& k, double flops) {
+  bench.run(k);  // warm: caches, JIT
+  auto started = std::chrono::steady_clock::now();
+  bench.run(k);
+  const double once =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  constexpr int64_t kProbeRounds = 1 << 12;
+  const double round_seconds = fma_loop_seconds(kProbeRounds) / kProbeRounds;
+  const int64_t rounds = std::max<int64_t>(kProbeRounds, int64_t(once / round_seconds));
+  double kernel_seconds = 0, fma_seconds = 0;
+  for (auto _ : state) {
+    started = std::chrono::steady_clock::now();
+    bench.run(k);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    state.SetIterationTime(s);
+    kernel_seconds += s;
+    fma_seconds += fma_loop_seconds(rounds);
+  }
+  const double n = double(state.iterations()), threads = thread_pool().size();
+  const double fma_per_core = fma_loop_flops(rounds) * n / fma_seconds * 1e-9;
+  state.counters["fma_gflops_per_core"] = fma_per_core;
+  state.counters["fraction_of_fma"] = flops * n / kernel_seconds * 1e-9 / threads / fma_per_core;
+  state.counters["threads"] = threads;
+}
+
 // Registers the rows; the caller runs Google Benchmark. Shapes met twice are measured once.
 template <class Corpus>
 void register_kernel_rows(const std::vector<InstanceSpec>& instances, const Corpus& corpus) {
@@ -137,14 +184,14 @@ void register_kernel_rows(const std::vector<InstanceSpec>& instances, const Corp
             ("kernel/" + m.instance + "/" + shape + "/" + k.dialect).c_str(),
             [&k, op, shape_args, flops, chosen, auto_seconds](benchmark::State& state) {
               const KernelBench<float> bench(op, shape_args, {&k});
-              bench.run(k);  // warm: caches, JIT
-              for (auto _ : state) bench.run(k);
+              time_kernel_row(state, bench, k, flops);
               state.counters["flops"] = flops;
               state.counters["gflops"] =
                   benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
               state.counters["auto"] = chosen;
               state.counters["auto_seconds"] = auto_seconds;
             })
+            ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
     }

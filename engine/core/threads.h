@@ -8,7 +8,7 @@
 // (engine/core/threads_test.cc checks products and every op at 1 to 4 threads,
 // engine/compiled/compiled_test.cc every model workload).
 //
-// Between jobs a worker spins for a few microseconds (ops follow each other that closely within a
+// Between jobs a worker spins a while (kSpinRounds pauses: ops follow each other that closely in a
 // step), then sleeps on a futex (std::atomic::wait) until the next job: an idle engine costs no
 // CPU between steps. More threads than CPUs run (the results say so): then nobody spins.
 // A parallel_for inside a part runs inline, so a kernel may be split at any level.

@@ -188,19 +188,27 @@ inline Json summary_json(const Summary& s) {
 
 // The kernel rows of bench_compiled --kernel_rows (engine/compiled/kernel_rows.h), per op shape:
 // each dialect's median seconds, the one auto chose in its setup, and how auto's choice compares
-// with the fastest here; then the FMA peak. {"peak_gflops": x, "shapes": [{"shape", "flops",
-// "auto", "best", "median_seconds": {dialect: s}, "auto_over_best", "auto_gflops",
-// "auto_fraction_of_peak"}]}.
+// with the fastest here; then the FMA peak; and each dialect's GFLOP/s per thread as a fraction of
+// the FMA loop timed in turn with it (median over repetitions; a repetition whose FMA loop ran
+// below half the peak row is left out: another library's idle threads held the cores, and the
+// loop measured them rather than the machine). {"peak_gflops": x, "shapes":
+// [{"shape", "flops", "auto", "best", "median_seconds": {dialect: s}, "fraction_of_fma": {dialect:
+// f}, "auto_over_best", "auto_gflops", "auto_fraction_of_peak", "auto_fraction_of_fma"}]}.
 inline Json kernel_summary(const Json& file) {
   std::map<std::string, std::vector<double>> times;  // row name -> seconds per repetition
+  // row name -> per repetition: fraction_of_fma, and the in-turn loop's GFLOP/s per core
+  std::map<std::string, std::vector<std::pair<double, double>>> of_fma;
   std::map<std::string, const Json*> first;
   std::vector<std::string> order;
   for (const Json& b : file["benchmarks"].array) {
     if (b["run_type"].str_or("") != "iteration" || b["error_occurred"].boolean) continue;
-    const std::string name = b["run_name"].str_or(b["name"].str_or(""));
+    std::string name = b["run_name"].str_or(b["name"].str_or(""));
+    if (name.ends_with("/manual_time")) name.resize(name.size() - 12);  // timed by the row itself
     const double scale = b["time_unit"].str_or("") == "us" ? 1e-6 : 1e-9;
     if (!times.count(name)) order.push_back(name), first[name] = &b;
     times[name].push_back(b["real_time"].num_or(NAN) * scale);
+    if (b["fraction_of_fma"].is_number())
+      of_fma[name].push_back({b["fraction_of_fma"].number, b["fma_gflops_per_core"].num_or(NAN)});
   }
   // In registration order (Google Benchmark's family_index), whatever order the file lists them
   // in: the rows' repetitions run interleaved, and each row is written when its last one ends.
@@ -213,14 +221,14 @@ inline Json kernel_summary(const Json& file) {
            : v.size() % 2 ? v[v.size() / 2]
                           : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
   };
-  double peak = NAN;
+  double peak = NAN;  // the peak row (registered last), first: the fractions are checked by it
+  for (const std::string& name : order)
+    if (name.rfind("peak/", 0) == 0)
+      peak = (*first[name])["flops"].num_or(NAN) / median(times[name]) * 1e-9;
   Json shapes = Json::array_of();
   std::map<std::string, size_t> shape_at;
   for (const std::string& name : order) {
-    if (name.rfind("peak/", 0) == 0) {
-      peak = (*first[name])["flops"].num_or(NAN) / median(times[name]) * 1e-9;
-      continue;
-    }
+    if (name.rfind("peak/", 0) == 0) continue;
     const size_t cut = name.rfind('/');  // kernel/<instance>/<op shape>/<dialect>
     if (name.rfind("kernel/", 0) != 0 || cut == std::string::npos) continue;
     const std::string shape = name.substr(7, cut - 7), dialect = name.substr(cut + 1);
@@ -228,10 +236,16 @@ inline Json kernel_summary(const Json& file) {
       shape_at[shape] = shapes.array.size();
       shapes.push(Json::object_of({{"shape", shape},
                                    {"flops", (*first[name])["flops"].num_or(NAN)},
-                                   {"median_seconds", Json::object_of({})}}));
+                                   {"median_seconds", Json::object_of({})},
+                                   {"fraction_of_fma", Json::object_of({})}}));
     }
     Json& row = shapes.array[shape_at[shape]];
     row.set("median_seconds", Json(row["median_seconds"]).set(dialect, median(times[name])));
+    std::vector<double> fractions;
+    for (const auto& [fraction, fma_gflops] : of_fma[name])
+      if (fma_gflops >= peak / 2) fractions.push_back(fraction);
+    if (!fractions.empty())
+      row.set("fraction_of_fma", Json(row["fraction_of_fma"]).set(dialect, median(fractions)));
     if ((*first[name])["auto"].num_or(0) == 1) row.set("auto", dialect);
   }
   for (Json& row : shapes.array) {
@@ -244,7 +258,8 @@ inline Json kernel_summary(const Json& file) {
     const double gflops = row["flops"].num_or(NAN) / auto_s * 1e-9;
     row.set("auto_over_best", auto_s / best_s)
         .set("auto_gflops", gflops)
-        .set("auto_fraction_of_peak", gflops / peak);
+        .set("auto_fraction_of_peak", gflops / peak)
+        .set("auto_fraction_of_fma", row["fraction_of_fma"][row["auto"].str_or("")].num_or(NAN));
   }
   return Json::object_of({{"peak_gflops", peak}, {"shapes", std::move(shapes)}});
 }

@@ -202,9 +202,10 @@ inline std::string kernels_table(const Summary& s) {
       times += fmt::format(" {}{} {};", d, d == row["auto"].str_or("") ? "*" : "",
                            unbroken(human_time(v.num_or(NAN))));
     out += wrapped(
-        fmt::format("  {}:{} auto {:.2f}x the fastest, {:.1f} GFLOP/s, {:.0f}% of peak",
+        fmt::format("  {}:{} auto {:.2f}x the fastest, {:.1f} GFLOP/s, {:.0f}% of the FMA loop "
+                    "timed in turn (per thread)",
                     row["shape"].str_or("?"), times, row["auto_over_best"].num_or(NAN),
-                    row["auto_gflops"].num_or(NAN), 100 * row["auto_fraction_of_peak"].num_or(NAN)),
+                    row["auto_gflops"].num_or(NAN), 100 * row["auto_fraction_of_fma"].num_or(NAN)),
         4);
   }
   return out;
