@@ -16,6 +16,7 @@
 #include <malloc.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -58,6 +59,11 @@ void parse_memory_budget(std::string_view v, CompiledOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // oneDNN's OpenMP threads spin after each call unless told to wait passively, and then hold the
+  // cores our pool and the next dialect timed need (at two threads auto chose oneDNN at 5x the
+  // fastest: dev/notes.md, "Kernel efficiency against an FMA loop timed in turn"). libgomp reads
+  // this when it loads, and the libraries are opened on first use, after this line.
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   using bp::CompiledBackend;
   static CompiledOptions options;
   bp::BackendHooks<CompiledBackend> hooks;
@@ -71,7 +77,8 @@ int main(int argc, char** argv) {
       in_build += (in_build.empty() ? "" : ", ") + name;
   hooks.context = {{"matmul", "per op and shape from the dialects " + in_build +
                                   " (engine/compiled/dialects.h; each result's label names the "
-                                  "choice)"}};
+                                  "choice)"},
+                   {"omp_wait_policy", "PASSIVE"}};
   // Our pool and the libraries' own get the run's threads, as every backend does.
   hooks.max_threads = 256;
   hooks.set_threads = [](int threads) {
