@@ -329,7 +329,8 @@ TEST(CompiledModels, BitwiseEqualToTheEagerEngineOnEveryWorkload) {
 }
 
 // Threads change no bit: every model workload, eager and compiled, six training steps at 2, 3
-// and 4 threads against one; at the kernels' own thresholds and with every kernel split; then
+// and 4 threads against one; at the kernels' own thresholds, with every kernel split, and with
+// every backward's two products side by side; then
 // char_mlp at hidden 1024 (products large enough to split on their own) at two.
 template <class W>
 void expect_same_trace(const Trace<W, bp::EngineBackend>& a, const Trace<W, bp::EngineBackend>& b,
@@ -343,9 +344,9 @@ void expect_same_trace(const Trace<W, bp::EngineBackend>& a, const Trace<W, bp::
   }
 }
 template <class W, class B>
-Trace<W, bp::EngineBackend> trace_at(int threads, bool split_all, int64_t size,
+Trace<W, bp::EngineBackend> trace_at(int threads, Forced forced, int64_t size,
                                      const bp::Corpus& corpus) {
-  AtThreads at(threads, split_all);
+  AtThreads at(threads, forced);
   const Trace<W, B> t = trace<W, B>(size, corpus, 6);
   return {t.losses, t.step0_grads, t.grads_after_updates};
 }
@@ -355,32 +356,34 @@ TEST(Threads, EveryModelWorkloadIsBitwiseAtAnyThreadCount) {
   bp::for_each_workload([&]<class W>() {
     if constexpr (bp::ModelWorkload<W>) {
       const int64_t size = model_test_sizes<W>()[0];
-      const auto eager = trace_at<W, bp::EngineBackend>(1, false, size, corpus);
-      const auto compiled = trace_at<W, bp::CompiledBackend>(1, false, size, corpus);
+      const auto eager = trace_at<W, bp::EngineBackend>(1, Forced::nothing, size, corpus);
+      const auto compiled = trace_at<W, bp::CompiledBackend>(1, Forced::nothing, size, corpus);
       for (int n : {2, 3, 4})
-        for (bool split_all : {false, true}) {
-          const std::string what = std::string(W::name) + " at " + std::to_string(n) + " threads" +
-                                   (split_all ? ", every kernel split" : "");
-          expect_same_trace<W>(eager, trace_at<W, bp::EngineBackend>(n, split_all, size, corpus),
+        for (Forced forced : kEveryWayOfSplitting) {
+          const std::string what =
+              std::string(W::name) + " at " + std::to_string(n) + " threads" + forced_name(forced);
+          expect_same_trace<W>(eager, trace_at<W, bp::EngineBackend>(n, forced, size, corpus),
                                "eager " + what);
-          expect_same_trace<W>(compiled,
-                               trace_at<W, bp::CompiledBackend>(n, split_all, size, corpus),
+          expect_same_trace<W>(compiled, trace_at<W, bp::CompiledBackend>(n, forced, size, corpus),
                                "compiled " + what);
           checked++;
         }
     }
   });
-  EXPECT_EQ(checked, 6 * 6);
+  EXPECT_EQ(checked, 6 * 9);
 #if !defined(__SANITIZE_ADDRESS__)
-  expect_same_trace<bp::CharMlp>(trace_at<bp::CharMlp, bp::EngineBackend>(1, false, 1024, corpus),
-                                 trace_at<bp::CharMlp, bp::EngineBackend>(2, false, 1024, corpus),
-                                 "eager char_mlp hidden 1024 at 2 threads");
-  expect_same_trace<bp::CharMlp>(trace_at<bp::CharMlp, bp::CompiledBackend>(1, false, 1024, corpus),
-                                 trace_at<bp::CharMlp, bp::CompiledBackend>(2, false, 1024, corpus),
-                                 "compiled char_mlp hidden 1024 at 2 threads");
+  expect_same_trace<bp::CharMlp>(
+      trace_at<bp::CharMlp, bp::EngineBackend>(1, Forced::nothing, 1024, corpus),
+      trace_at<bp::CharMlp, bp::EngineBackend>(2, Forced::nothing, 1024, corpus),
+      "eager char_mlp hidden 1024 at 2 threads");
+  expect_same_trace<bp::CharMlp>(
+      trace_at<bp::CharMlp, bp::CompiledBackend>(1, Forced::nothing, 1024, corpus),
+      trace_at<bp::CharMlp, bp::CompiledBackend>(2, Forced::nothing, 1024, corpus),
+      "compiled char_mlp hidden 1024 at 2 threads");
 #endif
   std::printf(
-      "  6 model workloads x threads 2, 3, 4 x (own thresholds, every kernel split), "
+      "  6 model workloads x threads 2, 3, 4 x (own thresholds, every kernel split, products "
+      "side by side), "
       "eager and compiled: bitwise the 1-thread results\n");
 }
 

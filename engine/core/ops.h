@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <type_traits>
 
 #include "engine/core/threads.h"
 #include "engine/kernels/kernels.h"
@@ -184,6 +185,41 @@ std::array<Product, 3> matmul_products(const OpArgs<T>& a) {
   return {Product{M, N, K, false, tb}, Product{M, K, N, false, !tb},
           tb ? Product{N, K, M, true, false} : Product{K, N, M, true, false}};
 }
+// The two operand gradients' products of a backward side by side, one a thread, when the pool
+// has two and neither product is large enough to split on its own (a layer's dX and dW in
+// mini_gpt): independent steps run at once. Each product computes what it computes alone, so the
+// bits do not change. Our kernels only (a library runs its own threads).
+template <class G>
+bool products_side_by_side(const Product& x, const Product& y) {
+  if constexpr (!std::is_same_v<G, TiledGemm>) {
+    return false;
+  } else {
+    const auto macs = [](const Product& p) { return int64_t(p.M) * p.N * p.K; };
+    const int64_t least = split_thresholds().pair_macs;
+    return thread_pool().size() >= 2 && macs(x) >= least && macs(y) >= least &&
+           gemm_split_of(x.M, x.K, x.N).parts == 1 && gemm_split_of(y.M, y.K, y.N).parts == 1;
+  }
+}
+template <class G>
+size_t backward_products_scratch(const Product& x, const Product& y) {
+  const size_t sx = G::scratch_elems(x.M, x.N, x.K, x.trans_a, x.trans_b),
+               sy = G::scratch_elems(y.M, y.N, y.K, y.trans_a, y.trans_b);
+  return products_side_by_side<G>(x, y) ? scratch_round(sx) + sy : std::max(sx, sy);
+}
+// da(scratch) for din[0] and db(scratch) for din[1], side by side when they may be (and write
+// different buffers: x @ x^T's two gradients are one), else one after the other in one scratch.
+template <class G, class T, class A, class B>
+void operand_gradients(const OpArgs<T>& a, const Product& pa, const Product& pb, A&& da, B&& db) {
+  if (a.din[0] && a.din[1] && a.din[0] != a.din[1] && products_side_by_side<G>(pa, pb)) {
+    T* second =
+        a.scratch + scratch_round(G::scratch_elems(pa.M, pa.N, pa.K, pa.trans_a, pa.trans_b));
+    thread_pool().run(2, [&](int part, int) { part == 0 ? da(a.scratch) : db(second); });
+    return;
+  }
+  if (a.din[0]) da(a.scratch);
+  if (a.din[1]) db(a.scratch);
+}
+
 template <class T, class G = TiledGemm>
 void matmul_forward(const OpArgs<T>& a) {
   run_product<G>(a.out, a.in[0], a.in[1], matmul_products(a)[0], a.scratch);
@@ -191,14 +227,17 @@ void matmul_forward(const OpArgs<T>& a) {
 template <class T, class G = TiledGemm>
 void matmul_backward(const OpArgs<T>& a) {
   const std::array<Product, 3> p = matmul_products(a);
-  if (a.din[0])  // da += g op(b)^T
-    run_product<G>(a.din[0], a.dout, a.in[1], p[1], a.scratch, a.fresh & 1);
-  if (a.din[1]) {
-    if (a.arg[0])  // db += g^T a
-      run_product<G>(a.din[1], a.dout, a.in[0], p[2], a.scratch, a.fresh & 2);
-    else  // db += a^T g
-      run_product<G>(a.din[1], a.in[0], a.dout, p[2], a.scratch, a.fresh & 2);
-  }
+  operand_gradients<G>(
+      a, p[1], p[2],
+      [&](T* scratch) {  // da += g op(b)^T
+        run_product<G>(a.din[0], a.dout, a.in[1], p[1], scratch, a.fresh & 1);
+      },
+      [&](T* scratch) {
+        if (a.arg[0])  // db += g^T a
+          run_product<G>(a.din[1], a.dout, a.in[0], p[2], scratch, a.fresh & 2);
+        else  // db += a^T g
+          run_product<G>(a.din[1], a.in[0], a.dout, p[2], scratch, a.fresh & 2);
+      });
 }
 
 // linear: out (N, OC) = in0 (N, C) @ in1^T + in2, in1 (OC, C), in2 (1, OC); arg[0]: relu.
@@ -235,8 +274,10 @@ void linear_backward(const OpArgs<T>& a) {
     for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {  // output gradient has no other reader)
       for (size_t i = i0; i < i1; i++) g[i] = relu_passes(a.out[i]) ? g[i] : T(0);
     });
-  if (a.din[0]) run_product<G>(a.din[0], g, a.in[1], p[1], a.scratch, a.fresh & 1);
-  if (a.din[1]) run_product<G>(a.din[1], g, a.in[0], p[2], a.scratch, a.fresh & 2);
+  operand_gradients<G>(
+      a, p[1], p[2],
+      [&](T* scratch) { run_product<G>(a.din[0], g, a.in[1], p[1], scratch, a.fresh & 1); },
+      [&](T* scratch) { run_product<G>(a.din[1], g, a.in[0], p[2], scratch, a.fresh & 2); });
   if (a.din[2])  // written by the first row when fresh
     for_columns(OC, N, [&](int32_t c0, int32_t c1) {
       for (int32_t r = 0; r < N; r++)
@@ -244,8 +285,8 @@ void linear_backward(const OpArgs<T>& a) {
     });
 }
 
-// Scratch and availability of either op's products under G (the backward's run one after the
-// other, so they share one scratch).
+// Scratch and availability of either op's products under G (the backward's share one scratch
+// when they run one after the other, or have one each side by side).
 template <class T>
 std::array<Product, 3> products_of(const OpArgs<T>& a, bool linear) {
   return linear ? linear_products(a) : matmul_products(a);
@@ -258,8 +299,7 @@ size_t product_forward_scratch(const OpArgs<T>& a) {
 template <class T, class G, bool Linear>
 size_t product_backward_scratch(const OpArgs<T>& a) {
   const std::array<Product, 3> p = products_of(a, Linear);
-  return std::max(G::scratch_elems(p[1].M, p[1].N, p[1].K, p[1].trans_a, p[1].trans_b),
-                  G::scratch_elems(p[2].M, p[2].N, p[2].K, p[2].trans_a, p[2].trans_b));
+  return backward_products_scratch<G>(p[1], p[2]);
 }
 template <class T, class G, bool Linear>
 bool products_available(const OpArgs<T>& a) {

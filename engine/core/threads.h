@@ -146,9 +146,10 @@ class ThreadPool {
 // Below these sizes a kernel runs on the calling thread: waking the workers would cost more than
 // it saves. Kernels read them as they split; the tests lower them to split everything.
 struct SplitThresholds {
-  int64_t elems = int64_t(1) << 15;  // elementwise and row-wise ops: elements of the op
-  int64_t macs = int64_t(1) << 19;   // products: multiply-adds
-  int32_t rows = 64;                 // products split by rows when each part gets this many
+  int64_t elems = int64_t(1) << 15;      // elementwise and row-wise ops: elements of the op
+  int64_t macs = int64_t(1) << 19;       // products: multiply-adds
+  int32_t rows = 64;                     // products split by rows when each part gets this many
+  int64_t pair_macs = int64_t(1) << 15;  // a backward's two products side by side, each this many
 };
 inline SplitThresholds& split_thresholds() {
   static SplitThresholds t;

@@ -23,7 +23,7 @@ namespace threads_test {
 
 TEST(Threads, EveryItemRunsOnceNestedJobsInlineAndSleepingWorkersWake) {
   for (int n : {1, 2, 3, 4, 7}) {
-    AtThreads at(n, false);
+    AtThreads at(n, Forced::nothing);
     for (int64_t items : {0, 1, 5, 1000}) {
       std::vector<std::atomic<int>> hits(size_t(items) + 1);
       for (int rep = 0; rep < 50; rep++) {
@@ -69,7 +69,7 @@ TEST(Threads, ProductsAreBitwiseAtAnyThreadCount) {
       const std::vector<float> one = product(s.M, s.N, s.K, s.ta, s.tb, fresh);
       for (int n : {2, 3, 4})
         for (bool split_all : {false, true}) {
-          AtThreads at(n, split_all);
+          AtThreads at(n, split_all ? Forced::every_split : Forced::nothing);
           if (split_all) {
             EXPECT_GT(bp::gemm_split_of(s.M, s.K, s.N).parts, 1);
           }
@@ -89,28 +89,36 @@ TEST(Threads, EveryOpCaseIsBitwiseAtAnyThreadCountEagerAndCompiled) {
     std::vector<Tensor> p1;
     const double loss1 = loss_of(c, init, &one, &p1);
     const CompiledRun compiled1 = run_compiled<double>(c, init);
-    for (int n : {2, 3, 4}) {
-      AtThreads at(n, true);
-      G g;
-      std::vector<Tensor> p;
-      const double loss = loss_of(c, init, &g, &p);
-      const CompiledRun compiled = run_compiled<double>(c, init);
-      EXPECT_EQ(std::memcmp(&loss, &loss1, sizeof loss), 0) << c.what << " at " << n;
-      EXPECT_EQ(std::memcmp(&compiled.loss, &compiled1.loss, sizeof loss), 0) << c.what;
-      for (size_t i = 0; i < p.size(); i++) {
-        const size_t elems = init[i].size();
-        EXPECT_EQ(std::memcmp(g.grad(p[i]), one.grad(p1[i]), elems * sizeof(double)), 0)
-            << c.what << ": eager gradient " << i << " at " << n << " threads";
-        EXPECT_EQ(std::memcmp(compiled.grads[i].data(), compiled1.grads[i].data(),
-                              elems * sizeof(double)),
-                  0)
-            << c.what << ": compiled gradient " << i << " at " << n << " threads";
+    for (int n : {2, 3, 4})
+      for (Forced forced : {Forced::every_split, Forced::products_side_by_side}) {
+        AtThreads at(n, forced);
+        if (forced == Forced::products_side_by_side) {  // the mode takes the path it names
+          EXPECT_TRUE(bp::ops::products_side_by_side<bp::TiledGemm>({3, 4, 5, false, false},
+                                                                    {4, 5, 3, true, false}));
+        }
+        G g;
+        std::vector<Tensor> p;
+        const double loss = loss_of(c, init, &g, &p);
+        const CompiledRun compiled = run_compiled<double>(c, init);
+        EXPECT_EQ(std::memcmp(&loss, &loss1, sizeof loss), 0)
+            << c.what << " at " << n << forced_name(forced);
+        EXPECT_EQ(std::memcmp(&compiled.loss, &compiled1.loss, sizeof loss), 0) << c.what;
+        for (size_t i = 0; i < p.size(); i++) {
+          const size_t elems = init[i].size();
+          EXPECT_EQ(std::memcmp(g.grad(p[i]), one.grad(p1[i]), elems * sizeof(double)), 0)
+              << c.what << ": eager gradient " << i << " at " << n << " threads";
+          EXPECT_EQ(std::memcmp(compiled.grads[i].data(), compiled1.grads[i].data(),
+                                elems * sizeof(double)),
+                    0)
+              << c.what << ": compiled gradient " << i << " at " << n << " threads";
+        }
+        checked++;
       }
-      checked++;
-    }
   }
-  std::printf("  %d op cases x threads 2, 3, 4, every kernel split: bitwise the 1-thread results\n",
-              checked / 3);
+  std::printf(
+      "  %d op cases x threads 2, 3, 4 x (every kernel split, products side by side): bitwise "
+      "the 1-thread results\n",
+      checked / 6);
 }
 
 }  // namespace threads_test

@@ -38,9 +38,14 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
     argv.push_back("--checkpoint_dir=" +
                    (opt.checkpoint_dir.empty() ? folder : opt.checkpoint_dir));
   // Kernel verdicts are shared through the run folder: measured once, by the first process that
-  // meets a shape (the check's), read by every later one (engine/compiled/dialects.h).
-  if (spec.shares_verdicts) argv.push_back("--verdicts=" + folder + "/dialect_verdicts.txt");
-  if (spec.threaded) argv.push_back(fmt::format("--threads={}", threads_of(backend, opt.threads)));
+  // meets a shape (the check's), read by every later one (engine/compiled/dialects.h); one file
+  // per thread count, since a kernel's speed depends on it (a library's threads wake per call).
+  const int threads = threads_of(backend, opt.threads);
+  if (spec.shares_verdicts)
+    argv.push_back("--verdicts=" + folder +
+                   (threads == 1 ? std::string("/dialect_verdicts.txt")
+                                 : fmt::format("/dialect_verdicts.threads-{}.txt", threads)));
+  if (spec.threaded) argv.push_back(fmt::format("--threads={}", threads));
   if (reads_corpus) argv.push_back("--data=" + opt.data);
   return argv;
 }
