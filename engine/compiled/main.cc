@@ -59,11 +59,14 @@ void parse_memory_budget(std::string_view v, CompiledOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // oneDNN's OpenMP threads spin after each call unless told to wait passively, and then hold the
-  // cores our pool and the next dialect timed need (at two threads auto chose oneDNN at 5x the
-  // fastest: dev/notes.md, "Kernel efficiency against an FMA loop timed in turn"). libgomp reads
-  // this when it loads, and the libraries are opened on first use, after this line.
+  // oneDNN's OpenMP threads and OpenBLAS's own spin after each call unless told to sleep, and
+  // then hold the cores our pool and the next dialect timed need (at two threads auto chose
+  // oneDNN at 5x the fastest, and timed our kernel at 30x its time right after OpenBLAS:
+  // dev/notes.md, "Kernel efficiency against an FMA loop timed in turn"). Both libraries read
+  // these when they load, and they are opened on first use, after these lines. (4: OpenBLAS's
+  // least wait, 2^4 cycles.)
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
   using bp::CompiledBackend;
   static CompiledOptions options;
   bp::BackendHooks<CompiledBackend> hooks;
@@ -78,7 +81,8 @@ int main(int argc, char** argv) {
   hooks.context = {{"matmul", "per op and shape from the dialects " + in_build +
                                   " (engine/compiled/dialects.h; each result's label names the "
                                   "choice)"},
-                   {"omp_wait_policy", "PASSIVE"}};
+                   {"omp_wait_policy", "PASSIVE"},
+                   {"openblas_thread_timeout", "4"}};
   // Our pool and the libraries' own get the run's threads, as every backend does.
   hooks.max_threads = 256;
   hooks.set_threads = [](int threads) {
