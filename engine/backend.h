@@ -88,6 +88,7 @@ struct EngineBackend : EngineTensorInputs {
   void zero_grad() { graph.zero_grad(); }
   void backward(Tensor loss) { graph.backward(loss); }
   void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }
+  int64_t skipped_steps() const { return graph.skipped_steps(); }  // a NaN or Inf gradient
   void end_step() { graph.end_step(); }
   double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
   void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }

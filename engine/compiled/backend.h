@@ -7,8 +7,16 @@
 // update, one planned arena) and run. Every later step replays it: the workload's code runs again,
 // but each call only checks that it is the captured op with the captured shapes (a guard) and binds
 // the step's inputs (its batch's constant, its token and target indices) into the program's slots;
-// backward() runs the program, optimizer_step() its update. A step that differs from the captured
-// one (another op, shape, operand or argument) is refused with one line saying where and how.
+// backward() runs the program, optimizer_step() decides on its update. A step that differs from the
+// captured one (another op, shape, operand or argument) is refused with one line saying where and
+// how.
+//
+// The optimizer (engine/core/optimizer.h): once a step has called optimizer_step() after its
+// backward, every later backward issues each parameter's update as soon as its gradient is final
+// (out of place, into the flat buffers' second set), and optimizer_step() only decides: commit
+// (swap the sets) or, with a NaN or Inf gradient anywhere, drop it whole: deferred commit. A step
+// that ends without optimizer_step() drops what it issued and stops the issuing until a step
+// updates again; an optimizer changed since the backward runs its own pass.
 //
 // Scalar graphs: engine/compiled/compiled_scalar.h, the same idea for one number per value; a
 // scalar graph has no inputs, so after its captured step the program alone is the step.
@@ -94,6 +102,28 @@ struct CompiledBackend : EngineTensorInputs {
   double compile_seconds = 0, first_step_seconds = 0;
 
   bool compiled() const { return !captured.empty(); }
+
+  // The optimizer as the backward issued it (optimizer_step() decides only on that one).
+  struct Optimizer {
+    bool adamw;
+    double sgd_lr;
+    AdamWConfig adamw_config;
+    bool operator==(const Optimizer&) const = default;
+  };
+  Optimizer optimizer() const {
+    return {adamw, adamw ? 0 : sgd_lr, adamw ? adamw_config : AdamWConfig{}};
+  }
+  bool updates_follow = false;  // a step called optimizer_step() after its backward
+  bool issued = false;          // this step's backward issued the updates
+  Optimizer issued_as{};
+  void issue_updates(bool on) {
+    issued = on;
+    if (!on) return program.disarm_updates();
+    graph.prepare_update(adamw);
+    issued_as = optimizer();
+    program.arm_updates(graph.flat_view(), adamw, float(sgd_lr),
+                        adamw ? graph.next_adamw_coefficients(adamw_config) : AdamWStep<float>{});
+  }
 
   Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.param(rows, cols, v);
@@ -184,22 +214,23 @@ struct CompiledBackend : EngineTensorInputs {
     if (!ran_forward) program.forward();
     program.start_gradients(gradients_zeroed);
     gradients_zeroed = false;
+    issue_updates(updates_follow);
     program.backward();
     ran_forward = ran_backward = true;
     if (first_step_seconds == 0) first_step_seconds = seconds_since(capture_started);
   }
   void optimizer_step() {
-    if (!ran_backward) refuse("optimizer_step", "called before backward() in this step");
-    if (adamw) {
-      const AdamWStep<float> k = graph.adamw_next_step(adamw_config);
-      if (!program.has_updates()) program.set_updates(graph);
-      program.adamw_update_all(k);
-    } else {
-      if (!program.has_updates()) program.set_updates(graph);
-      program.sgd_update_all(float(sgd_lr));
-    }
+    if (issued && issued_as == optimizer())
+      graph.finish_update(program.updates_finite(), adamw);
+    else
+      adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr);
+    if (compiled()) program.rebase_values(graph.flat_values());
+    updates_follow = updates_follow || ran_backward;
+    issued = false;
   }
+  int64_t skipped_steps() const { return graph.skipped_steps(); }
   void end_step() {
+    if (issued) updates_follow = issued = false;  // issued, never decided: dropped
     graph.end_step();
     cursor = 0;
     ran_forward = ran_backward = false;

@@ -625,4 +625,99 @@ TEST(CompiledGuardDeathTest, AStepThatDiffersFromTheCapturedOneIsRefused) {
                "mul\\(0, 1\\) there");
 }
 
+// ---- the optimizer's updates issued inside the backward (engine/compiled/backend.h) ----
+
+// Two branches summed into one loss: a ReLU layer and a linear layer on input x, and a linear
+// layer on input z. The z branch is made last, so its backward (and its parameters' updates)
+// comes first; a NaN or Inf in z makes only its parameters' gradients non-finite.
+template <class B>
+struct Updated {
+  B be;
+  bp::Tensor w1, b1, w2, b2, w3, b3;
+  std::vector<bp::Tensor> x, z;
+  std::vector<int32_t> t{0, 1, 2, 1};
+  explicit Updated(bool adamw) {
+    auto pattern = [](size_t n, float scale, float shift) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; i++) v[i] = scale * float(i % 11) + shift;
+      return v;
+    };
+    w1 = be.param(8, 6, pattern(48, 0.03f, -0.15f)), b1 = be.param(1, 8, pattern(8, 0, 0.01f));
+    w2 = be.param(3, 8, pattern(24, 0.05f, -0.1f)), b2 = be.param(1, 3, pattern(3, 0, 0));
+    w3 = be.param(3, 5, pattern(15, -0.04f, 0.2f)), b3 = be.param(1, 3, pattern(3, 0.1f, 0));
+    const float nan = std::numeric_limits<float>::quiet_NaN(),
+                inf = std::numeric_limits<float>::infinity();
+    for (float poison : {0.0f, 0.0f, nan, 0.0f, inf, 0.0f, 0.0f}) {
+      const float shift = 0.01f * float(x.size());
+      x.push_back(be.constant(4, 6, pattern(24, 0.1f, shift)));
+      std::vector<float> zi = pattern(20, -0.07f, shift);
+      if (poison != 0) zi[9] = poison;
+      z.push_back(be.constant(4, 5, zi));
+    }
+    adamw ? be.use_adamw(bp::AdamW{}) : be.use_sgd(0.1);
+  }
+  void backward(size_t i) {
+    be.zero_grad();
+    bp::Tensor h = be.linear_relu(x[i], w1, b1);
+    bp::Tensor first = be.cross_entropy(be.linear(h, w2, b2), be.indices(t));
+    bp::Tensor second = be.cross_entropy(be.linear(z[i], w3, b3), be.indices(t));
+    be.backward(be.add(first, second));
+  }
+  std::vector<float> values() const {
+    std::vector<float> out;
+    for (bp::Tensor p : {w1, b1, w2, b2, w3, b3})
+      out.insert(out.end(), be.graph.data(p),
+                 be.graph.data(p) + be.graph.rows(p) * be.graph.cols(p));
+    return out;
+  }
+};
+
+// Steps over batches with a NaN (step 2) and an Inf (step 4) in z: each such step is dropped
+// whole (the x branch's finite updates, issued last, too), and every value after every step is
+// bitwise the eager engine's, with SGD and AdamW. The updates were issued inside the backward from
+// step 1 on, and until optimizer_step() decided the values did not move (deferred commit).
+TEST(CompiledOptimizer, UpdatesIssuedInTheBackwardCommitOrDropAsTheEagerStep) {
+  for (bool adamw : {false, true}) {
+    Updated<bp::EngineBackend> e(adamw);
+    Updated<bp::CompiledBackend> c(adamw);
+    for (size_t s = 0; s < e.x.size(); s++) {
+      const std::vector<float> before = c.values();
+      e.backward(s), c.backward(s);
+      EXPECT_EQ(c.be.issued, s >= 1) << "step " << s;
+      EXPECT_TRUE(same_bits(c.values(), before)) << "step " << s << ": moved before the decision";
+      e.be.optimizer_step(), c.be.optimizer_step();
+      EXPECT_TRUE(same_bits(c.values(), e.values())) << (adamw ? "AdamW" : "SGD") << " step " << s;
+      EXPECT_EQ(same_bits(c.values(), before), s == 2 || s == 4) << "step " << s;
+      e.be.end_step(), c.be.end_step();
+    }
+    EXPECT_EQ(c.be.skipped_steps(), 2);
+    EXPECT_EQ(e.be.skipped_steps(), 2);
+  }
+}
+
+// A step that ends without optimizer_step() drops what its backward issued, and the next
+// backward issues nothing until a step updates again; its gradients are the eager engine's.
+TEST(CompiledOptimizer, AStepWithoutAnUpdateDropsWhatItIssued) {
+  Updated<bp::EngineBackend> e(true);
+  Updated<bp::CompiledBackend> c(true);
+  for (size_t s : {0, 1}) {
+    e.backward(s), c.backward(s);
+    e.be.optimizer_step(), c.be.optimizer_step();
+    e.be.end_step(), c.be.end_step();
+  }
+  const std::vector<float> before = c.values();
+  e.backward(3), c.backward(3);
+  EXPECT_TRUE(c.be.issued);
+  std::vector<float> ge(48), gc(48);
+  e.be.read_grad(e.w1, ge), c.be.read_grad(c.w1, gc);
+  EXPECT_TRUE(same_bits(ge, gc)) << "gradients stay readable after the updates were issued";
+  e.be.end_step(), c.be.end_step();
+  EXPECT_TRUE(same_bits(c.values(), before));
+  c.backward(5);
+  EXPECT_FALSE(c.be.issued);
+  e.backward(5);
+  e.be.optimizer_step(), c.be.optimizer_step();
+  EXPECT_TRUE(same_bits(c.values(), e.values()));
+}
+
 }  // namespace

@@ -4,12 +4,14 @@
 // Every tensor is a row-major matrix (rows, cols); sequences are (B*T, C) and a view changes the
 // shape without copying. Building ops records nodes on a tape and computes forward at once;
 // `backward` walks the tape once in reverse creation order. Memory comes from two arenas
-// (engine/core/arena.h): one for parameters (kept), one for the step's activations and their
+// (engine/core/arena.h): one for constants (kept), one for the step's activations and their
 // gradients (reset after each step, consolidated to one block, so steady-state steps allocate
-// nothing). Each op's method below checks its operands and makes its node; forward_last and
-// backward_node run the op's rule from engine/core/ops.h, the one table of forward and derivative
-// code that the compiled mode (engine/compiled/program.h) runs too. Backward accumulates (+=) into
-// gradients; only zero_grad zeroes.
+// nothing). Trained parameters, their gradients and the optimizer's state live in flat buffers
+// (engine/core/optimizer.h): SGD and AdamW are one fused pass that skips, exactly, a step with a
+// NaN or Inf gradient. Each op's method below checks its operands and makes its node; forward_last
+// and backward_node run the op's rule from engine/core/ops.h, the one table of forward and
+// derivative code that the compiled mode (engine/compiled/program.h) runs too. Backward accumulates
+// (+=) into gradients; only zero_grad zeroes.
 //
 // Record-only (`TensorGraph(reserve, /*record_only=*/true)`): parameters are real, but a step's
 // ops only record their nodes, shapes checked, with no memory and no arithmetic. The compiled
@@ -50,6 +52,7 @@
 
 #include "engine/core/arena.h"
 #include "engine/core/ops.h"
+#include "engine/core/optimizer.h"
 
 namespace bp {
 
@@ -64,6 +67,7 @@ struct Tensor {
 
 struct AdamWConfig {  // torch.optim.AdamW's defaults, so both backends run the same update
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+  bool operator==(const AdamWConfig&) const = default;
 };
 
 template <class T>
@@ -91,7 +95,8 @@ class TensorGraph {
   // ---- leaves ----
 
   // A trainable (rows, cols) parameter initialised from `init` (row-major). Parameters come
-  // before any step's graph, so that end_step() keeps them by truncating the tape.
+  // before the first step: end_step() keeps them by truncating the tape, and they are packed into
+  // flat buffers (a pointer to one from data() or grad() holds until the next param()).
   Tensor param(int32_t rows, int32_t cols, std::span<const T> init) {
     return persistent_leaf("param", rows, cols, init, true);
   }
@@ -123,6 +128,7 @@ class TensorGraph {
     Node n = a;
     n.op = TensorOp::view, n.rows = rows, n.cols = cols, n.in[0] = x.id;
     nodes_.push_back(n);
+    started_ = true;
     return last();
   }
 
@@ -295,34 +301,53 @@ class TensorGraph {
 
   // Parameters are the persistent nodes with a gradient (constants have none).
   void zero_grad() {
-    for (uint32_t i = 0; i < num_params_; i++)
-      if (nodes_[i].grad) std::memset(nodes_[i].grad, 0, numel(nodes_[i]) * sizeof(T));
+    started_ = true;
+    if (flat_.size()) std::memset(flat_.grads(), 0, flat_.size() * sizeof(T));
   }
+  // One fused pass over every parameter (engine/core/optimizer.h); a gradient that is NaN or
+  // Inf anywhere leaves every parameter, moment and the step count as they were, and counts the
+  // step in skipped_steps(). Gradients stay as they are either way.
   void sgd_step(double lr) {
-    for (uint32_t i = 0; i < num_params_; i++)
-      if (nodes_[i].grad) sgd_update(nodes_[i].data, nodes_[i].grad, T(lr), numel(nodes_[i]));
+    prepare_update(false);
+    finish_update(sgd_pass(flat_.view(), T(lr), 0, flat_.size()), false);
   }
-  // engine/kernels/kernels.h's adamw_update on every parameter: torch.optim.AdamW's step.
+  // torch.optim.AdamW's step (engine/kernels/kernels.h's adamw_update).
   void adamw_step(const AdamWConfig& cfg) {
-    const AdamWStep<T> k = adamw_next_step(cfg);
-    for (uint32_t i = 0; i < num_params_; i++)
-      if (nodes_[i].grad)
-        adamw_update(nodes_[i].data, nodes_[i].grad, adam_m_[i], adam_v_[i], k, numel(nodes_[i]));
+    prepare_update(true);
+    finish_update(adamw_pass(flat_.view(), next_adamw_coefficients(cfg), 0, flat_.size()), true);
   }
-  // Counts one more AdamW step and returns its coefficients; the moments are allocated (zeroed)
-  // on the first call. The compiled mode calls it too, so that both modes count steps alike.
-  AdamWStep<T> adamw_next_step(const AdamWConfig& cfg) {
-    if (adam_m_.empty())
-      for (uint32_t i = 0; i < num_params_; i++) {
-        const bool trained = nodes_[i].grad != nullptr;
-        adam_m_.push_back(trained ? params_.alloc(numel(nodes_[i])) : nullptr);
-        adam_v_.push_back(trained ? params_.alloc(numel(nodes_[i])) : nullptr);
-      }
-    adam_t_++;
-    return adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, adam_t_);
+  // The parts of a step the compiled mode issues piece by piece: the update's buffers; the next
+  // AdamW step's coefficients (the step count moves only when a step commits); the decision.
+  void prepare_update(bool adamw) {
+    started_ = true;
+    flat_.prepare(adamw);
   }
-  T* adam_m(size_t param) const { return adam_m_.empty() ? nullptr : adam_m_[param]; }
-  T* adam_v(size_t param) const { return adam_v_.empty() ? nullptr : adam_v_[param]; }
+  AdamWStep<T> next_adamw_coefficients(const AdamWConfig& cfg) const {
+    return adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
+                                 adamw_steps_ + 1);
+  }
+  void finish_update(bool finite, bool adamw) {
+    if (!finite) {
+      skipped_steps_++;
+      return;
+    }
+    adamw_steps_ += adamw;
+    flat_.commit(adamw);
+    point_params_at_flat();
+  }
+  FlatView<T> flat_view() const { return flat_.view(); }
+  // A trained parameter's elements in the flat buffers: [offset, offset + padded size).
+  std::pair<size_t, size_t> flat_range(size_t param) const {
+    const Node& p = nodes_[param];
+    if (param >= num_params_ || !p.grad)
+      fail("flat_range", "node %zu is no trained parameter", param);
+    const size_t at = size_t(p.grad - flat_.grads());
+    return {at, at + FlatParams<T>::round_up(numel(p))};
+  }
+  const T* flat_values() const { return flat_.values(); }
+  size_t flat_size() const { return flat_.size(); }
+  int64_t adamw_steps() const { return adamw_steps_; }      // committed
+  int64_t skipped_steps() const { return skipped_steps_; }  // a gradient was NaN or Inf
 
   // Drop this step's graph and activations; parameters, their gradients and optimizer state stay.
   // Every handle of this step becomes invalid.
@@ -399,7 +424,7 @@ class TensorGraph {
     }
   }
   size_t num_nodes() const { return nodes_.size(); }
-  size_t arena_bytes() const { return params_.peak_bytes() + step_.peak_bytes(); }
+  size_t arena_bytes() const { return params_.peak_bytes() + step_.peak_bytes() + flat_.bytes(); }
   size_t step_arena_blocks() const { return step_.num_blocks(); }
 
  private:
@@ -461,15 +486,39 @@ class TensorGraph {
       fail(what, "called after %zu ops of this step; create parameters and constants before any op",
            nodes_.size() - num_params_);
     check_leaf_shape(what, rows, cols, values.size());
-    Node& n = push(TensorOp::leaf, rows, cols, params_, with_grad);
-    std::copy(values.begin(), values.end(), n.data);
+    if (with_grad && started_)
+      fail(what,
+           "(%d, %d) after the first step began: parameters come before it (they are packed into "
+           "flat buffers then)",
+           rows, cols);
+    if (!with_grad) {
+      Node& n = push(TensorOp::leaf, rows, cols, params_, false);
+      std::copy(values.begin(), values.end(), n.data);
+    } else {
+      Node n{};
+      n.rows = rows, n.cols = cols, n.op = TensorOp::leaf, n.needs_grad = true;
+      nodes_.push_back(n);
+      param_offsets_.resize(nodes_.size(), SIZE_MAX);
+      param_offsets_.back() = flat_.add(values);
+      point_params_at_flat();
+    }
     num_params_++;
     return last();
+  }
+  // Every parameter's pointers into the flat buffers, which move as parameters are added and
+  // swap as steps commit.
+  void point_params_at_flat() {
+    for (size_t i = 0; i < param_offsets_.size(); i++)
+      if (param_offsets_[i] != SIZE_MAX) {
+        nodes_[i].data = flat_.values() + param_offsets_[i];
+        nodes_[i].grad = flat_.grads() + param_offsets_[i];
+      }
   }
 
   Node& push(TensorOp op, int32_t rows, int32_t cols, Arena<T>& arena, bool with_grad) {
     Node n{};
     n.op = op, n.rows = rows, n.cols = cols, n.needs_grad = with_grad;
+    if (&arena == &step_) started_ = true;
     if (!record_only_ || &arena == &params_) {
       n.data = arena.alloc(size_t(rows) * cols);
       n.grad = with_grad ? arena.alloc(size_t(rows) * cols) : nullptr;
@@ -543,8 +592,10 @@ class TensorGraph {
   bool backward_done_ = false;
   bool record_only_;
   Arena<T> params_, step_;
-  std::vector<T*> adam_m_, adam_v_;
-  int64_t adam_t_ = 0;
+  FlatParams<T> flat_;                 // trained parameters, gradients, optimizer state
+  std::vector<size_t> param_offsets_;  // persistent node -> its offset in flat_ (SIZE_MAX: none)
+  bool started_ = false;               // the first step began: no more parameters
+  int64_t adamw_steps_ = 0, skipped_steps_ = 0;
 };
 
 }  // namespace bp

@@ -463,11 +463,21 @@ inline void attention_backward_any(T* dqkv, T* dp, const T* dout, const T* probs
   }
 }
 
-// ---- optimizers, in place over one parameter of n elements ----
+// ---- optimizers: n elements of the flat buffers (engine/core/optimizer.h), out of place ----
+// Each reads the current values (and moments) and writes the new ones elsewhere, so that a step
+// can be dropped whole; each returns false if any gradient is NaN or Inf. The check is a sum of
+// g * 0 (NaN for NaN and Inf, zero otherwise) in the same loop: no branch, no second pass.
 
 template <class T>
-inline void sgd_update(T* p, const T* g, T lr, size_t n) {
-  for (size_t j = 0; j < n; j++) p[j] -= lr * g[j];
+inline bool sgd_update(const T* p, const T* g, T* p_next, T lr, size_t n) {
+  T non_finite = 0;
+#pragma omp simd reduction(+ : non_finite)
+  for (size_t j = 0; j < n; j++) {
+    const T gj = g[j];
+    p_next[j] = p[j] - lr * gj;
+    non_finite += gj * T(0);
+  }
+  return non_finite == T(0);
 }
 
 // Loshchilov & Hutter 2019 (decoupled weight decay), with torch.optim.AdamW's bias correction and
@@ -484,15 +494,20 @@ inline AdamWStep<T> adamw_coefficients(double lr, double beta1, double beta2, do
   return {T(beta1), T(beta2), T(eps), T(1 - lr * weight_decay), T(lr / c1), T(1 / std::sqrt(c2))};
 }
 template <class T>
-inline void adamw_update(T* p, const T* g, T* m, T* v, const AdamWStep<T>& k, size_t n) {
+inline bool adamw_update(const T* p, const T* g, const T* m, const T* v, T* p_next, T* m_next,
+                         T* v_next, const AdamWStep<T>& k, size_t n) {
   const T b1 = k.beta1, b2 = k.beta2, eps = k.eps, decay = k.decay, step = k.step, rc2 = k.rc2;
-#pragma omp simd
+  T non_finite = 0;
+#pragma omp simd reduction(+ : non_finite)
   for (size_t j = 0; j < n; j++) {
     const T gj = g[j];
-    m[j] = b1 * m[j] + (1 - b1) * gj;
-    v[j] = b2 * v[j] + (1 - b2) * gj * gj;
-    p[j] = p[j] * decay - step * m[j] / (std::sqrt(v[j]) * rc2 + eps);
+    const T mj = b1 * m[j] + (1 - b1) * gj;
+    const T vj = b2 * v[j] + (1 - b2) * gj * gj;
+    m_next[j] = mj, v_next[j] = vj;
+    p_next[j] = p[j] * decay - step * mj / (std::sqrt(vj) * rc2 + eps);
+    non_finite += gj * T(0);
   }
+  return non_finite == T(0);
 }
 
 }  // namespace bp
