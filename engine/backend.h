@@ -87,7 +87,13 @@ struct EngineBackend : EngineTensorInputs {
   }
   void zero_grad() { graph.zero_grad(); }
   void backward(Tensor loss) { graph.backward(loss); }
-  void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }
+  // stream_instead: the `bound` variant (bench_engine --optimizer=stream) moves an AdamW step's
+  // bytes without its arithmetic, the memory-bandwidth bound of workloads/optimizer.h's update.
+  bool stream_instead = false;
+  void optimizer_step() {
+    if (stream_instead) return graph.stream_adamw_bytes();
+    adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr);
+  }
   int64_t skipped_steps() const { return graph.skipped_steps(); }  // a NaN or Inf gradient
   void end_step() { graph.end_step(); }
   double loss_value(Tensor loss) const { return graph.data(loss)[0]; }

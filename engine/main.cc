@@ -32,6 +32,16 @@ int main(int argc, char** argv) {
   hooks.use_through_time = [](EngineBackend& b, const bp::ThroughTime& t) {
     b.use_through_time(t);
   };
+  // --optimizer=stream: the memory-bandwidth bound of an update (workloads/optimizer.h).
+  static bool stream = false;
+  hooks.flag = [](std::string_view arg) {
+    if (arg.rfind("--optimizer=", 0) != 0) return false;
+    if (arg != "--optimizer=stream")
+      bp::backend_usage_error(fmt::format(
+          "{}: valid: --optimizer=stream (an AdamW step's bytes without its arithmetic)", arg));
+    return stream = true;
+  };
+  hooks.configure = [](EngineBackend& b) { b.stream_instead = stream; };
   hooks.report = [](const EngineBackend& b, benchmark::State& state) {
     state.counters["arena_bytes"] = double(b.arena_bytes());
     for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;

@@ -23,6 +23,8 @@ its own. Panels are workload families (scalar graphs, MLPs, transformers, recurr
   study first_step: first_step.png (a cold start against a step)
   study kernels:    kernel_dialects.png (each matmul dialect's GFLOP/s over an FMA loop timed in turn)
   study threads:    threads.png (two threads over one, per backend)
+  study optim:      optimizer.png (the optimizer alone against the parameters, log-log, with the
+                    memory-bandwidth bound of its bytes)
 No text overlaps another or the data: legends, notes and the caption sit outside the axes, and
 value labels beside their point (plots/tests/test_plots.py measures every text's extent). Then
 plots/report.py writes <run>/report.html, the page that shows the figures with the tables.
@@ -58,7 +60,8 @@ DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
 FAMILIES = [("scalar graphs", ["empty", "tiny_graph", "small_graph", "scalar_chain"]),
             ("MLPs", ["char_mlp", "mlp_width"]),
             ("transformers", ["mini_gpt", "mini_gpt_wide"]),
-            ("recurrent", ["char_rnn", "char_rnn_wide"])]
+            ("recurrent", ["char_rnn", "char_rnn_wide"]),
+            ("optimizer", ["adamw"])]
 ROW_INCHES = 0.16  # one point's row in a dot plot: a 7 pt label fits beside it
 WIDTH = 11.0
 
@@ -621,6 +624,34 @@ def threads_figure(run):
                       reference_line=1)
 
 
+def optimizer_figure(run):
+    """The optimizer alone: time per update against the parameters, log-log, one line per
+    backend and the memory-bandwidth bound of its bytes (the `bound` row) dashed."""
+    cells = [c for c in run["cells"] if c["workload"] == "adamw" and c["status"] == "ok"]
+    if not any(c["backend"] == "bound" for c in cells):
+        return None
+    fig, ax = plt.subplots(figsize=(WIDTH * 0.75, 4.2))
+    for b in [b for b in MAIN if b != "torchscript"] + ["bound"]:
+        pts = sorted((max(1, c["size"] // 1000) * 1000, c["median_seconds"] * 1e3) for c in cells
+                     if c["backend"] == b)
+        if not pts:
+            continue
+        style = dict(color="black", linestyle="--", marker="") if b == "bound" else dict(
+            color=COLORS.get(b), marker=MARKERS.get(b, "o"), markersize=4)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                label="memory-bandwidth bound" if b == "bound" else b, **style)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("parameters (log)", fontsize=8)
+    ax.set_ylabel("time per AdamW update (ms, log)", fontsize=8)
+    ax.grid(which="major", alpha=0.3)
+    fig.suptitle("What does the optimizer alone cost, against the memory bandwidth its bytes "
+                 "need?", fontsize=10, x=0.01, ha="left")
+    return finish(fig, run, note="bound: the same bytes moved without the arithmetic (16 read, "
+                                 "12 written per parameter), timed in the same run; engine and "
+                                 "compiled also read every gradient once more to check it")
+
+
 def figures(run):
     """{file name: figure} for everything this run has data for."""
     out = {}
@@ -632,7 +663,7 @@ def figures(run):
                        ("intervals.png", intervals_figure), ("budget.png", budget_figure),
                        ("first_step.png", first_step_figure),
                        ("kernel_dialects.png", kernel_dialects_figure),
-                       ("threads.png", threads_figure)]:
+                       ("threads.png", threads_figure), ("optimizer.png", optimizer_figure)]:
         if name == "speedup.png" and len(main_backends(run)) < 2:
             continue
         fig = make(run)

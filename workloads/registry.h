@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "workloads/models.h"
+#include "workloads/optimizer.h"
 #include "workloads/plain_backend.h"
 #include "workloads/recurrent.h"
 #include "workloads/scalar.h"
@@ -23,7 +24,7 @@
 namespace bp {
 
 using Workloads = std::tuple<EmptyStep, TinyGraph, SmallGraph, ScalarChain, CharMlp, MiniGpt,
-                             MiniGptWide, MlpWidth, CharRnn, CharRnnWide>;
+                             MiniGptWide, MlpWidth, CharRnn, CharRnnWide, AdamWUpdate>;
 
 // Calls f.template operator()<W>() for every workload W, in registry order.
 template <class F>

@@ -159,7 +159,7 @@ concept ModelWorkload = DescribedWorkload<W> && requires {
 struct WorkloadInfo {
   std::string_view name, times;
   bool model;              // false: a scalar graph
-  std::string_view phase;  // "grad" (scalar graphs) or "step" (models)
+  std::string_view phase;  // "grad" (scalar graphs), "step" (models) or a model's own (`optim`)
   Sizes sizes;
   Tolerance tolerance;
   int num_grads;      // scalar graphs; 0 for models
@@ -182,6 +182,7 @@ constexpr WorkloadInfo info_of() {
                       0,       no_known_answer, W::check_steps, W::corpus};
     if constexpr (requires { W::one_check_step_from; })
       info.one_check_step_from = W::one_check_step_from;
+    if constexpr (requires { W::phase; }) info.phase = W::phase;  // what its step times
     return info;
   } else
     return {W::name,      W::times,     false,    "grad", W::sizes,

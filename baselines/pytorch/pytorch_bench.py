@@ -214,11 +214,32 @@ class TrainingRun:
         return dict(loss=finite(loss.item() + offset), grad_norms=[finite(n) for n in norms])
 
 
+class UpdateRun(TrainingRun):
+    """workloads/optimizer.h UpdateRun: gradients made once at setup; the timed step is the
+    optimizer's step alone."""
+
+    def __init__(self, setup, mode):
+        super().__init__(setup, mode)
+        self.setup.optimizer.zero_grad()
+        self.loss(0).backward()
+
+    def step(self):
+        self.setup.optimizer.step()
+        return 0.0
+
+    def check_step(self):
+        """The update, then the loss where it took the parameters."""
+        self.setup.optimizer.step()
+        with torch.no_grad():
+            return self.loss(0).item()
+
+
 def build(spec, mode, corpus):
     workload = models.WORKLOADS[spec["workload"]]
     if isinstance(workload, models.ScalarGraph):
         return EmptyRun() if workload.fn is None else ScalarRun(workload, spec["size"], mode)
-    return TrainingRun(workload(spec["size"], corpus), mode)
+    setup = workload(spec["size"], corpus)
+    return (UpdateRun if setup.update_only else TrainingRun)(setup, mode)
 
 
 def finite(x):
@@ -251,7 +272,8 @@ def check(spec, mode, corpus):
             again = run.step0(wrong + broken_reset)  # the same step after zero_grad, no update
             run.setup.optimizer.step()
             run.next = 1
-            losses = [first["loss"]] + [finite(run.step() + wrong)
+            train = run.check_step if isinstance(run, UpdateRun) else run.step
+            losses = [first["loss"]] + [finite(train() + wrong)
                                         for _ in range(1, spec["check_steps"])]
             fresh_run = build(spec, mode, corpus)
             fresh_run.warm_up()

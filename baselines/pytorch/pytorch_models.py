@@ -161,6 +161,7 @@ class Setup:
     batches: list       # K_BATCHES tuples of the model's forward arguments
     optimizer: object
     parameters: list    # in ParamList's creation order
+    update_only: bool = False  # workloads/optimizer.h: the timed step is optimizer.step() alone
 
 
 class CharMlp(nn.Module):
@@ -307,6 +308,34 @@ def make_mlp_width(width, corpus):
     return Setup(model, batches, torch.optim.SGD(model.parameters(), lr=0.1), params)
 
 
+class AdamWUpdate(nn.Module):
+    """workloads/optimizer.h: 10 parameters of (N/1000, 100), each the logits of a mean
+    cross-entropy; the loss is their sum."""
+    TENSORS, COLS = 10, 100
+
+    def __init__(self, rows):
+        super().__init__()
+        self.tensors = nn.ParameterList(
+            [nn.Parameter(torch.empty(rows, self.COLS)) for _ in range(self.TENSORS)])
+
+    def forward(self, *targets):
+        return sum(F.cross_entropy(p, t) for p, t in zip(self.tensors, targets))
+
+
+def make_adamw(params, corpus):
+    rng = SplitMix64(0x5EED0009)
+    rows = max(1, params // 1000)
+    model = AdamWUpdate(rows)
+    targets = []
+    for p in model.tensors:  # each tensor's values, then its targets, as the C++ Model draws them
+        init_parameters(rng, [(p, Uniform(1.0))])
+        targets.append(torch.tensor([rng.below(AdamWUpdate.COLS) for _ in range(rows)]))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                  weight_decay=0.01, foreach=True)  # the multi-tensor kernels
+    return Setup(model, [tuple(targets)] * K_BATCHES, optimizer, list(model.tensors),
+                 update_only=True)
+
+
 RNN_COLUMNS = 256  # workloads/recurrent.h kRnnColumns: step t reads input column t mod this
 
 
@@ -387,4 +416,5 @@ WORKLOADS = {
     "mlp_width": make_mlp_width,
     "char_rnn": make_char_rnn(hidden=64, batch=8),
     "char_rnn_wide": make_char_rnn(hidden=512, batch=32),
+    "adamw": make_adamw,
 }

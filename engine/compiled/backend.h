@@ -11,12 +11,8 @@
 // captured one (another op, shape, operand or argument) is refused with one line saying where and
 // how.
 //
-// The optimizer (engine/core/optimizer.h): once a step has called optimizer_step() after its
-// backward, every later backward issues each parameter's update as soon as its gradient is final
-// (out of place, into the flat buffers' second set), and optimizer_step() only decides: commit
-// (swap the sets) or, with a NaN or Inf gradient anywhere, drop it whole: deferred commit. A step
-// that ends without optimizer_step() drops what it issued and stops the issuing until a step
-// updates again; an optimizer changed since the backward runs its own pass.
+// The optimizer is the eager engine's (engine/core/optimizer.h), over the same flat buffers: one
+// check of every gradient, then one pass in place, or the step skipped exactly and counted.
 //
 // Scalar graphs: engine/compiled/compiled_scalar.h, the same idea for one number per value; a
 // scalar graph has no inputs, so after its captured step the program alone is the step.
@@ -102,28 +98,6 @@ struct CompiledBackend : EngineTensorInputs {
   double compile_seconds = 0, first_step_seconds = 0;
 
   bool compiled() const { return !captured.empty(); }
-
-  // The optimizer as the backward issued it (optimizer_step() decides only on that one).
-  struct Optimizer {
-    bool adamw;
-    double sgd_lr;
-    AdamWConfig adamw_config;
-    bool operator==(const Optimizer&) const = default;
-  };
-  Optimizer optimizer() const {
-    return {adamw, adamw ? 0 : sgd_lr, adamw ? adamw_config : AdamWConfig{}};
-  }
-  bool updates_follow = false;  // a step called optimizer_step() after its backward
-  bool issued = false;          // this step's backward issued the updates
-  Optimizer issued_as{};
-  void issue_updates(bool on) {
-    issued = on;
-    if (!on) return program.disarm_updates();
-    graph.prepare_update(adamw);
-    issued_as = optimizer();
-    program.arm_updates(graph.flat_view(), adamw, float(sgd_lr),
-                        adamw ? graph.next_adamw_coefficients(adamw_config) : AdamWStep<float>{});
-  }
 
   Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.param(rows, cols, v);
@@ -214,23 +188,13 @@ struct CompiledBackend : EngineTensorInputs {
     if (!ran_forward) program.forward();
     program.start_gradients(gradients_zeroed);
     gradients_zeroed = false;
-    issue_updates(updates_follow);
     program.backward();
     ran_forward = ran_backward = true;
     if (first_step_seconds == 0) first_step_seconds = seconds_since(capture_started);
   }
-  void optimizer_step() {
-    if (issued && issued_as == optimizer())
-      graph.finish_update(program.updates_finite(), adamw);
-    else
-      adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr);
-    if (compiled()) program.rebase_values(graph.flat_values());
-    updates_follow = updates_follow || ran_backward;
-    issued = false;
-  }
+  void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }
   int64_t skipped_steps() const { return graph.skipped_steps(); }
   void end_step() {
-    if (issued) updates_follow = issued = false;  // issued, never decided: dropped
     graph.end_step();
     cursor = 0;
     ran_forward = ran_backward = false;

@@ -3,12 +3,10 @@
 //
 // Input: a record-only TensorGraph (engine/core/tensor.h) holding one step's ops up to its loss.
 // The program is the whole step: every op's forward in creation order, then the backward generated
-// from the same rules (engine/core/ops.h) in reverse order, each parameter's optimizer update
-// right after the instruction that finishes its gradient (engine/core/optimizer.h's fused pass
-// over its range of the flat buffers, out of place: the step is committed or dropped whole at its
-// end, engine/compiled/backend.h). Each instruction is one kernel call over an OpArgs whose
-// pointers were resolved at compile time: running it is a loop of indirect calls, with no graph, no
-// allocation and no branch on op kinds.
+// from the same rules (engine/core/ops.h) in reverse order. The optimizer's update is the eager
+// engine's, over the parameters' flat buffers (engine/core/optimizer.h). Each instruction is one
+// kernel call over an OpArgs whose pointers were resolved at compile time: running it is a loop of
+// indirect calls, with no graph, no allocation and no branch on op kinds.
 //
 // Memory (engine/compiled/planner.h): every activation, gradient, saved aux and scratch buffer is a
 // buffer with a lifetime over the program; buffers that are never live together share bytes. An
@@ -57,18 +55,6 @@ struct Instr {
   OpArgs<T> args;
 };
 
-// The optimizer updates issued inside the backward: armed for a step with its optimizer and
-// coefficients; each update instruction runs the fused pass over its parameter's range and ANDs
-// in whether its gradients were finite. Unarmed, they do nothing.
-template <class T>
-struct UpdateControl {
-  bool armed = false, adamw = false, finite = true;
-  T lr = 0;
-  AdamWStep<T> k{};
-  FlatView<T> flat;
-  std::vector<std::pair<size_t, size_t>> ranges;  // update instruction (its arg[0]) -> elements
-};
-
 namespace program_kernels {
 template <class T>
 void zero_fill(const OpArgs<T>& a) {  // out (rows * cols) = 0
@@ -77,14 +63,6 @@ void zero_fill(const OpArgs<T>& a) {  // out (rows * cols) = 0
 template <class T>
 void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager tape adds it
   a.out[0] += T(1);
-}
-template <class T>
-void param_update(const OpArgs<T>& a) {  // one parameter's update (UpdateControl in a.state)
-  UpdateControl<T>& c = *static_cast<UpdateControl<T>*>(a.state);
-  if (!c.armed) return;
-  const auto [lo, hi] = c.ranges[size_t(a.arg[0])];
-  const bool finite = c.adamw ? adamw_pass(c.flat, c.k, lo, hi) : sgd_pass(c.flat, c.lr, lo, hi);
-  c.finite = c.finite && finite;
 }
 }  // namespace program_kernels
 
@@ -159,22 +137,6 @@ class Program {
     if (zeroed)
       for (const auto& [grad, n] : param_fills_) std::memset(grad, 0, n * sizeof(T));
   }
-  // The next backward issues every parameter's update as its gradient is final (SGD at `lr`, or
-  // AdamW with coefficients `k`), over `flat`'s buffers; updates_finite() says afterwards whether
-  // every gradient was finite. Disarmed, the backward updates nothing.
-  void arm_updates(const FlatView<T>& flat, bool adamw, T lr, const AdamWStep<T>& k) {
-    UpdateControl<T>& c = *updates_;
-    c.armed = true, c.adamw = adamw, c.finite = true, c.lr = lr, c.k = k, c.flat = flat;
-  }
-  void disarm_updates() { updates_->armed = false; }
-  bool updates_finite() const { return updates_->finite; }
-  // The parameters' values moved (a committed step swaps them with the new ones): every
-  // instruction that reads one reads it at `values` now.
-  void rebase_values(const T* values) {
-    for (const ValueRef& r : value_refs_)
-      set_pointer(code_[r.instr].args, r.field, const_cast<T*>(values) + r.offset);
-  }
-
   T loss() const { return loss_[0]; }
 
   // Slots: node `id`'s operand k now reads `data` (same shape: the caller checked), or its
@@ -649,97 +611,22 @@ class Program {
     code_.clear();
     forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
     forward_end_ = l.forward_end;
-    // Each parameter's update right after the last instruction that writes its gradient (one no
-    // instruction writes, at the end: its update still decays it).
-    const std::vector<std::vector<uint32_t>> updates_after = last_gradient_writes(g, l.code);
-    updates_->ranges.clear();
-    auto push_updates = [&](const std::vector<uint32_t>& params) {
-      for (uint32_t j : params) {
-        OpArgs<T> u;
-        u.state = updates_.get(), u.arg[0] = int32_t(updates_->ranges.size());
-        updates_->ranges.push_back(g.flat_range(j));
-        code_.push_back({program_kernels::param_update<T>, u});
-      }
-    };
-    std::vector<size_t> code_at(l.code.size());
-    for (size_t t = 0; t < l.code.size(); t++) {
-      const Pending& p = l.code[t];
+    for (Pending& p : l.code) {
       OpArgs<T> a = p.args;
       a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
       a.scratch = resolve(p.scratch);
       for (int k = 0; k < 3; k++) a.in[k] = resolve(p.in[k]), a.din[k] = resolve(p.din[k]);
       if (p.op != TensorOp::count && !p.recompute)  // not a fill, the seed or a recomputation
         (p.backward ? backward_at_ : forward_at_)[p.node - P] = int32_t(code_.size());
-      code_at[t] = code_.size();
       code_.push_back({p.run, a});
-      push_updates(updates_after[t]);
     }
-    push_updates(updates_after.back());
     loss_ = arena_.get() + planned_[slot[find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
-    find_param_first_writes(g, l.code, code_at);
-    find_value_refs(g);
-  }
-
-  // Instruction t -> the trained parameters whose gradient t writes last; one more entry at the
-  // end: those no instruction writes.
-  static std::vector<std::vector<uint32_t>> last_gradient_writes(const TensorGraph<T>& g,
-                                                                 const std::vector<Pending>& code) {
-    std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
-    for (uint32_t j = 0; j < g.num_params(); j++)
-      if (g.node_at(j).grad) params.push_back({g.node_at(j).grad, j});
-    std::sort(params.begin(), params.end());
-    std::vector<size_t> last(params.size(), code.size());
-    for (size_t t = 0; t < code.size(); t++)
-      for (int k = 0; k < 3; k++) {
-        const T* grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : nullptr;
-        const auto it = std::lower_bound(params.begin(), params.end(), std::pair{grad, 0u});
-        if (grad && it != params.end() && it->first == grad) last[size_t(it - params.begin())] = t;
-      }
-    std::vector<std::vector<uint32_t>> after(code.size() + 1);
-    for (size_t i = 0; i < params.size(); i++) after[last[i]].push_back(params[i].second);
-    return after;
-  }
-  // Every pointer of an instruction into the parameters' values (the products' weights, a view
-  // of a parameter), so that rebase_values can move them.
-  void find_value_refs(const TensorGraph<T>& g) {
-    value_refs_.clear();
-    const T *values = g.flat_values(), *end = values + g.flat_size();
-    for (size_t t = 0; t < code_.size(); t++)
-      for (int f = 0; f < kPointerFields; f++) {
-        const T* p = pointer(code_[t].args, f);
-        if (p && p >= values && p < end) value_refs_.push_back({t, size_t(p - values), f});
-      }
-  }
-  static constexpr int kPointerFields = 10;
-  static const T* pointer(const OpArgs<T>& a, int f) {
-    switch (f) {
-      case 0: return a.out;
-      case 1: return a.dout;
-      case 2: return a.aux;
-      case 3: return a.scratch;
-      case 4:
-      case 5:
-      case 6: return a.in[f - 4];
-      default: return a.din[f - 7];
-    }
-  }
-  static void set_pointer(OpArgs<T>& a, int f, T* p) {
-    switch (f) {
-      case 0: a.out = p; break;
-      case 1: a.dout = p; break;
-      case 2: a.aux = p; break;
-      case 3: a.scratch = p; break;
-      case 4:
-      case 5:
-      case 6: a.in[f - 4] = p; break;
-      default: a.din[f - 7] = p;
-    }
+    find_param_first_writes(g, l.code);
   }
 
   // Each trained parameter's gradient's first writer (start_gradients), when it may write it fresh
   // (fresh_operand).
-  void find_param_first_writes(const TensorGraph<T>& g, const std::vector<Pending>& code,
-                               const std::vector<size_t>& code_at) {
+  void find_param_first_writes(const TensorGraph<T>& g, const std::vector<Pending>& code) {
     param_first_writes_.clear(), param_fills_.clear(), params_fresh_ = false;
     std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
     for (uint32_t j = 0; j < first_node_; j++)
@@ -757,7 +644,7 @@ class Program {
         const bool fresh = fresh_operand(code[t], [&](const Ref& r) {
                              return r.buffer < 0 && r.outside == grad;
                            }) == k;
-        if (fresh) param_first_writes_.push_back({code_at[t], uint8_t(1 << k)});
+        if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
         start[i] = fresh ? written_fresh : zeroed;
       }
     for (size_t i = 0; i < params.size(); i++)
@@ -804,13 +691,6 @@ class Program {
   size_t forward_end_ = 0;
   std::vector<int32_t> forward_at_, backward_at_;  // node - first_node_ -> its instruction
   uint32_t first_node_ = 0;
-  // Pointers into the parameters' flat values, which move at every committed step.
-  struct ValueRef {
-    size_t instr, offset;
-    int field;  // set_pointer's numbering
-  };
-  std::vector<ValueRef> value_refs_;
-  std::unique_ptr<UpdateControl<T>> updates_ = std::make_unique<UpdateControl<T>>();
   // Parameters' gradients (start_gradients): the instruction that writes each first, and the
   // operand's bit; the gradients no first writer writes whole (pointer, elements).
   struct FirstWrite {

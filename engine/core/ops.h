@@ -94,7 +94,6 @@ struct OpArgs {
   // gradient's first writer instead of filling the gradient with zeros first. A kernel given it
   // computes what adding to zero gives, bit for bit: where it would load din[k] it takes 0.
   uint8_t fresh = 0;
-  void* state = nullptr;  // an instruction's own state: the compiled mode's optimizer update's
 };
 
 // What a backward reads besides its own output gradient, for liveness.

@@ -7,10 +7,11 @@
 // (engine/core/arena.h): one for constants (kept), one for the step's activations and their
 // gradients (reset after each step, consolidated to one block, so steady-state steps allocate
 // nothing). Trained parameters, their gradients and the optimizer's state live in flat buffers
-// (engine/core/optimizer.h): SGD and AdamW are one fused pass that skips, exactly, a step with a
-// NaN or Inf gradient. Each op's method below checks its operands and makes its node; forward_last
-// and backward_node run the op's rule from engine/core/ops.h, the one table of forward and
-// derivative code that the compiled mode (engine/compiled/program.h) runs too. Backward accumulates
+// (engine/core/optimizer.h): SGD and AdamW are one pass each, and a step with a NaN or Inf
+// gradient is skipped exactly. Each op's method below checks its operands and makes its node;
+// forward_last and backward_node run the op's rule from engine/core/ops.h, the one table of forward
+// and derivative code that the compiled mode (engine/compiled/program.h) runs too. Backward
+// accumulates
 // (+=) into gradients; only zero_grad zeroes.
 //
 // Record-only (`TensorGraph(reserve, /*record_only=*/true)`): parameters are real, but a step's
@@ -67,7 +68,6 @@ struct Tensor {
 
 struct AdamWConfig {  // torch.optim.AdamW's defaults, so both backends run the same update
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
-  bool operator==(const AdamWConfig&) const = default;
 };
 
 template <class T>
@@ -304,49 +304,32 @@ class TensorGraph {
     started_ = true;
     if (flat_.size()) std::memset(flat_.grads(), 0, flat_.size() * sizeof(T));
   }
-  // One fused pass over every parameter (engine/core/optimizer.h); a gradient that is NaN or
-  // Inf anywhere leaves every parameter, moment and the step count as they were, and counts the
-  // step in skipped_steps(). Gradients stay as they are either way.
+  // One pass over every parameter (engine/core/optimizer.h), after a check of every gradient: a
+  // NaN or Inf anywhere leaves every parameter, moment and the step count as they were, and
+  // counts the step in skipped_steps(). Gradients stay as they are either way.
   void sgd_step(double lr) {
-    prepare_update(false);
-    finish_update(sgd_pass(flat_.view(), T(lr), 0, flat_.size()), false);
+    if (counted(gradients_finite())) sgd_pass(flat_.view(), T(lr), 0, flat_.size());
   }
   // torch.optim.AdamW's step (engine/kernels/kernels.h's adamw_update).
   void adamw_step(const AdamWConfig& cfg) {
-    prepare_update(true);
-    finish_update(adamw_pass(flat_.view(), next_adamw_coefficients(cfg), 0, flat_.size()), true);
+    if (!counted(gradients_finite())) return;
+    flat_.make_moments();
+    adamw_steps_++;
+    adamw_pass(flat_.view(),
+               adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
+                                     adamw_steps_),
+               0, flat_.size());
   }
-  // The parts of a step the compiled mode issues piece by piece: the update's buffers; the next
-  // AdamW step's coefficients (the step count moves only when a step commits); the decision.
-  void prepare_update(bool adamw) {
+  bool gradients_finite() const { return finite_pass(flat_.grads(), 0, flat_.size()); }
+  // An AdamW step's bytes, moved without its arithmetic: the bound it is measured against.
+  void stream_adamw_bytes() {
     started_ = true;
-    flat_.prepare(adamw);
+    flat_.make_moments();
+    stream_pass(flat_.view(), 0, flat_.size());
   }
-  AdamWStep<T> next_adamw_coefficients(const AdamWConfig& cfg) const {
-    return adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
-                                 adamw_steps_ + 1);
-  }
-  void finish_update(bool finite, bool adamw) {
-    if (!finite) {
-      skipped_steps_++;
-      return;
-    }
-    adamw_steps_ += adamw;
-    flat_.commit(adamw);
-    point_params_at_flat();
-  }
-  FlatView<T> flat_view() const { return flat_.view(); }
-  // A trained parameter's elements in the flat buffers: [offset, offset + padded size).
-  std::pair<size_t, size_t> flat_range(size_t param) const {
-    const Node& p = nodes_[param];
-    if (param >= num_params_ || !p.grad)
-      fail("flat_range", "node %zu is no trained parameter", param);
-    const size_t at = size_t(p.grad - flat_.grads());
-    return {at, at + FlatParams<T>::round_up(numel(p))};
-  }
-  const T* flat_values() const { return flat_.values(); }
+  const T* flat_values() const { return flat_.values(); }  // where the parameters begin
   size_t flat_size() const { return flat_.size(); }
-  int64_t adamw_steps() const { return adamw_steps_; }      // committed
+  int64_t adamw_steps() const { return adamw_steps_; }      // taken
   int64_t skipped_steps() const { return skipped_steps_; }  // a gradient was NaN or Inf
 
   // Drop this step's graph and activations; parameters, their gradients and optimizer state stay.
@@ -505,8 +488,13 @@ class TensorGraph {
     num_params_++;
     return last();
   }
-  // Every parameter's pointers into the flat buffers, which move as parameters are added and
-  // swap as steps commit.
+  // Whether a step goes ahead; one that does not is counted.
+  bool counted(bool finite) {
+    started_ = true;
+    skipped_steps_ += !finite;
+    return finite;
+  }
+  // Every parameter's pointers into the flat buffers, which move as parameters are added.
   void point_params_at_flat() {
     for (size_t i = 0; i < param_offsets_.size(); i++)
       if (param_offsets_[i] != SIZE_MAX) {

@@ -463,21 +463,28 @@ inline void attention_backward_any(T* dqkv, T* dp, const T* dout, const T* probs
   }
 }
 
-// ---- optimizers: n elements of the flat buffers (engine/core/optimizer.h), out of place ----
-// Each reads the current values (and moments) and writes the new ones elsewhere, so that a step
-// can be dropped whole; each returns false if any gradient is NaN or Inf. The check is a sum of
-// g * 0 (NaN for NaN and Inf, zero otherwise) in the same loop: no branch, no second pass.
+// ---- optimizers, in place over n elements of the flat buffers (engine/core/optimizer.h) ----
+
+// Whether every gradient is finite: a sum of g * 0, NaN for NaN and Inf and zero otherwise, with
+// no branch. Four vectors of sums, not one: one is bound by the add's latency, at half the
+// speed (dev/notes.md, "A sync-free optimizer: check first, update in place").
+template <class T>
+inline bool all_finite(const T* g, size_t n) {
+  constexpr size_t kLanes = 128 / sizeof(T);
+  T lanes[kLanes] = {}, rest = 0;
+  size_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+#pragma omp simd
+    for (size_t l = 0; l < kLanes; l++) lanes[l] += g[j + l] * T(0);
+  for (; j < n; j++) rest += g[j] * T(0);
+  for (size_t l = 0; l < kLanes; l++) rest += lanes[l];
+  return rest == T(0);
+}
 
 template <class T>
-inline bool sgd_update(const T* p, const T* g, T* p_next, T lr, size_t n) {
-  T non_finite = 0;
-#pragma omp simd reduction(+ : non_finite)
-  for (size_t j = 0; j < n; j++) {
-    const T gj = g[j];
-    p_next[j] = p[j] - lr * gj;
-    non_finite += gj * T(0);
-  }
-  return non_finite == T(0);
+inline void sgd_update(T* p, const T* g, T lr, size_t n) {
+#pragma omp simd
+  for (size_t j = 0; j < n; j++) p[j] -= lr * g[j];
 }
 
 // Loshchilov & Hutter 2019 (decoupled weight decay), with torch.optim.AdamW's bias correction and
@@ -494,20 +501,15 @@ inline AdamWStep<T> adamw_coefficients(double lr, double beta1, double beta2, do
   return {T(beta1), T(beta2), T(eps), T(1 - lr * weight_decay), T(lr / c1), T(1 / std::sqrt(c2))};
 }
 template <class T>
-inline bool adamw_update(const T* p, const T* g, const T* m, const T* v, T* p_next, T* m_next,
-                         T* v_next, const AdamWStep<T>& k, size_t n) {
+inline void adamw_update(T* p, const T* g, T* m, T* v, const AdamWStep<T>& k, size_t n) {
   const T b1 = k.beta1, b2 = k.beta2, eps = k.eps, decay = k.decay, step = k.step, rc2 = k.rc2;
-  T non_finite = 0;
-#pragma omp simd reduction(+ : non_finite)
+#pragma omp simd
   for (size_t j = 0; j < n; j++) {
     const T gj = g[j];
-    const T mj = b1 * m[j] + (1 - b1) * gj;
-    const T vj = b2 * v[j] + (1 - b2) * gj * gj;
-    m_next[j] = mj, v_next[j] = vj;
-    p_next[j] = p[j] * decay - step * mj / (std::sqrt(vj) * rc2 + eps);
-    non_finite += gj * T(0);
+    m[j] = b1 * m[j] + (1 - b1) * gj;
+    v[j] = b2 * v[j] + (1 - b2) * gj * gj;
+    p[j] = p[j] * decay - step * m[j] / (std::sqrt(v[j]) * rc2 + eps);
   }
-  return non_finite == T(0);
 }
 
 }  // namespace bp

@@ -39,6 +39,9 @@ struct BackendSpec {
   // Revolve and multistage a plain sweep to weigh their recomputation against): its setup runs
   // alone (harness/runner/process.h, Turns).
   bool measures_in_setup = false;
+  // A row that is no backend (a bound to measure against): why its numbers are not judged; its
+  // check is "unverified" with this, and it is benchmarked.
+  const char* not_judged = nullptr;
 };
 
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
@@ -47,6 +50,9 @@ inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_widt
 inline constexpr BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, true},
     {"engine_2t", "bench_engine", nullptr, true, kModels, false, nullptr, false, 2},
+    // Not a backend: the memory-bandwidth bound of an optimizer step (workloads/optimizer.h).
+    {"bound", "bench_engine", "--optimizer=stream", true, "adamw", false, nullptr, false, 0, false,
+     "a bound, not a backend: it moves an AdamW step's bytes without its arithmetic"},
     {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent, false,
      nullptr, false, 0, true},
     {"engine_multistage", "bench_engine", "--strategy=multistage --snapshots=8", false, kRecurrent,

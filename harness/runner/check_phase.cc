@@ -203,7 +203,9 @@ struct CheckTally {
     for (const std::string& b : backends) {
       const auto& [c, at] = closest[b];
       std::string line = fmt::format("check {:<11} {} instances agree", b, ok[b]);
-      if (unverified[b])
+      if (const char* why = spec_of(b).not_judged)
+        line = fmt::format("check {:<11} not judged: {}", b, why);
+      else if (unverified[b])
         line += fmt::format("; {} unverified (nothing to compare with)", unverified[b]);
       if (!c.worst_at.empty())
         line += fmt::format("; closest to its tolerance: {:.2e} (tolerance {:.0e}) vs {} at {} {}",
@@ -223,9 +225,14 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
   CheckTally tally;
   for (const Selected& s : run.selected) {
     std::vector<BackendRecord> in;
+    std::vector<Verdict> unjudged;
     for (const std::string& b : run.opt.backends) {
       if (!s.names.count(b)) continue;
       auto r = records[b].find(s.names.at(b));
+      if (const char* why = spec_of(b).not_judged; why && r != records[b].end()) {
+        unjudged.push_back({.backend = b, .status = "unverified", .message = why});
+        continue;
+      }
       in.push_back({b, r == records[b].end() ? nullptr : &r->second,
                     died.count(b) ? died[b] + " before reporting it" : "not reported"});
     }
@@ -233,7 +240,9 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
     const bool has_plain = plain_answer(*s.workload, s.size, &plain);
     WorkloadInfo checked = *s.workload;  // with the check steps of this size
     checked.check_steps = checked.check_steps_at(s.size);
-    for (const Verdict& v : judge_instance(checked, in, has_plain ? &plain : nullptr)) {
+    std::vector<Verdict> verdicts = judge_instance(checked, in, has_plain ? &plain : nullptr);
+    verdicts.insert(verdicts.end(), unjudged.begin(), unjudged.end());
+    for (const Verdict& v : verdicts) {
       run.verdicts[s.id][v.backend] = v;
       tally.add(s.id, v);
       results.push(verdict_json(s.id, v));

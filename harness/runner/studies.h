@@ -28,7 +28,8 @@ inline constexpr std::string_view kMainBackends = "engine,compiled,libtorch,pyto
 inline constexpr Study kStudies[] = {
     {"main", "how much faster and smaller is our engine than the torch backends, per workload?",
      kMainBackends, "",
-     "nodes=10,1000,100000 hidden=64,1024 batch=1,32 width=16,256,2048 length=100"},
+     "nodes=10,1000,100000 hidden=64,1024 batch=1,32 width=16,256,2048 length=100 "
+     "params=1000000"},
     {"bptt",
      "what does each way back through a long sequence cost in time and memory (store-all, "
      "Revolve, multistage, recomputed segments)?",
@@ -45,6 +46,8 @@ inline constexpr Study kStudies[] = {
      "engine,engine_2t,compiled,compiled_2t,libtorch,libtorch_2t,pytorch,pytorch_2t,torchscript,"
      "torchscript_2t",
      "char_mlp,mini_gpt,mini_gpt_wide,mlp_width", "hidden=1024 batch=8,32,64 width=1024,2048"},
+    {"optim", "what does the optimizer alone cost against the memory bandwidth its bytes need?",
+     "engine,compiled,libtorch,pytorch,bound", "adamw", "params=100000,1000000,10000000"},
     {"all", "everything: every backend and size, the kernel rows and the interval sweep", "", "",
      "", true, true},
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "harness/common/json.h"
+#include "harness/runner/backends.h"
 #include "harness/runner/results.h"
 #include "workloads/workload.h"
 
@@ -84,7 +85,8 @@ struct Summary {
       if (!w.sizes.sized() || std::find(seen.begin(), seen.end(), w.name) != seen.end()) continue;
       seen.push_back(w.name);
       for (const std::string& b : backends) {
-        if (b == reference) continue;
+        const BackendSpec* spec = find_backend(b);
+        if (b == reference || (spec && spec->not_judged)) continue;  // a bound is no baseline
         Crossover c{std::string(w.name), std::string(w.sizes.key), b};
         std::vector<std::pair<int64_t, double>> highest;  // by size: the ratio interval's top
         for (const SummaryRow& row : rows)

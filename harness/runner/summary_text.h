@@ -116,7 +116,7 @@ inline std::string time_table(const Summary& s, size_t width) {
         if (b == s.reference)
           out += fmt::format(" {:>10}", t);
         else
-          out += fmt::format(" {:>{}} {:>6}", t, std::max<size_t>(10, b.size() - 7),
+          out += fmt::format(" {:>{}} {:>6}", t, std::max<size_t>(17, b.size()) - 7,
                              human_ratio(s.ratio(row, b)));
       }
       out += "\n";
@@ -316,12 +316,41 @@ inline std::string threads_table(const Summary& s) {
   return out;
 }
 
+// The study optim: the optimizer alone against the memory-bandwidth bound of its bytes, 16 read
+// and 12 written per parameter (workloads/optimizer.h).
+inline std::string optim_table(const Summary& s) {
+  std::string out;
+  for (const SummaryRow& row : s.rows) {
+    const Cell *ours = ran(row, "engine"), *bound = ran(row, "bound");
+    if (!ours || !bound) continue;
+    const double params = double(std::max<int64_t>(1, row.size / 1000) * 1000);
+    auto time_of = [&](const char* b) {
+      const Cell* c = ran(row, b);
+      return c ? human_time(c->median_seconds) : std::string("-");
+    };
+    const Cell* libtorch = ran(row, "libtorch");
+    out += fmt::format(
+        "  {:<27} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>7.1f} {:>8}\n", row.instance,
+        time_of("engine"), time_of("compiled"), time_of("libtorch"), time_of("pytorch"),
+        time_of("bound"), fmt::format("{:.2f}x", ours->median_seconds / bound->median_seconds),
+        28 * params / ours->median_seconds / 1e9,
+        libtorch ? human_ratio(libtorch->median_seconds / ours->median_seconds) : "-");
+  }
+  if (out.empty()) return "";
+  return fmt::format(
+             "\nthe optimizer alone (AdamW), against the memory-bandwidth bound of its 28 bytes "
+             "per parameter:\n  {:<27} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>7} {:>8}\n",
+             "instance", "engine", "compiled", "libtorch", "pytorch", "bound", "/bound", "GB/s",
+             "libtorch/") +
+         out;
+}
+
 inline std::string summary_text(const Summary& s) {
   size_t width = 8;
   for (const SummaryRow& row : s.rows) width = std::max(width, row.instance.size());
   return "\n" + machine_lines(s) + time_table(s, width) + memory_table(s, width) +
          marks_and_crossovers(s) + kernels_table(s) + bptt_table(s) + budget_table(s) +
-         first_step_table(s) + threads_table(s);
+         first_step_table(s) + threads_table(s) + optim_table(s);
 }
 
 }  // namespace bp
