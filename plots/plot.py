@@ -20,7 +20,7 @@ its own. Panels are workload families (scalar graphs, MLPs, transformers, recurr
   study bptt:       recurrent_memory.png, recurrent_time.png (each way back through time against
                     the sequence length), intervals.png (multistage against its interval)
   study budget:     budget.png (the compiled mode's memory and time under a budget)
-  study first_step: first_step.png (a cold start against a step)
+  study first_step: first_step.png (a cold start, with and without a cached plan, against a step)
   study kernels:    kernel_dialects.png (each matmul dialect's GFLOP/s over an FMA loop timed in turn)
   study threads:    threads.png (two threads over one, per backend)
   study optim:      optimizer.png (the optimizer alone against the parameters, log-log, with the
@@ -46,7 +46,8 @@ import report  # noqa: E402
 MAIN = ["engine", "compiled", "libtorch", "pytorch", "torchscript"]
 MAX_SERIES = 6
 COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d854",
-          "compiled_first_step": "#b3b3b3", "libtorch": "#d95f02", "pytorch": "#7570b3",
+          "compiled_first_step": "#b3b3b3", "compiled_warm_start": "#a6d854",
+          "torchscript_first_step": "#f4a6c8", "libtorch": "#d95f02", "pytorch": "#7570b3",
           "torchscript": "#e7298a",
           # variants, each near its backend's colour
           "engine_revolve": "#e6ab02", "engine_multistage": "#a6761d",
@@ -537,12 +538,15 @@ def first_step_figure(run):
         m = c.get("median_seconds")
         return (m * 1e3, None, None, None) if m else None
 
-    series = [b for b in ["compiled", "compiled_first_step"] if b in backends_of(run)]
+    series = [b for b in ["compiled", "compiled_first_step", "compiled_warm_start",
+                          "torchscript_first_step"] if b in backends_of(run)]
     fig = dot_panels(run, series, point, "time (ms, log)",
                      "How long from a cold start to the first step, against a step?",
                      note="compiled_first_step: a cold start each time: the backend made, the "
                           "workload set up, its step captured, its kernels chosen by timing them, "
-                          "the program planned and run once")
+                          "the program planned and run once; compiled_warm_start: the same with "
+                          "the plan in the plan cache (nothing timed or planned); "
+                          "torchscript_first_step: the model built, scripted or traced, one step")
     return fig
 
 

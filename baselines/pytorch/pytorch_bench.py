@@ -102,7 +102,7 @@ def parse_instance(text):
 def parse_flags(argv):
     flags = dict(mode="pytorch", instances=[], threads=1, data=None, check_out=None, out=None,
                  repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False,
-                 warm_once=False, backend_name=None)
+                 warm_once=False, backend_name=None, time_first_step=False)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         if key == "--mode" and value in ("pytorch", "torchscript", "checkpoint"):
@@ -121,6 +121,8 @@ def parse_flags(argv):
             flags["take_turns"] = True
         elif arg == "--warm_once":
             flags["warm_once"] = True
+        elif arg == "--time_first_step":  # each iteration a cold start: built, traced, one step
+            flags["time_first_step"] = True
         elif key == "--check_out":
             flags["check_out"] = value
         elif key == "--benchmark_out":
@@ -374,6 +376,33 @@ def wait_for_turn():
         os._exit(0)
 
 
+def cold_start(spec, flags, corpus):
+    """The model built and scripted or traced anew, as in a fresh process (TorchScript's cache of
+    compiled functions and module types emptied), and one step."""
+    torch.jit._state._jit_caching_layer.clear()
+    torch.jit._recursive.concrete_type_store.type_store.clear()
+    build(spec, flags["mode"], corpus).step()
+
+
+def first_steps(spec, flags, corpus, rep):
+    """One repetition of --time_first_step: cold starts until min_time has passed."""
+    name, iterations = spec["name"], 0
+    start, start_cpu = time.perf_counter(), time.process_time()
+    while True:
+        cold_start(spec, flags, corpus)
+        iterations += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= flags["min_time"]:
+            break
+    cpu = time.process_time() - start_cpu
+    print(f"{name:<50} {elapsed / iterations * 1e6:>12.3f} us {iterations:>10}", flush=True)
+    return dict(name=name, family_index=0, per_family_instance_index=0, run_name=name,
+                run_type="iteration", repetitions=flags["repetitions"], repetition_index=rep,
+                threads=1, iterations=iterations, real_time=elapsed / iterations * 1e6,
+                cpu_time=cpu / iterations * 1e6, time_unit="us",
+                peak_rss_bytes=float(status_bytes("VmHWM")))
+
+
 def benchmark(spec, flags, corpus):
     """One run per repetition, Google Benchmark style; returns its JSON entries."""
     name, runs = spec["name"], []
@@ -386,6 +415,9 @@ def benchmark(spec, flags, corpus):
     run = None
     for rep in range(flags["repetitions"]):
         reset_peak_rss()  # the run kept by --warm_once, still held, counts in the peak
+        if flags["time_first_step"]:
+            runs.append(first_steps(spec, flags, corpus, rep))
+            continue
         if run is None:
             run = build(spec, flags["mode"], corpus)
             for _ in range(flags["warmup_steps"]):

@@ -46,6 +46,7 @@
 
 #include "engine/backend.h"
 #include "engine/compiled/compiled_scalar.h"
+#include "engine/compiled/plan_cache.h"
 #include "engine/compiled/program.h"
 #include "engine/core/tensor.h"
 #include "workloads/backend.h"
@@ -96,6 +97,10 @@ struct CompiledBackend : EngineTensorInputs {
   // (capture, planning), and to the end of its first backward (running it once too).
   std::chrono::steady_clock::time_point capture_started;
   double compile_seconds = 0, first_step_seconds = 0;
+  // The plan cache (engine/compiled/plan_cache.h): its directory ("": off), and what the compile
+  // found there: "off", "miss" (compiled cold, then stored) or "hit" (compiled from the plan).
+  std::string plan_cache_dir;
+  std::string plan_cache = "off";
 
   bool compiled() const { return !captured.empty(); }
 
@@ -255,7 +260,8 @@ struct CompiledBackend : EngineTensorInputs {
             {"recomputed_nodes", double(m.recomputed_nodes)},
             {"compile_seconds", compile_seconds},
             {"dialect_selection_seconds", selection_seconds},
-            {"first_step_seconds", first_step_seconds}};
+            {"first_step_seconds", first_step_seconds},
+            {"plan_cache_hit", plan_cache == "hit" ? 1.0 : 0.0}};
   }
 
  private:
@@ -268,10 +274,34 @@ struct CompiledBackend : EngineTensorInputs {
       // would sit outside the budget (engine/compiled/dialects.h).
       const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
       DialectSelector<float> selector(dialects, !budgeted);
-      Program<float> p(graph, root, ArenaBudget{budget_bytes, budget_fraction}, &selector);
+      const ArenaBudget budget{budget_bytes, budget_fraction};
+      PlanCache cache(plan_cache_dir);
+      PlanKey key;
+      if (cache.on()) {
+        key = PlanCache::key(graph, root,
+                             PlanOptions{budget_bytes, budget_fraction, dialects.text, !budgeted,
+                                         thread_pool().size()},
+                             PlanCache::this_machine());
+        if (const std::optional<PlanDecisions> d = cache.load(key)) {
+          try {
+            Program<float> p(graph, root, budget, &selector, &*d);
+            libraries_left_out = d->libraries_left_out;
+            plan_cache = "hit";
+            return p;
+          } catch (const PlanMismatch& m) {
+            cache.reject(key, m.why);
+          }
+        }
+      }
+      Program<float> p(graph, root, budget, &selector);
       selection_seconds = selector.seconds_measuring();
       for (const std::string& l : selector.libraries_left_out())
         libraries_left_out += (libraries_left_out.empty() ? "" : ", ") + l;
+      if (cache.on()) {
+        PlanDecisions d = p.decisions();
+        d.libraries_left_out = libraries_left_out;
+        plan_cache = cache.store(key, d) ? "miss" : "off";
+      }
       return p;
     } catch (const DialectError& e) {
       std::fprintf(stderr, "error: --dialect=%s: %s\n", dialects.text.c_str(), e.message.c_str());

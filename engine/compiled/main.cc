@@ -8,6 +8,10 @@
 //                         priority, or FAMILY:NAME forced, e.g. matmul:blis
 //   --memory_budget=X     the planned arena's budget: bytes (a whole number above 1) or a fraction
 //                         of the unbudgeted plan's peak in (0, 1] (engine/compiled/program.h)
+//   --cache-dir=DIR       where compiled plans are kept (engine/compiled/plan_cache.h); default
+//                         $XDG_CACHE_HOME/backprop-bench, else ~/.cache/backprop-bench
+//   --no-cache            compile every plan from scratch (bench_run passes it unless a study
+//                         measures the cache)
 // and the driver's --time_first_step (cold starts), --verdicts=FILE (a run's shared kernel
 // verdicts) and --kernel_rows (engine/compiled/kernel_rows.h).
 //   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
@@ -31,6 +35,7 @@ struct CompiledOptions {
   size_t budget_bytes = 0;
   double budget_fraction = 0;
   bp::DialectSpec dialects = auto_dialects();
+  std::string cache_dir = bp::PlanCache::default_dir();  // "": no cache
   static bp::DialectSpec auto_dialects() {
     std::string unused;
     return *bp::parse_dialect_spec("auto", &unused);
@@ -103,6 +108,11 @@ int main(int argc, char** argv) {
       std::optional<bp::DialectSpec> spec = bp::parse_dialect_spec(*v, &error);
       if (!spec) bp::backend_usage_error(fmt::format("--dialect={}: {}", *v, error));
       options.dialects = *spec;
+    } else if (auto v = value_of("--cache-dir=")) {
+      if (v->empty()) bp::backend_usage_error("--cache-dir=: name a directory (or --no-cache)");
+      options.cache_dir = std::string(*v);
+    } else if (arg == "--no-cache") {
+      options.cache_dir.clear();
     } else {
       return false;
     }
@@ -112,6 +122,10 @@ int main(int argc, char** argv) {
     b.budget_bytes = options.budget_bytes;
     b.budget_fraction = options.budget_fraction;
     b.dialects = options.dialects;
+    b.plan_cache_dir = options.cache_dir;
+  };
+  hooks.late_context = [] {
+    return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir}};
   };
   hooks.report = [](const CompiledBackend& b, benchmark::State& state) {
     state.counters["arena_bytes"] = double(b.arena_bytes());

@@ -39,6 +39,8 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/compiled/dialects.h"
@@ -82,6 +84,28 @@ struct BudgetError {
   size_t budget, smallest, unbudgeted;
 };
 
+// The decisions that make a program from its capture: each op's kernel (with the timings that
+// chose it), the activations recomputed, every planned buffer's offset. A plan cache stores them
+// (engine/compiled/plan_cache.h); given back, they make the same program, bit for bit, without
+// timing a kernel, searching recomputations or placing a buffer.
+struct PlanDecisions {
+  struct Choice {
+    std::string dialect;
+    std::vector<std::pair<std::string, double>> seconds;  // each dialect timed, if any was
+  };
+  std::vector<Choice> kernels;  // in Program::kernels() order
+  std::vector<uint32_t> recomputed;
+  std::vector<size_t> offsets;  // per planned buffer, in Program::buffers() order
+  MemoryPlan plan;
+  size_t budget_bytes = 0;
+  size_t instructions = 0;         // of the program they made: checked when they make it again
+  std::string libraries_left_out;  // by auto's weighing (the backend's report), ", " between
+};
+// Decisions that do not fit the capture they are given with (what a plan cache reports).
+struct PlanMismatch {
+  std::string why;
+};
+
 template <class T>
 class Program {
  public:
@@ -96,11 +120,28 @@ class Program {
   // it reached.
   // Kernels: chosen per node by `dialects` (engine/compiled/dialects.h); without one, by priority,
   // which is the eager engine's own kernels.
+  // With `given` decisions (a plan cache's), nothing is chosen or searched: PlanMismatch if they
+  // do not fit.
   Program(const TensorGraph<T>& g, uint32_t root, ArenaBudget budget = {},
-          DialectSelector<T>* dialects = nullptr) {
+          DialectSelector<T>* dialects = nullptr, const PlanDecisions* given = nullptr) {
     DialectSelector<T> by_priority;
     threads_ = thread_pool().size();
+    given_ = given;
     compile(g, root, budget, dialects ? *dialects : by_priority);
+    given_ = nullptr;
+  }
+  // What made this program, to make it again (PlanDecisions).
+  PlanDecisions decisions() const {
+    PlanDecisions d;
+    for (const KernelUse& k : kernels_) {
+      d.kernels.push_back({k.choice.kernel->dialect, {}});
+      for (const auto& [dialect, s] : k.choice.seconds)
+        d.kernels.back().seconds.push_back({dialect, s});
+    }
+    d.recomputed = recomputed_;
+    for (const PlannedBuffer& b : planned_) d.offsets.push_back(b.offset);
+    d.plan = plan_, d.budget_bytes = budget_bytes_, d.instructions = code_.size();
+    return d;
   }
 
   void forward() const {
@@ -242,7 +283,7 @@ class Program {
     for (uint32_t i = P; i < N; i++)
       if (g.node_at(i).op != TensorOp::view && g.node_at(i).op != TensorOp::leaf)
         ops.push_back({g.node_at(i).op, shapes_of(g, g.node_at(i))});
-    dialects.weigh_libraries(ops);
+    if (!given_) dialects.weigh_libraries(ops);
     // Forward, in creation order: every node gets its buffers here (a view its operand's).
     for (uint32_t i = P; i < N; i++) {
       const auto& n = g.node_at(i);
@@ -255,7 +296,8 @@ class Program {
       data[i] = {new_buffer(numel(n), rule.forward_accumulates), nullptr};
       if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), nullptr};
       kernels_.push_back({i, n.op, shapes_of(g, n), {}});
-      kernels_.back().choice = dialects.choose(n.op, kernels_.back().shape);
+      kernels_.back().choice = given_ ? given_choice(n.op, kernels_.back().shape)
+                                      : dialects.choose(n.op, kernels_.back().shape);
       const Kernel<T>& kernel = *kernels_.back().choice.kernel;
       kernel_of[i] = &kernel;
       Pending p{kernel.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
@@ -586,7 +628,26 @@ class Program {
     // the excess and choose again (a few times at most), or give up with the smallest arena
     // placed, which as a budget is met.
     size_t target = budget, smallest = SIZE_MAX, unbudgeted = 0;
-    for (int attempt = 0;; attempt++) {
+    if (given_) {
+      recomputed = given_->recomputed;
+      for (uint32_t c : recomputed)
+        if (std::find(e.candidates.begin(), e.candidates.end(), c) == e.candidates.end())
+          throw PlanMismatch{"node " + std::to_string(c) + " cannot be recomputed"};
+      l = lower(e, recomputed);
+      planned_ = lifetimes(l, &slot);
+      if (given_->offsets.size() != planned_.size())
+        throw PlanMismatch{std::to_string(given_->offsets.size()) + " buffers placed for " +
+                           std::to_string(planned_.size())};
+      plan_ = given_->plan;
+      for (size_t b = 0; b < planned_.size(); b++) {
+        planned_[b].bytes = plan_aligned(planned_[b].bytes);
+        planned_[b].offset = given_->offsets[b];
+        if (planned_[b].offset % kPlanAlign ||
+            planned_[b].offset + planned_[b].bytes > plan_.arena_bytes)
+          throw PlanMismatch{"buffer " + std::to_string(b) + " lies outside the arena"};
+      }
+    }
+    for (int attempt = 0; !given_; attempt++) {
       size_t reached = 0;
       if (budget || limit.free_recomputation)
         recomputed = choose_recomputation(e, target, &unbudgeted, &reached);
@@ -600,6 +661,7 @@ class Program {
       target -= plan_.arena_bytes - budget;
     }
     plan_.recomputed_nodes = recomputed.size();
+    recomputed_ = recomputed;
     arena_.reset(
         static_cast<T*>(std::aligned_alloc(kPlanAlign, std::max(plan_.arena_bytes, kPlanAlign))));
     if (!arena_) throw std::bad_alloc();
@@ -622,6 +684,33 @@ class Program {
     }
     loss_ = arena_.get() + planned_[slot[find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
     find_param_first_writes(g, l.code);
+    if (given_ && given_->instructions != code_.size())
+      throw PlanMismatch{std::to_string(code_.size()) + " instructions where the plan made " +
+                         std::to_string(given_->instructions)};
+  }
+
+  // The given decisions' kernel for the next op: by dialect name among the op's kernels of this
+  // build, and able to run its shape.
+  KernelChoice<T> given_choice(TensorOp op, const OpArgs<T>& shape) const {
+    const size_t i = kernels_.size() - 1;
+    if (i >= given_->kernels.size())
+      throw PlanMismatch{"more ops than the plan's " + std::to_string(given_->kernels.size())};
+    const PlanDecisions::Choice& c = given_->kernels[i];
+    auto named = [&](const std::string& dialect) -> const Kernel<T>* {
+      for (const Kernel<T>& k : kernels_of<T>(op))
+        if (dialect == k.dialect && k.in_build) return &k;
+      return nullptr;
+    };
+    KernelChoice<T> choice{named(c.dialect), {}};
+    if (!choice.kernel || !choice.kernel->available(shape))
+      throw PlanMismatch{"op " + std::to_string(i) + ": no kernel " + c.dialect + " for " +
+                         shape_text(op, shape)};
+    for (const auto& [dialect, s] : c.seconds) {
+      const Kernel<T>* k = named(dialect);
+      if (!k) throw PlanMismatch{"op " + std::to_string(i) + ": no kernel " + dialect};
+      choice.seconds.push_back({k->dialect, s});
+    }
+    return choice;
   }
 
   // Each trained parameter's gradient's first writer (start_gradients), when it may write it fresh
@@ -705,6 +794,8 @@ class Program {
   T* loss_ = nullptr;                      // (1, 1), inside the arena
   size_t budget_bytes_ = 0;
   MemoryPlan plan_;
+  std::vector<uint32_t> recomputed_;
+  const PlanDecisions* given_ = nullptr;  // while compiling from a plan cache's decisions
 };
 
 }  // namespace bp

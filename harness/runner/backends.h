@@ -42,6 +42,9 @@ struct BackendSpec {
   // A row that is no backend (a bound to measure against): why its numbers are not judged; its
   // check is "unverified" with this, and it is benchmarked.
   const char* not_judged = nullptr;
+  // The compiled mode's plan cache (engine/compiled/plan_cache.h) is off in every benchmark but
+  // a variant's that measures it: its plans are kept in the run's folder.
+  bool warm_plans = false;
 };
 
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
@@ -60,6 +63,8 @@ inline constexpr BackendSpec kBackends[] = {
      nullptr, true, 0, true},
     {"compiled_first_step", "bench_compiled", "--time_first_step", false, nullptr, false,
      kLengthsUpTo10k},
+    {"compiled_warm_start", "bench_compiled", "--time_first_step", false, nullptr, false,
+     kLengthsUpTo10k, false, 0, false, nullptr, true},
     {"libtorch", "bench_libtorch", nullptr, true, nullptr, false, kLengthsUpTo10k},
     {"libtorch_2t", "bench_libtorch", nullptr, true, kModels, false, nullptr, false, 2},
     {"libtorch_segments", "bench_libtorch", "--strategy=segments", true, kRecurrent, false,
@@ -74,6 +79,8 @@ inline constexpr BackendSpec kBackends[] = {
      false, kLengthsUpTo10k},
     {"torchscript_2t", "baselines/pytorch/pytorch_bench.py", "--mode=torchscript", true, kModels,
      false, nullptr, false, 2},
+    {"torchscript_first_step", "baselines/pytorch/pytorch_bench.py",
+     "--mode=torchscript --time_first_step", false, nullptr, false, kLengthsUpTo10k},
     // Not a backend: the memory-bandwidth bound of an optimizer step (workloads/optimizer.h).
     {"bound", "bench_engine", "--optimizer=stream", true, "adamw", false, nullptr, false, 0, false,
      "a bound, not a backend: it moves an AdamW step's bytes without its arithmetic"},

@@ -34,6 +34,9 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (spec.mode_flags || spec.fixed_threads)
     argv.push_back(fmt::format("--backend_name={}", backend));
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
+  if (std::string_view(spec.program) == "bench_compiled")
+    argv.push_back(spec.warm_plans ? "--cache-dir=" + (this->folder.dir() / "plans").string()
+                                   : std::string("--no-cache"));
   if (spec.checkpoints)
     argv.push_back("--checkpoint_dir=" +
                    (opt.checkpoint_dir.empty() ? folder : opt.checkpoint_dir));
