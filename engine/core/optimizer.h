@@ -17,6 +17,8 @@
 // engine/core/optimizer_test.cc.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -95,11 +97,7 @@ class FlatParams {
   // line is zero in every buffer, where every update keeps it zero.
   size_t add(std::span<const T> init) {
     const size_t at = size_, padded = round_up(init.size());
-    if (at + padded > capacity_) {
-      const size_t capacity = std::max({2 * capacity_, at + padded, size_t(1) << 12});
-      value_.grow(at, capacity), grad_.grow(at, capacity);
-      capacity_ = capacity;
-    }
+    value_.grow(at + padded), grad_.grow(at + padded);
     std::copy(init.begin(), init.end(), value_.data + at);
     size_ = at + padded;
     return at;
@@ -111,30 +109,35 @@ class FlatParams {
   T* grads() const { return grad_.data; }
   FlatView<T> view() const { return {value_.data, grad_.data, m_.data, v_.data}; }
   void make_moments() {
-    if (!m_.data) m_.grow(0, size_), v_.grow(0, size_);
+    if (!m_.data) m_.grow(size_), v_.grow(size_);
   }
-  size_t bytes() const { return (2 * capacity_ + (m_.data ? 2 * size_ : 0)) * sizeof(T); }
+  size_t bytes() const { return (2 + (m_.data ? 2 : 0)) * size_ * sizeof(T); }
 
  private:
+  // Pages of its own (mmap), grown by moving them (mremap): no copy, never two copies resident,
+  // and what was never written reads as zero without a pass to zero it.
   struct Buffer {
     T* data = nullptr;
+    size_t bytes = 0;
     Buffer() = default;
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
-    ~Buffer() { std::free(data); }
-    // n elements, the first `keep` copied, the rest zero.
-    void grow(size_t keep, size_t n) {
-      T* p = static_cast<T*>(
-          std::aligned_alloc(64, (std::max<size_t>(n, 1) * sizeof(T) + 63) / 64 * 64));
-      if (!p) throw std::bad_alloc();  // as `new` would: the caller decides what it means
-      if (keep) std::memcpy(p, data, keep * sizeof(T));
-      std::memset(p + keep, 0, (n - keep) * sizeof(T));
-      std::free(data);
-      data = p;
+    ~Buffer() {
+      if (data) munmap(data, bytes);
+    }
+    void grow(size_t n) {
+      const size_t page = 4096,
+                   want = (std::max<size_t>(n, 1) * sizeof(T) + page - 1) / page * page;
+      if (want <= bytes) return;
+      void* p =
+          data ? mremap(data, bytes, want, MREMAP_MAYMOVE)
+               : mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();  // as `new` would: the caller decides
+      data = static_cast<T*>(p), bytes = want;
     }
   };
   Buffer value_, grad_, m_, v_;
-  size_t size_ = 0, capacity_ = 0;
+  size_t size_ = 0;
 };
 
 }  // namespace bp
