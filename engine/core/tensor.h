@@ -11,8 +11,7 @@
 // gradient is skipped exactly. Each op's method below checks its operands and makes its node;
 // forward_last and backward_node run the op's rule from engine/core/ops.h, the one table of forward
 // and derivative code that the compiled mode (engine/compiled/program.h) runs too. Backward
-// accumulates
-// (+=) into gradients; only zero_grad zeroes.
+// accumulates (+=) into gradients; only zero_grad zeroes.
 //
 // Record-only (`TensorGraph(reserve, /*record_only=*/true)`): parameters are real, but a step's
 // ops only record their nodes, shapes checked, with no memory and no arithmetic. The compiled
