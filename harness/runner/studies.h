@@ -42,7 +42,7 @@ inline constexpr Study kStudies[] = {
      "how long from a cold start to the first step, with and without a cached plan, against a "
      "step and TorchScript's?",
      "engine,compiled,compiled_first_step,compiled_warm_start,torchscript,torchscript_first_step",
-     "", "length=100,1000"},
+     "", "length=100,1000 params=100000"},
     {"kernels", "which matmul kernel is fastest on each op shape, and how near the FMA peak?",
      "engine,compiled", "char_mlp,mlp_width", "hidden=1024 width=2048", true},
     {"threads", "what do two threads buy each backend on the large model rows?",
