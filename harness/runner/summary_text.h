@@ -287,8 +287,9 @@ inline std::string first_step_table(const Summary& s) {
   }
   if (out.empty()) return "";
   return fmt::format(
-             "\ntime to a first step from a cold start, compiled: the plan cache empty (cold) "
-             "and holding the plan (warm); of it, compiling:\n  {:<30} {:>10} {:>10} {:>10} "
+             "\nfirst step from a cold start, compiled: plan cache empty (cold) and holding the "
+             "plan "
+             "(warm), and its compile:\n  {:<30} {:>10} {:>10} {:>10} "
              "{:>7} {:>10} {:>10} {:>10}\n",
              "instance", "step", "cold", "warm", "w/cold", "comp cold", "comp warm",
              "torchscript") +
