@@ -4,11 +4,12 @@
 // TensorGraph (engine/core/tensor.h), which checks every operand as the eager engine does and
 // records the ops and shapes without memory or arithmetic. At that step's backward() the recording
 // is compiled into a Program (engine/compiled/program.h: forward, generated backward, one planned
-// arena), or built from a cached plan (engine/compiled/plan_cache.h), and run. Every later step replays it: the workload's code runs again,
-// but each call only checks that it is the captured op with the captured shapes (a guard) and binds
-// the step's inputs (its batch's constant, its token and target indices) into the program's slots;
-// backward() runs the program, optimizer_step() the update. A step that differs from the captured
-// one (another op, shape, operand or argument) is refused with one line saying where and how.
+// arena), or built from a cached plan (engine/compiled/plan_cache.h), and run. Every later step
+// replays it: the workload's code runs again, but each call only checks that it is the captured op
+// with the captured shapes (a guard) and binds the step's inputs (its batch's constant, its token
+// and target indices) into the program's slots; backward() runs the program, optimizer_step() the
+// update. A step that differs from the captured one (another op, shape, operand or argument) is
+// refused with one line saying where and how.
 //
 // The optimizer is the eager engine's (engine/core/optimizer.h), over the same flat buffers: one
 // check of every gradient, then one pass in place, or the step skipped exactly and counted.
