@@ -2,7 +2,8 @@
 #   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES="nodes=10,1000 batch=1,8"] [BACKENDS=...]
 #              [REPETITIONS=10] [THREADS=1] [WARMUP=3] [MEMORY=8G [FORCE=1]] [DATA=file]
 #              [CHECKPOINTS=/some/disk]   (where engine_multistage writes; default: the run's folder)
-#   make study NAME=bptt|budget|first_step|kernels|threads   (the same variables)
+#              [PLANS=dir]   (the compiled mode's plan cache; default: off, compiled from scratch)
+#   make study NAME=bptt|budget|first_step|kernels|threads|optim   (the same variables)
 #   make bench-all                        (every backend, size and study at once)
 #   make bench RESUME=results/<run-id>    (finishes an interrupted run)
 #   make compare A=results/<run-A> B=results/<run-B> [THRESHOLD=10] [FORCE=1]   (exit 1: slower)
@@ -15,7 +16,7 @@ SOURCES = $(shell find engine workloads harness baselines dev -name '*.h' -o -na
 # single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
 # on in MAKEFLAGS (the make that `cmake --build` runs would expand them).
 USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS WARMUP MEMORY FORCE RUN RESUME \
-             A B THRESHOLD CHECKPOINTS NAME
+             A B THRESHOLD CHECKPOINTS PLANS NAME
 unexport $(USER_VARS)
 MAKEOVERRIDES :=
 quote = '$(subst ','\'',$(1))'
@@ -24,7 +25,7 @@ BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
   $(foreach s,$(value SIZES),--sizes $(call quote,$(s))) $(call arg,BACKENDS,--backends) \
   $(call arg,DATA,--data) $(call arg,REPETITIONS,--repetitions) $(call arg,THREADS,--threads) \
   $(call arg,WARMUP,--warmup-steps) $(call arg,MEMORY,--memory-limit) $(if $(value FORCE),--force) \
-  $(call arg,CHECKPOINTS,--checkpoint-dir)
+  $(call arg,CHECKPOINTS,--checkpoint-dir) $(call arg,PLANS,--cache-dir)
 # RESUME=results/<run-id> finishes an interrupted run with its own options (bench_run --resume).
 RUN_FOLDER = $(if $(value RESUME),--resume $(call quote,$(value RESUME)),--out results)
 COMPARE_ARGS = $(if $(value A),$(call quote,$(value A))) $(if $(value B),$(call quote,$(value B))) \

@@ -44,6 +44,9 @@ inline const char* kUsage =
   --threads N          threads of every backend (default 1; more than the CPUs is oversubscribed)
   --checkpoint-dir DIR where engine_multistage writes its checkpoint files, each unlinked as soon
                        as it is open (default: the run's folder)
+  --cache-dir DIR      keep the compiled mode's plans in DIR, so that its benchmarks skip
+                       compiling what a process compiled before (default: off, every process
+                       compiles from scratch; compiled_warm_start keeps its own in the run folder)
   --data FILE          character corpus of the model workloads (default /usr/share/dict/words)
   --repetitions N      repetitions per benchmark; the median is reported with its interval,
                        from 6 on at 95% or more (default 10: 2nd to 9th smallest, 97.9%)
@@ -108,6 +111,7 @@ struct Options {
   std::vector<std::string> backends;  // in kBackends order
   std::string filter, workloads, data = kDefaultCorpus;
   std::string checkpoint_dir;  // engine_multistage's checkpoint files; empty: the run's folder
+  std::string cache_dir;       // the compiled mode's plan cache; empty: off
   std::vector<std::string> sizes;
   // 10 repetitions: the median's interval is then the 2nd to the 9th of them at 97.9%, and a
   // ratio's the 2nd to 9th of its 10 pairs. 2 rounds: each benchmark's repetitions come from two
@@ -188,6 +192,8 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     o.data = next();
   else if (arg == "--checkpoint-dir")
     o.checkpoint_dir = next();
+  else if (arg == "--cache-dir")
+    o.cache_dir = next();
   else if (arg == "--threads")
     o.threads = parse_count(arg, next(), 1, 256);
   else if (arg == "--repetitions")
@@ -253,6 +259,11 @@ inline Options parse_options(const std::vector<std::string>& args) {
     if (!apply_option(o, arg, next, &backends))
       usage_error(fmt::format("unknown option '{}'", args[i]));
   }
+  if (!o.cache_dir.empty() && fs::exists(o.cache_dir) && !fs::is_directory(o.cache_dir))
+    usage_error(
+        fmt::format("--cache-dir {}: not a directory (the plan cache needs one)", o.cache_dir));
+  if (o.cache_dir.empty() && std::find(args.begin(), args.end(), "--cache-dir") != args.end())
+    usage_error("--cache-dir '': name a directory");
   if (o.jobs > 1 && !o.check_only)
     usage_error(
         fmt::format("--jobs {}: only with --check-only (benchmarks run one at a time)", o.jobs));

@@ -36,7 +36,8 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
   if (std::string_view(spec.program) == "bench_compiled")
     argv.push_back(spec.warm_plans ? "--cache-dir=" + (this->folder.dir() / "plans").string()
-                                   : std::string("--no-cache"));
+                   : opt.cache_dir.empty() ? std::string("--no-cache")
+                                           : "--cache-dir=" + fs::absolute(opt.cache_dir).string());
   if (spec.checkpoints)
     argv.push_back("--checkpoint_dir=" +
                    (opt.checkpoint_dir.empty() ? folder : opt.checkpoint_dir));

@@ -190,6 +190,7 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     (["--threads", "2x"], "--threads 2x: expected a whole number from 1 to 256"),
     (["--sizes", "=10"], "--sizes =10: expected KEY=N,N,..."),
     (["--data", "/"], "--data=/: not a regular file (a directory)"),
+    (["--cache-dir", "/etc/hostname"], "--cache-dir /etc/hostname: not a directory"),
     (["--frobnicate"], "unknown option '--frobnicate'"),
     (["--out", "/dev/null"], "--out /dev/null: cannot create it"),
     (["--out", "/dev/null/results"], "--out /dev/null/results: cannot create it"),
@@ -204,6 +205,22 @@ def test_bad_input_is_one_clear_line_and_exit_2(bin_dir, tmp_path, args, message
     assert r.stderr.startswith("error: ")
     assert not tmp_path.joinpath("latest").exists(), "nothing runs on bad input"
     assert not run_dirs(tmp_path), "and no run folder is left behind"
+
+
+# --cache-dir: the compiled benchmarks keep their plans there; the check's process compiles and
+# stores, the benchmark's builds from the plan (and says so), and nothing else uses the cache.
+def test_cache_dir_keeps_the_compiled_plans(bin_dir, tmp_path):
+    cache = tmp_path / "plans"
+    r = run(bin_dir, tmp_path / "out", "--workloads", "mlp_width", "--sizes", "width=16",
+            "--backends", "engine,compiled", "--repetitions", "1", "--no-plots",
+            "--cache-dir", str(cache))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(list(cache.glob("*.plan"))) == 1, list(cache.iterdir())
+    run_dir = next(p for p in (tmp_path / "out").iterdir() if p.is_dir() and p.name != "latest")
+    result = load(next((run_dir / "compiled").glob("*.json")))
+    assert result["context"]["plan_cache"] == str(cache)
+    assert result["benchmarks"][0]["plan_cache_hit"] == 1
+    assert not (run_dir / "plans").exists()
 
 
 # More threads than this machine has CPUs run (they were refused), and each backend's results
