@@ -15,7 +15,8 @@
 // checksum, the payload (text). A file that is truncated, corrupt (checksum), of another format
 // or whose decisions do not fit the capture: one line on stderr, ignored, and rewritten by the
 // cold compile that follows. Written to a temporary file, then renamed: two processes writing one
-// key leave one whole file. A directory that cannot be made or written, or a write that fails (a
+// key leave one whole file (a writer killed before its rename leaves its temporary file, which the
+// next store removes). A directory that cannot be made or written, or a write that fails (a
 // full disk): one line, and the run goes on uncached.
 //
 // Tests: engine/compiled/plan_cache_test.cc.
@@ -23,6 +24,7 @@
 
 #include <elf.h>
 #include <link.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -159,9 +161,24 @@ class PlanCache {
       std::remove(tmp.c_str());
       return off("cannot rename %s: %s", tmp.c_str(), std::strerror(errno));
     }
+    remove_orphans();
     return true;
   }
   std::string path_of(const PlanKey& k) const { return dir_ + "/" + k.hex() + ".plan"; }
+
+  // Temporary files of writers that died before their rename (`<key>.plan.tmp.<pid>.<n>`, the
+  // pid gone): removed, so that a killed run leaves nothing behind for long.
+  void remove_orphans() const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
+      const std::string name = e.path().filename().string();
+      const size_t at = name.find(".plan.tmp.");
+      if (at == std::string::npos) continue;
+      const long pid = std::strtol(name.c_str() + at + 10, nullptr, 10);
+      if (pid > 0 && pid != long(getpid()) && kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+        std::filesystem::remove(e.path(), ec);
+    }
+  }
 
  private:
   static uint64_t fnv1a(const std::string& s, uint64_t h) {
