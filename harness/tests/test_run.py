@@ -207,6 +207,23 @@ def test_bad_input_is_one_clear_line_and_exit_2(bin_dir, tmp_path, args, message
     assert not run_dirs(tmp_path), "and no run folder is left behind"
 
 
+# The bound row is not judged against the backends (its numbers are no answer) but it is run,
+# and a bound whose check crashes is failed like any row, never "unverified".
+def test_the_bound_is_not_judged_but_its_failure_is(bin_dir, tmp_path):
+    for fault, status in (("", "unverified"), ("check-crash:adamw", "failed")):
+        out = tmp_path / (status or "ok")
+        r = run(bin_dir, out, "--check-only", "--workloads", "adamw", "--sizes", "params=100000",
+                "--backends", "engine,libtorch,bound",
+                env={"BACKPROP_BENCH_FAULT": fault} if fault else None)
+        assert r.returncode == (1 if fault else 0), r.stdout + r.stderr
+        run_dir = next(p for p in out.iterdir() if p.is_dir() and p.name != "latest")
+        verdicts = {v["backend"]: v for v in load(run_dir / "check.json")["results"]}
+        assert verdicts["bound"]["status"] == status, verdicts["bound"]
+        if not fault:
+            assert verdicts["bound"]["message"].startswith("a bound, not a backend")
+            assert verdicts["libtorch"]["status"] == "ok" and "bound" not in str(verdicts["libtorch"])
+
+
 # --cache-dir: the compiled benchmarks keep their plans there; the check's process compiles and
 # stores, the benchmark's builds from the plan (and says so), and nothing else uses the cache.
 def test_cache_dir_keeps_the_compiled_plans(bin_dir, tmp_path):
