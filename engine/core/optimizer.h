@@ -28,7 +28,7 @@
 #include <span>
 #include <utility>
 
-#include "engine/core/threads.h"
+#include "engine/core/ops.h"
 #include "engine/kernels/kernels.h"
 
 namespace bp {
@@ -39,34 +39,24 @@ struct FlatView {
   T *values = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
 };
 
-// f(begin, count) over elements [lo, hi), split over the pool in chunks of whole cache lines.
-// Elementwise: the same bits at any split.
-template <class T, class F>
-void for_flat_chunks(size_t lo, size_t hi, F&& f) {
-  constexpr size_t kChunk = 64 / sizeof(T);
-  parallel_for(int64_t((hi - lo + kChunk - 1) / kChunk), split_thresholds().elems / int64_t(kChunk),
-               [&](int64_t c0, int64_t c1) {
-                 const size_t b = lo + size_t(c0) * kChunk;
-                 f(b, std::min(hi, lo + size_t(c1) * kChunk) - b);
-               });
-}
+// The passes over n elements of the flat buffers, split over the pool in chunks
+// (engine/core/ops.h's for_chunks): elementwise, so the same bits at any split.
 template <class T>
-bool finite_pass(const T* grads, size_t lo, size_t hi) {
+bool finite_pass(const T* grads, size_t n) {
   std::atomic<bool> finite{true};
-  for_flat_chunks<T>(lo, hi, [&](size_t b, size_t n) {
-    if (!all_finite(grads + b, n)) finite.store(false, std::memory_order_relaxed);
+  ops::for_chunks(n, [&](size_t b, size_t e) {
+    if (!all_finite(grads + b, e - b)) finite.store(false, std::memory_order_relaxed);
   });
   return finite.load(std::memory_order_relaxed);
 }
 template <class T>
-void sgd_pass(const FlatView<T>& f, T lr, size_t lo, size_t hi) {
-  for_flat_chunks<T>(lo, hi,
-                     [&](size_t b, size_t n) { sgd_update(f.values + b, f.grads + b, lr, n); });
+void sgd_pass(const FlatView<T>& f, T lr, size_t n) {
+  ops::for_chunks(n, [&](size_t b, size_t e) { sgd_update(f.values + b, f.grads + b, lr, e - b); });
 }
 template <class T>
-void adamw_pass(const FlatView<T>& f, const AdamWStep<T>& k, size_t lo, size_t hi) {
-  for_flat_chunks<T>(lo, hi, [&](size_t b, size_t n) {
-    adamw_update(f.values + b, f.grads + b, f.m + b, f.v + b, k, n);
+void adamw_pass(const FlatView<T>& f, const AdamWStep<T>& k, size_t n) {
+  ops::for_chunks(n, [&](size_t b, size_t e) {
+    adamw_update(f.values + b, f.grads + b, f.m + b, f.v + b, k, e - b);
   });
 }
 
@@ -74,14 +64,12 @@ void adamw_pass(const FlatView<T>& f, const AdamWStep<T>& k, size_t lo, size_t h
 // the memory-bandwidth bound an update is measured against (bench_engine --optimizer=stream).
 // Adding g * 0 keeps every value (the gradients are finite) and cannot be optimised away.
 template <class T>
-void stream_pass(const FlatView<T>& f, size_t lo, size_t hi) {
-  for_flat_chunks<T>(lo, hi, [&](size_t b, size_t n) {
-    T *p = f.values + b, *m = f.m + b, *v = f.v + b;
-    const T* g = f.grads + b;
+void stream_pass(const FlatView<T>& f, size_t n) {
+  ops::for_chunks(n, [&](size_t b, size_t e) {
 #pragma omp simd
-    for (size_t j = 0; j < n; j++) {
-      const T zero = g[j] * T(0);
-      p[j] += zero, m[j] += zero, v[j] += zero;
+    for (size_t j = b; j < e; j++) {
+      const T zero = f.grads[j] * T(0);
+      f.values[j] += zero, f.m[j] += zero, f.v[j] += zero;
     }
   });
 }

@@ -307,7 +307,7 @@ class TensorGraph {
   // NaN or Inf anywhere leaves every parameter, moment and the step count as they were, and
   // counts the step in skipped_steps(). Gradients stay as they are either way.
   void sgd_step(double lr) {
-    if (counted(gradients_finite())) sgd_pass(flat_.view(), T(lr), 0, flat_.size());
+    if (counted(gradients_finite())) sgd_pass(flat_.view(), T(lr), flat_.size());
   }
   // torch.optim.AdamW's step (engine/kernels/kernels.h's adamw_update).
   void adamw_step(const AdamWConfig& cfg) {
@@ -317,14 +317,14 @@ class TensorGraph {
     adamw_pass(flat_.view(),
                adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
                                      adamw_steps_),
-               0, flat_.size());
+               flat_.size());
   }
-  bool gradients_finite() const { return finite_pass(flat_.grads(), 0, flat_.size()); }
+  bool gradients_finite() const { return finite_pass(flat_.grads(), flat_.size()); }
   // An AdamW step's bytes, moved without its arithmetic: the bound it is measured against.
   void stream_adamw_bytes() {
     started_ = true;
     flat_.make_moments();
-    stream_pass(flat_.view(), 0, flat_.size());
+    stream_pass(flat_.view(), flat_.size());
   }
   const T* flat_values() const { return flat_.values(); }  // where the parameters begin
   size_t flat_size() const { return flat_.size(); }

@@ -232,7 +232,9 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
       // A bound's numbers are not an answer; a bound that failed is judged failed as any row.
       if (const char* why = spec_of(b).not_judged;
           why && r != records[b].end() && r->second["status"].str_or("") == "ok") {
-        unjudged.push_back({.backend = b, .status = "unverified", .message = why});
+        Verdict v;
+        v.backend = b, v.status = "unverified", v.message = why;
+        unjudged.push_back(v);
         continue;
       }
       in.push_back({b, r == records[b].end() ? nullptr : &r->second,

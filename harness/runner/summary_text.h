@@ -187,6 +187,9 @@ inline const Cell* ran(const SummaryRow& row, const std::string& backend) {
   auto it = row.cells.find(backend);
   return it != row.cells.end() && it->second.status == "ok" ? &it->second : nullptr;
 }
+inline std::string time_or_dash(const Cell* c) {
+  return c ? human_time(c->median_seconds) : std::string("-");
+}
 
 // The study kernels: every dialect per op shape, auto's choice, and the FMA peak.
 inline std::string kernels_table(const Summary& s) {
@@ -271,7 +274,6 @@ inline std::string budget_table(const Summary& s) {
 // (cold) and holding the plan (warm), against a step; TorchScript's first step beside them.
 inline std::string first_step_table(const Summary& s) {
   std::string out;
-  auto time_of = [](const Cell* c) { return c ? human_time(c->median_seconds) : std::string("-"); };
   auto compile_of = [](const Cell* c) {
     return c ? human_time(c->counter("compile_seconds")) : std::string("-");
   };
@@ -280,10 +282,10 @@ inline std::string first_step_table(const Summary& s) {
     if (!step || !cold) continue;
     const Cell *warm = ran(row, "compiled_warm_start"), *ts = ran(row, "torchscript_first_step");
     out += fmt::format(
-        "  {:<30} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}\n", row.instance, time_of(step),
-        time_of(cold), time_of(warm),
+        "  {:<30} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}\n", row.instance,
+        time_or_dash(step), time_or_dash(cold), time_or_dash(warm),
         warm ? fmt::format("{:.1f}%", 100 * warm->median_seconds / cold->median_seconds) : "-",
-        compile_of(cold), compile_of(warm), time_of(ts));
+        compile_of(cold), compile_of(warm), time_or_dash(ts));
   }
   if (out.empty()) return "";
   return fmt::format(
@@ -333,10 +335,7 @@ inline std::string optim_table(const Summary& s) {
     const Cell *ours = ran(row, "engine"), *bound = ran(row, "bound");
     if (!ours || !bound) continue;
     const double params = double(std::max<int64_t>(1, row.size / 1000) * 1000);
-    auto time_of = [&](const char* b) {
-      const Cell* c = ran(row, b);
-      return c ? human_time(c->median_seconds) : std::string("-");
-    };
+    auto time_of = [&](const char* b) { return time_or_dash(ran(row, b)); };
     const Cell* libtorch = ran(row, "libtorch");
     out += fmt::format(
         "  {:<27} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>7.1f} {:>8}\n", row.instance,
