@@ -23,8 +23,10 @@
 //
 // Kernels: chosen per op at compile time by `dialects` (engine/compiled/dialects.h): by priority
 // (the eager engine's own), by timing every candidate on the op's shape (auto), or forced per
-// family; under a memory budget, among kernels that open no library unless one is forced. The
-// choice of every op is reported (kernel_report) and carried into the results.
+// family; under a memory budget, among kernels that open no library unless one is forced; without
+// one, auto keeps a library only while its resident memory fits in what the plan saves over the
+// eager tape (libraries_within_saving). The choice of every op is reported (kernel_report) and
+// carried into the results.
 //
 // Not here: a step whose graph changes from step to step is refused, never recaptured.
 // Tests: engine/compiled/compiled_test.cc (gradients bitwise equal to the eager engine on every
@@ -90,6 +92,9 @@ struct CompiledBackend : EngineTensorInputs {
   size_t budget_bytes = 0;
   double budget_fraction = 0;
   DialectSpec dialects;  // how kernels are chosen (engine/compiled/dialects.h); priority unless set
+  // Auto keeps a library only while its resident memory fits in what the plan saves over the
+  // eager tape, so that this mode never holds more than eager; false: whenever it is faster.
+  bool libraries_within_saving = true;
   double selection_seconds = 0;  // of compile_seconds, what choosing kernels took
   std::string
       libraries_left_out;  // by auto, as not worth their memory (engine/compiled/dialects.h)
@@ -238,10 +243,7 @@ struct CompiledBackend : EngineTensorInputs {
     std::string text = dialects.text + ":";
     for (size_t i = 0; i < uses.size(); i++)
       text += (i ? ", " : " ") + uses[i].first + " x" + std::to_string(uses[i].second);
-    if (!libraries_left_out.empty())
-      text += " (left out, gaining under " +
-              std::to_string(int(DialectSelector<float>::kLibraryGain * 100)) +
-              "% of the step: " + libraries_left_out + ")";
+    if (!libraries_left_out.empty()) text += " (left out: " + libraries_left_out + ")";
     return text;
   }
 
@@ -279,8 +281,9 @@ struct CompiledBackend : EngineTensorInputs {
       PlanKey key;
       if (cache.on()) {
         key = PlanCache::key(graph, root,
-                             PlanOptions{budget_bytes, budget_fraction, dialects.text, !budgeted,
-                                         thread_pool().size()},
+                             PlanOptions{budget_bytes, budget_fraction,
+                                         dialects.text + (libraries_within_saving ? "" : " any"),
+                                         !budgeted, thread_pool().size()},
                              PlanCache::this_machine());
         if (const std::optional<PlanDecisions> d = cache.load(key)) {
           try {
@@ -293,10 +296,15 @@ struct CompiledBackend : EngineTensorInputs {
           }
         }
       }
+      if (dialects.timed && !budgeted && libraries_within_saving)
+        selector.keep_libraries_within_saving();
       Program<float> p(graph, root, budget, &selector);
+      if (dialects.timed && !budgeted && libraries_within_saving &&
+          !keep_libraries_that_fit(p, selector))
+        p = Program<float>(graph, root, budget, &selector);
       selection_seconds = selector.seconds_measuring();
-      for (const std::string& l : selector.libraries_left_out())
-        libraries_left_out += (libraries_left_out.empty() ? "" : ", ") + l;
+      for (const auto& [library, why] : selector.libraries_left_out())
+        libraries_left_out += (libraries_left_out.empty() ? "" : "; ") + library + " (" + why + ")";
       if (cache.on()) {
         PlanDecisions d = p.decisions();
         d.libraries_left_out = libraries_left_out;
@@ -314,6 +322,16 @@ struct CompiledBackend : EngineTensorInputs {
                    e.budget, e.smallest, double(e.smallest) / double(e.unbudgeted), e.unbudgeted);
       std::exit(2);
     }
+  }
+  // Auto keeps a library only while its resident memory fits in what the plan saves over the
+  // eager tape (engine/compiled/dialects.h, keep_what_fits): false if it left one out.
+  static bool keep_libraries_that_fit(const Program<float>& p, DialectSelector<float>& selector) {
+    std::vector<DialectSelector<float>::LibraryUse> uses;
+    for (const auto& k : p.kernels())
+      if (k.choice.kernel->library) uses.push_back({k.op, k.shape, k.choice.kernel});
+    const MemoryPlan& m = p.memory();
+    const size_t saving = m.unplanned_bytes > m.arena_bytes ? m.unplanned_bytes - m.arena_bytes : 0;
+    return uses.empty() || !selector.keep_what_fits(uses, saving);
   }
   Tensor capture(Tensor t) {
     if (t.id == graph.num_params()) capture_started = std::chrono::steady_clock::now();

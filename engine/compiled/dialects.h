@@ -23,15 +23,24 @@
 // kernels, bit for bit); a forced FAMILY:NAME takes that kernel or refuses with one line
 // (DialectError). Before a program's kernels are chosen, auto weighs each library over the whole
 // program (weigh_libraries): one that gains under 2% of the step is left out, so that its
-// resident memory is not paid for nothing. A selector told to leave libraries out (a program
-// under a memory budget) chooses only among the kernels that run no library's code.
+// resident memory is not paid for nothing; and for the compiled backend, whose programs may hold
+// no more than the eager tape would, one whose resident memory does not fit what the plan saves
+// (keep_libraries_within_saving). Library candidates may be timed in a child process
+// (time_libraries_apart), so that an unchosen library never enters this one. A selector told to
+// leave libraries out (a program under a memory budget) chooses only among the kernels that run
+// no library's code.
 // Tests: engine/compiled/dialects_test.cc.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -50,6 +59,7 @@
 
 #include "engine/compiled/kernels_reference.h"
 #include "engine/core/ops.h"
+#include "engine/core/threads.h"
 #include "engine/kernels/library.h"
 
 namespace bp {
@@ -372,6 +382,8 @@ class DialectSelector {
   // Auto's verdicts are kept for the process (below); this forgets them, so that the next
   // program measures again (time to first step, measured from cold).
   static void forget_verdicts() { verdicts().clear(); }
+  // Forgets every library's resident memory, measured or reported (for the tests).
+  static void forget_resident_memory() { resident_here().clear(), resident_reported().clear(); }
   // Where auto's verdicts are shared with other processes (a run's file, kept by the harness:
   // harness/driver/shared_lines.h): `read` gives every line shared so far, `publish` offers one
   // of this process's. Null functions: the process keeps its verdicts to itself.
@@ -390,7 +402,9 @@ class DialectSelector {
   static constexpr double kLibraryGain = 0.02;
   void weigh_libraries(const std::vector<std::pair<TensorOp, OpArgs<T>>>& nodes) {
     if (!spec_.timed || !libraries_) return;
-    std::map<std::string, double> gain;
+    if (time_libraries_apart() && !libraries_entered()) time_in_child(nodes);
+    std::map<std::string, double>& gain = gains_;
+    gain.clear();
     double total = 0;
     for (const auto& [op, a] : nodes) {
       const OpFamily f = family_of(op);
@@ -408,10 +422,71 @@ class DialectSelector {
         gain[c->kernel->dialect] += seconds_of(*c, k->dialect) - own;
     }
     for (const auto& [dialect, saved] : gain)
-      if (saved < kLibraryGain * total) excluded_.insert(dialect);
+      if (saved < kLibraryGain * total)
+        excluded_.emplace(
+            dialect, "gains under " + std::to_string(int(kLibraryGain * 100)) + "% of the step");
+    if (within_saving_) {  // no plan saves more than the whole eager tape
+      std::vector<std::string> kept;
+      for (const auto& [dialect, saved] : gain)
+        if (!excluded_.count(dialect)) kept.push_back(dialect);
+      size_t tape = 0;
+      for (const auto& [op, a] : nodes) {
+        const size_t out = size_t(a.rows) * a.cols;
+        tape += (2 * aligned(out) + aligned(op_rules<T>[int(op)].aux_elems(a))) * sizeof(T);
+      }
+      leave_out_what_does_not_fit(kept, tape, "the whole eager tape");
+    }
+    publish_resident();
   }
-  // The libraries weigh_libraries left out, for results.
-  const std::set<std::string>& libraries_left_out() const { return excluded_; }
+  // The libraries left out, each with why, for results.
+  const std::map<std::string, std::string>& libraries_left_out() const { return excluded_; }
+
+  // Auto times library candidates in a child process (fork) while this one has run no library's
+  // code: a library it does not choose then never enters this process, and each library's
+  // resident memory is measured there. Off unless a program turns it on (bench_compiled does);
+  // a library's threads would not survive a fork, so once one has run here, auto times here.
+  static bool& time_libraries_apart() {
+    static bool apart = false;
+    return apart;
+  }
+  // A library's resident memory (code, tables, first buffers): VmRSS's growth across its
+  // opening and its first run on each shape, where it was timed (this process, the child that
+  // timed for it, or another process of the run); nullopt when none has timed it.
+  static std::optional<size_t> resident_bytes(const std::string& dialect) {
+    if (!resident_reported().count(dialect)) read_shared_verdicts();
+    if (auto r = resident_reported().find(dialect); r != resident_reported().end())
+      return r->second;
+    if (auto r = resident_here().find(dialect); r != resident_here().end()) return r->second;
+    return std::nullopt;
+  }
+  // The compiled mode never holds more than the eager engine would (issue 32): the libraries a
+  // program uses may add, in all, no more resident memory than its plan saves over the eager
+  // tape. Told so, weigh_libraries leaves out what costs more than the whole tape, and choose()
+  // takes a library's verdict without opening it; once the program is planned, keep_what_fits
+  // keeps the libraries that gain most while they fit in its saving and opens them. True if it
+  // left one out: the program is then made again (the verdicts kept, nothing timed again).
+  void keep_libraries_within_saving() { within_saving_ = true; }
+  struct LibraryUse {
+    TensorOp op;
+    OpArgs<T> shape;
+    const Kernel<T>* kernel;
+  };
+  bool keep_what_fits(const std::vector<LibraryUse>& uses, size_t saving) {
+    std::vector<std::string> used;
+    for (const LibraryUse& u : uses)
+      if (u.kernel->library && spec_.forced[size_t(family_of(u.op))].empty() &&
+          std::find(used.begin(), used.end(), u.kernel->dialect) == used.end())
+        used.push_back(u.kernel->dialect);
+    const size_t before = excluded_.size();
+    leave_out_what_does_not_fit(used, saving, "the plan saves over the eager tape");
+    if (excluded_.size() != before) return true;
+    for (const LibraryUse& u : uses)
+      if (u.kernel->library && !can_run(*u.kernel, u.shape)) {
+        excluded_.emplace(u.kernel->dialect, "cannot run " + shape_text(u.op, u.shape));
+        return true;
+      }
+    return false;
+  }
 
   // `a` carries the node's shapes, arguments and indices (pointers to data are not read).
   KernelChoice<T> choose(TensorOp op, const OpArgs<T>& a) {
@@ -445,12 +520,13 @@ class DialectSelector {
       if (hit->second.kernel->library && libraries_ && excluded_.count(hit->second.kernel->dialect))
         if (const Kernel<T>* k = fastest_without_libraries(op, hit->second); k && k->available(a))
           return {k, hit->second.seconds};
-      if ((libraries_ || !hit->second.kernel->library) && hit->second.kernel->available(a))
+      if ((libraries_ || !hit->second.kernel->library) &&
+          ((within_saving_ && hit->second.kernel->library) || can_run(*hit->second.kernel, a)))
         return hit->second;
     }
     std::vector<const Kernel<T>*> candidates;
     for (const Kernel<T>* k : in_build)
-      if (k->available(a)) candidates.push_back(k);
+      if (can_run(*k, a)) candidates.push_back(k);
     if (candidates.size() > 1 && candidates.back()->priority == 0)
       candidates.pop_back();  // the reference is the floor to check against, not a candidate
     if (candidates.size() == 1) return {candidates[0], {}};
@@ -480,6 +556,142 @@ class DialectSelector {
   static Exchange& exchange() {
     static Exchange e;
     return e;
+  }
+
+  // Resident memory per library: measured in this process, and reported by others (a child
+  // that timed for it, the run's shared lines). Stored as the largest figure seen.
+  static std::map<std::string, size_t>& resident_here() {
+    static std::map<std::string, size_t> bytes;
+    return bytes;
+  }
+  static std::map<std::string, size_t>& resident_reported() {
+    static std::map<std::string, size_t> bytes;
+    return bytes;
+  }
+  static size_t rss_bytes() {
+    long pages = 0, resident = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+      std::fclose(f);
+    }
+    return size_t(resident) * size_t(sysconf(_SC_PAGESIZE));
+  }
+  // f(), with what VmRSS grew by charged to k's library when k runs one.
+  template <class F>
+  static auto charge_resident(const Kernel<T>& k, F&& f) {
+    if (!k.library) return f();
+    const size_t before = rss_bytes();
+    struct Charge {
+      const char* dialect;
+      size_t before;
+      ~Charge() {
+        const size_t now = rss_bytes();
+        if (now > before) resident_here()[dialect] += now - before;
+      }
+    } charge{k.dialect, before};
+    return f();
+  }
+  // Asking a library kernel whether it can run opens its library (charged to it).
+  static bool can_run(const Kernel<T>& k, const OpArgs<T>& a) {
+    return charge_resident(k, [&] { return k.available(a); });
+  }
+  void publish_resident() {
+    static std::map<std::string, size_t> published;
+    for (const auto& [d, b] : resident_here())
+      if (!resident_reported().count(d) && published[d] != b) {
+        published[d] = b;
+        if (exchange().publish) exchange().publish("resident " + d + " " + std::to_string(b));
+      }
+  }
+
+  static size_t aligned(size_t elems) {  // as the planner places buffers: on whole cache lines
+    return (elems * sizeof(T) + 63) / 64 * 64 / sizeof(T);
+  }
+  static std::string bytes_text(double b) {
+    char text[32];
+    std::snprintf(text, sizeof text, b >= 1e5 ? "%.1f MB" : "%.1f kB",
+                  b >= 1e5 ? b / 1e6 : b / 1e3);
+    return text;
+  }
+  // Most gain first, each library kept while the resident memory of those kept fits `headroom`.
+  void leave_out_what_does_not_fit(std::vector<std::string> used, size_t headroom,
+                                   const char* what) {
+    std::stable_sort(used.begin(), used.end(), [&](const std::string& x, const std::string& y) {
+      return gains_[x] > gains_[y];
+    });
+    size_t taken = 0;
+    for (const std::string& d : used) {
+      const std::optional<size_t> r = resident_bytes(d);
+      if (r && taken + *r <= headroom) {
+        taken += *r;
+        continue;
+      }
+      excluded_.emplace(d, r ? bytes_text(double(*r)) + " resident, more than " + what + " (" +
+                                   bytes_text(double(headroom - taken)) + ")"
+                             : std::string("resident memory not measured"));
+    }
+  }
+
+  // Times, in a child process, every node of `nodes` that has no verdict and a library among its
+  // candidates; the child sends back its verdicts and the libraries' resident memory, one line
+  // each (the shared lines' format), which this process takes and shares as its own. A child
+  // that fails leaves the timing to this process, with one line.
+  void time_in_child(const std::vector<std::pair<TensorOp, OpArgs<T>>>& nodes) {
+    std::vector<std::pair<TensorOp, OpArgs<T>>> untimed;
+    for (const auto& [op, a] : nodes) {
+      const OpFamily f = family_of(op);
+      if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || verdict(op, a)) continue;
+      for (const Kernel<T>& k : kernels_of<T>(op))
+        if (k.library && k.in_build) {
+          untimed.push_back({op, a});
+          break;
+        }
+    }
+    if (untimed.empty()) return;
+    const auto started = std::chrono::steady_clock::now();
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      thread_pool().restart_after_fork();
+      exchange() = {};
+      std::string out;
+      for (const auto& [op, a] : untimed) {
+        (void)choose(op, a);
+        if (std::optional<KernelChoice<T>> c = verdict(op, a))
+          out += verdict_line(key_of(op, a), *c) + "\n";
+      }
+      for (const auto& [d, b] : resident_here())
+        out += "resident " + d + " " + std::to_string(b) + "\n";
+      for (size_t at = 0; at < out.size();) {
+        const ssize_t n = write(fds[1], out.data() + at, out.size() - at);
+        if (n <= 0) _exit(1);
+        at += size_t(n);
+      }
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string in;
+    char buf[4096];
+    for (ssize_t n; pid > 0 && (n = read(fds[0], buf, sizeof buf)) != 0;)
+      if (n > 0)
+        in.append(buf, size_t(n));
+      else if (errno != EINTR)
+        break;
+    close(fds[0]);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "warning: timing kernels in a child process failed; timing here\n");
+      return;
+    }
+    std::istringstream lines(in);
+    for (std::string line; std::getline(lines, line);)
+      if (take_line(line) && exchange().publish) exchange().publish(line);
+    seconds_measuring_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
 
   struct Key {
@@ -546,7 +758,8 @@ class DialectSelector {
       bench.run(*k);
       return std::chrono::duration<double>(clock::now() - t0).count();
     };
-    for (const Kernel<T>* k : candidates) once(k);  // warm caches, generate JIT kernels
+    for (const Kernel<T>* k : candidates)  // warm caches, generate JIT kernels
+      charge_resident(*k, [&] { once(k); });
     // A candidate at twice the best after a round is out of the running: it stops being timed.
     std::vector<bool> running(candidates.size(), true);
     for (int round = 0; round < 1000; round++) {
@@ -588,30 +801,43 @@ class DialectSelector {
   }
   static void read_shared_verdicts() {
     if (!exchange().read) return;
-    for (const std::string& line : exchange().read()) {
-      std::istringstream fields(line);
-      int op;
-      Key k{};
-      std::string chosen;
-      fields >> op >> k.rows >> k.cols;
-      for (int i = 0; i < 3; i++) fields >> k.in_rows[i] >> k.in_cols[i];
-      for (int i = 0; i < 3; i++) fields >> k.arg[i];
-      fields >> chosen;
-      if (!fields || op < 0 || op >= int(TensorOp::count)) continue;  // a foreign line
-      k.op = TensorOp(op);
-      const Kernel<T>* kernel = kernel_named(k.op, chosen);
-      if (!kernel || verdicts().count(k)) continue;
-      KernelChoice<T> c{kernel, {}};
-      for (std::string item; fields >> item;) {
-        const size_t eq = item.find('=');
-        if (const Kernel<T>* t = kernel_named(k.op, item.substr(0, eq)); t && eq != item.npos)
-          c.seconds.push_back({t->dialect, std::atof(item.c_str() + eq + 1)});
-      }
-      verdicts()[k] = c;
-    }
+    for (const std::string& line : exchange().read()) take_line(line);
   }
-  static void publish_verdict(const Key& k, const KernelChoice<T>& c) {
-    if (!exchange().publish) return;
+  // One shared line: a verdict (kept unless this process has one for the shape) or a library's
+  // resident memory ("resident DIALECT BYTES"). False for a line of neither kind.
+  static bool take_line(const std::string& line) {
+    std::istringstream fields(line);
+    if (line.rfind("resident ", 0) == 0) {
+      std::string word, dialect;
+      size_t bytes = 0;
+      if (!(fields >> word >> dialect >> bytes)) return false;
+      size_t& kept = resident_reported()[dialect];
+      kept = std::max(kept, bytes);
+      return true;
+    }
+    int op;
+    Key k{};
+    std::string chosen;
+    fields >> op >> k.rows >> k.cols;
+    for (int i = 0; i < 3; i++) fields >> k.in_rows[i] >> k.in_cols[i];
+    for (int i = 0; i < 3; i++) fields >> k.arg[i];
+    fields >> chosen;
+    if (!fields || op < 0 || op >= int(TensorOp::count)) return false;  // a foreign line
+    k.op = TensorOp(op);
+    const Kernel<T>* kernel = kernel_named(k.op, chosen);
+    if (!kernel) return false;
+    if (verdicts().count(k)) return true;
+    KernelChoice<T> c{kernel, {}};
+    for (std::string item; fields >> item;) {
+      const size_t eq = item.find('=');
+      if (const Kernel<T>* t = kernel_named(k.op, item.substr(0, eq)); t && eq != item.npos)
+        c.seconds.push_back({t->dialect, std::atof(item.c_str() + eq + 1)});
+    }
+    verdicts()[k] = c;
+    return true;
+  }
+  // The key's twelve numbers, the chosen dialect, then dialect=seconds for each candidate timed.
+  static std::string verdict_line(const Key& k, const KernelChoice<T>& c) {
     char buf[256];
     std::snprintf(buf, sizeof buf, "%d %d %d %d %d %d %d %d %d %d %d %d %s", int(k.op), k.rows,
                   k.cols, k.in_rows[0], k.in_cols[0], k.in_rows[1], k.in_cols[1], k.in_rows[2],
@@ -621,12 +847,17 @@ class DialectSelector {
       std::snprintf(buf, sizeof buf, " %s=%.9g", d, sec);
       line += buf;
     }
-    exchange().publish(line);
+    return line;
+  }
+  static void publish_verdict(const Key& k, const KernelChoice<T>& c) {
+    if (exchange().publish) exchange().publish(verdict_line(k, c));
   }
 
   DialectSpec spec_;
   bool libraries_;
-  std::set<std::string> excluded_;  // libraries weigh_libraries left out
+  std::map<std::string, std::string> excluded_;  // libraries left out, and why
+  std::map<std::string, double> gains_;  // seconds a step saves by each library (weigh_libraries)
+  bool within_saving_ = false;           // keep_libraries_within_saving
   double seconds_measuring_ = 0;
 };
 

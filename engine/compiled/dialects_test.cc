@@ -253,6 +253,86 @@ TEST(Dialects, ALibraryServesAProgramOnlyIfItGainsTwoPercentOfIt) {
   }
 }
 
+// The compiled mode never holds more than eager. Told so, auto leaves out a library whose
+// resident memory exceeds the whole eager tape before choosing, or, once the program is planned,
+// the plan's saving over that tape (the program is then made again), saying so; a library that
+// fits is kept and opened; one whose memory nobody measured is left out.
+TEST(Dialects, ALibraryIsKeptOnlyWhileItsResidentMemoryFitsThePlansSaving) {
+  if (!bp::dialect_in_build<float>(OpFamily::matmul, "libxsmm")) GTEST_SKIP() << "no LIBXSMM";
+  std::string error;
+  bp::OpArgs<float> a;  // its eager tape: 17 x 40 floats, value and gradient, 5.5 kB
+  a.rows = 17, a.cols = 40, a.in_rows[0] = 17, a.in_cols[0] = 24, a.in_rows[1] = 24;
+  a.in_cols[1] = 40;
+  struct Case {
+    const char* resident;  // the library's, as a run shares it
+    size_t saving;         // what the plan saves over the eager tape
+    bool kept;
+    const char* why;
+  };
+  for (const Case& c :
+       {Case{"2000", 1500, false,
+             "2.0 kB resident, more than the plan saves over the eager tape (1.5 kB)"},
+        Case{"2000", 2500, true, ""},
+        Case{"9000", 1 << 30, false, "9.0 kB resident, more than the whole eager tape (5.5 kB)"},
+        Case{nullptr, 1 << 30, false, "resident memory not measured"}}) {
+    std::vector<std::string> lines = {
+        "2 17 40 17 24 24 40 0 0 0 0 0 libxsmm engine=10e-3 "
+        "libxsmm=1e-3"};
+    if (c.resident) lines.push_back(std::string("resident libxsmm ") + c.resident);
+    DialectSelector<float>::forget_resident_memory();
+    DialectSelector<float>::exchange_verdicts([lines] { return lines; }, nullptr);
+    DialectSelector<float> dialects(*bp::parse_dialect_spec<float>("auto", &error));
+    dialects.keep_libraries_within_saving();
+    dialects.weigh_libraries({{bp::TensorOp::matmul, a}});
+    const bp::KernelChoice<float> first = dialects.choose(bp::TensorOp::matmul, a);
+    const bool again = dialects.keep_what_fits({{bp::TensorOp::matmul, a, first.kernel}}, c.saving);
+    EXPECT_EQ(again, std::string_view(first.kernel->dialect) == "libxsmm" && !c.kept);
+    EXPECT_STREQ(dialects.choose(bp::TensorOp::matmul, a).kernel->dialect,
+                 c.kept ? "libxsmm" : "engine");
+    const auto& out = dialects.libraries_left_out();
+    const std::string why = out.count("libxsmm") ? out.at("libxsmm") : "";
+    EXPECT_EQ(why, c.why) << c.saving;
+    std::printf("  LIBXSMM %s B, saving %zu B: %s\n", c.resident ? c.resident : "unmeasured",
+                c.saving, why.empty() ? "kept" : why.c_str());
+    DialectSelector<float>::exchange_verdicts(nullptr, nullptr);
+  }
+  DialectSelector<float>::forget_resident_memory();
+}
+
+// Timed in a child process (as bench_compiled times), every library is measured there and none
+// enters this process; exits 0 if so, saying what each library holds.
+[[noreturn]] void time_apart_and_exit() {
+  if (bp::libraries_entered()) std::_Exit(3);
+  std::string error;
+  bp::OpArgs<float> a;
+  a.rows = 48, a.cols = 96, a.in_rows[0] = 48, a.in_cols[0] = 64, a.in_rows[1] = 64;
+  a.in_cols[1] = 96;
+  DialectSelector<float>::time_libraries_apart() = true;
+  DialectSelector<float> dialects(*bp::parse_dialect_spec<float>("auto", &error));
+  dialects.weigh_libraries({{bp::TensorOp::matmul, a}});
+  bool ok = !bp::libraries_entered();
+  std::string libraries;
+  for (const std::string& name : bp::dialects_of<float>(OpFamily::matmul)) {
+    if (name == "engine" || name == "reference") continue;
+    if (!bp::dialect_in_build<float>(OpFamily::matmul, name)) continue;
+    const std::optional<size_t> r = DialectSelector<float>::resident_bytes(name);
+    ok = ok && r.has_value();
+    libraries += " " + name + " " + (r ? std::to_string(*r / 1000) + " kB" : "unmeasured");
+  }
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    for (const char* lib : {"libdnnl", "libblis", "libopenblas"})
+      if (line.find(lib) != std::string::npos) ok = false, libraries += " (here: " + line + ")";
+  std::fprintf(stderr, "resident:%s\n", libraries.c_str());
+  std::_Exit(ok ? 0 : 1);
+}
+// In a fresh process (gtest's threadsafe death test runs the binary again), since the other tests
+// open libraries in this one.
+TEST(Dialects, TimedInAChildNoLibraryEntersThisProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(time_apart_and_exit(), testing::ExitedWithCode(0), "resident:");
+}
+
 TEST(Dialects, BadSpecsAreRefusedWithOneLine) {
   std::string error;
   EXPECT_FALSE(bp::parse_dialect_spec("matmul", &error));

@@ -12,6 +12,8 @@
 //                         $XDG_CACHE_HOME/backprop-bench, else ~/.cache/backprop-bench
 //   --no-cache            compile every plan from scratch (bench_run passes it unless a study
 //                         measures the cache)
+//   --library-memory=M    saving (default): auto keeps a library only while its resident memory
+//                         fits in what the plan saves over the eager tape; any: whenever faster
 // and the driver's --time_first_step (cold starts), --verdicts=FILE (a run's shared kernel
 // verdicts) and --kernel_rows (engine/compiled/kernel_rows.h).
 //   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
@@ -36,6 +38,7 @@ struct CompiledOptions {
   double budget_fraction = 0;
   bp::DialectSpec dialects = auto_dialects();
   std::string cache_dir = bp::PlanCache::default_dir();  // "": no cache
+  bool libraries_within_saving = true;                   // --library-memory=saving
   static bp::DialectSpec auto_dialects() {
     std::string unused;
     return *bp::parse_dialect_spec("auto", &unused);
@@ -72,6 +75,9 @@ int main(int argc, char** argv) {
   // least wait, 2^4 cycles.)
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+  // Auto times library candidates in a child, so that an unchosen library never adds to this
+  // process's peak memory (engine/compiled/dialects.h).
+  bp::DialectSelector<float>::time_libraries_apart() = true;
   using bp::CompiledBackend;
   static CompiledOptions options;
   bp::BackendHooks<CompiledBackend> hooks;
@@ -111,6 +117,13 @@ int main(int argc, char** argv) {
     } else if (auto v = value_of("--cache-dir=")) {
       if (v->empty()) bp::backend_usage_error("--cache-dir=: name a directory (or --no-cache)");
       options.cache_dir = std::string(*v);
+    } else if (auto v = value_of("--library-memory=")) {
+      if (*v != "saving" && *v != "any")
+        bp::backend_usage_error(fmt::format(
+            "--library-memory={}: expected saving (a library only where the plan's saving over "
+            "eager holds it) or any",
+            *v));
+      options.libraries_within_saving = *v == "saving";
     } else if (arg == "--no-cache") {
       options.cache_dir.clear();
     } else {
@@ -123,6 +136,7 @@ int main(int argc, char** argv) {
     b.budget_fraction = options.budget_fraction;
     b.dialects = options.dialects;
     b.plan_cache_dir = options.cache_dir;
+    b.libraries_within_saving = options.libraries_within_saving;
   };
   hooks.late_context = [] {
     return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir}};

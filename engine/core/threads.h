@@ -65,6 +65,16 @@ class ThreadPool {
     for (int i = 1; i < threads; i++) workers_.emplace_back([this, i, now] { work(i, now); });
   }
 
+  // In the child of a fork(): the workers were not copied into it, so their handles are dropped
+  // unjoined (joining would wait forever) and as many new ones started.
+  void restart_after_fork() {
+    const int threads = size();
+    (void)new std::vector<std::thread>(std::move(workers_));  // never destroyed, never joined
+    workers_.clear();
+    pending_.store(0), sleepers_.store(0), quit_.store(false), generation_.store(0);
+    resize(threads);
+  }
+
   // f(part, parts) for part in [0, parts), parts <= size(); returns when every part is done.
   template <class F>
   void run(int parts, F&& f) {

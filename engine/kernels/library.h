@@ -52,6 +52,14 @@ inline int& library_threads() {
   return threads;
 }
 
+// Whether this process has run any library's code yet (opened one, or had LIBXSMM generate a
+// kernel): auto then times candidates in a child process only while it has not
+// (engine/compiled/dialects.h), since a library's threads do not survive fork().
+inline bool& libraries_entered() {
+  static bool entered = false;
+  return entered;
+}
+
 // A shared library opened on first use, or null when it does not open (the reason on stderr,
 // once). RTLD_LOCAL: its symbols stay its own.
 // The thread counts go into the environment first: OpenBLAS starts its worker threads as it
@@ -61,6 +69,7 @@ inline void* open_library(const char* path) {
   const std::string threads = std::to_string(library_threads());
   for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "BLIS_NUM_THREADS"})
     setenv(name, threads.c_str(), 1);
+  libraries_entered() = true;
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!handle) std::fprintf(stderr, "warning: %s: dialect unavailable\n", dlerror());
   return handle;
@@ -204,6 +213,7 @@ struct XsmmGemm {
     const libxsmm_blasint lda = N, ldb = trans_a ? M : K, ldc = N;
     const int flags = trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0;
     const T one = 1, beta = fresh ? 0 : 1;  // a kernel of beta 0 reads no c
+    libraries_entered() = true;
     if constexpr (std::is_same_v<T, float>)
       return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &one, &beta, &flags, nullptr);
     else

@@ -504,6 +504,7 @@ def test_compiled_flags_are_checked_and_the_kernels_reported(bin_dir):
             (compiled, "--memory_budget=nan", "expected bytes"),
             (compiled, "--memory_budget=1e30", "expected bytes"),
             (compiled, "--memory_budget=18446744073709551616", "expected bytes"),
+            (compiled, "--library-memory=all", "error: --library-memory=all: expected saving"),
             (engine, "--dialect=auto", "error: --dialect=auto: engine takes no such flag\n"),
             (engine, "--time_first_step", "error: --time_first_step: engine compiles nothing\n"),
             (engine, "--kernel_rows", "error: --kernel_rows: engine has none\n")]:
