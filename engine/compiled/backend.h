@@ -258,6 +258,7 @@ struct CompiledBackend : EngineTensorInputs {
             {"lower_bound_bytes", double(m.lower_bound_bytes)},
             {"unplanned_bytes", double(m.unplanned_bytes)},
             {"instructions", double(program.num_instructions())},
+            {"side_by_side_instructions", double(program.side_by_side())},
             {"memory_budget_bytes", double(program.budget_bytes())},
             {"recomputed_nodes", double(m.recomputed_nodes)},
             {"compile_seconds", compile_seconds},

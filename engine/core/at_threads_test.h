@@ -1,7 +1,8 @@
 // engine/core/at_threads_test.h: for tests, the engine's pool at n threads for a scope, under the
 // kernels' own thresholds or forced ones so that small test shapes take the threaded paths:
-// every kernel split, or a backward's two products side by side (none split); restored to one
-// thread and the default thresholds after.
+// every kernel split, a backward's two products side by side (none split), or the compiled
+// mode's independent ops side by side (none split); restored to one thread and the default
+// thresholds after.
 #pragma once
 
 #include <cstdint>
@@ -9,13 +10,14 @@
 
 #include "engine/core/threads.h"
 
-enum class Forced { nothing, every_split, products_side_by_side };
-inline constexpr Forced kEveryWayOfSplitting[] = {Forced::nothing, Forced::every_split,
-                                                  Forced::products_side_by_side};
+enum class Forced { nothing, every_split, products_side_by_side, ops_side_by_side };
+inline constexpr Forced kEveryWayOfSplitting[] = {
+    Forced::nothing, Forced::every_split, Forced::products_side_by_side, Forced::ops_side_by_side};
 inline const char* forced_name(Forced f) {
-  return f == Forced::nothing       ? ""
-         : f == Forced::every_split ? ", every kernel split"
-                                    : ", products side by side";
+  return f == Forced::nothing                 ? ""
+         : f == Forced::every_split           ? ", every kernel split"
+         : f == Forced::products_side_by_side ? ", products side by side"
+                                              : ", independent ops side by side";
 }
 
 struct AtThreads {
@@ -23,8 +25,11 @@ struct AtThreads {
   AtThreads(int n, Forced forced) {
     bp::thread_pool().resize(n);
     if (forced == Forced::every_split) bp::split_thresholds() = {1, 1, 1, 1};
+    constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
     if (forced == Forced::products_side_by_side)
-      bp::split_thresholds() = {saved.elems, std::numeric_limits<int64_t>::max(), saved.rows, 1};
+      bp::split_thresholds() = {saved.elems, kNever, saved.rows, 1, saved.side_by_side};
+    if (forced == Forced::ops_side_by_side)  // no kernel splits; every wave of ops in parts
+      bp::split_thresholds() = {kNever, kNever, saved.rows, kNever, 0};
   }
   ~AtThreads() {
     bp::thread_pool().resize(1);
