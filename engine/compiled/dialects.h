@@ -638,9 +638,12 @@ class DialectSelector {
   // that fails leaves the timing to this process, with one line.
   void time_in_child(const std::vector<std::pair<TensorOp, OpArgs<T>>>& nodes) {
     std::vector<std::pair<TensorOp, OpArgs<T>>> untimed;
+    std::set<Key> shapes;  // each once: an unrolled RNN repeats its few shapes
     for (const auto& [op, a] : nodes) {
       const OpFamily f = family_of(op);
-      if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || verdict(op, a)) continue;
+      if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || verdict(op, a) ||
+          !shapes.insert(key_of(op, a)).second)
+        continue;
       for (const Kernel<T>& k : kernels_of<T>(op))
         if (k.library && k.in_build) {
           untimed.push_back({op, a});
@@ -804,7 +807,8 @@ class DialectSelector {
     for (const std::string& line : exchange().read()) take_line(line);
   }
   // One shared line: a verdict (kept unless this process has one for the shape) or a library's
-  // resident memory ("resident DIALECT BYTES"). False for a line of neither kind.
+  // resident memory ("resident DIALECT BYTES", the largest kept). True if it told this process
+  // something new.
   static bool take_line(const std::string& line) {
     std::istringstream fields(line);
     if (line.rfind("resident ", 0) == 0) {
@@ -812,8 +816,9 @@ class DialectSelector {
       size_t bytes = 0;
       if (!(fields >> word >> dialect >> bytes)) return false;
       size_t& kept = resident_reported()[dialect];
+      const bool larger = bytes > kept;
       kept = std::max(kept, bytes);
-      return true;
+      return larger;
     }
     int op;
     Key k{};
@@ -825,8 +830,7 @@ class DialectSelector {
     if (!fields || op < 0 || op >= int(TensorOp::count)) return false;  // a foreign line
     k.op = TensorOp(op);
     const Kernel<T>* kernel = kernel_named(k.op, chosen);
-    if (!kernel) return false;
-    if (verdicts().count(k)) return true;
+    if (!kernel || verdicts().count(k)) return false;
     KernelChoice<T> c{kernel, {}};
     for (std::string item; fields >> item;) {
       const size_t eq = item.find('=');
