@@ -300,8 +300,9 @@ struct CompiledBackend : EngineTensorInputs {
       if (dialects.timed && !budgeted && libraries_within_saving)
         selector.keep_libraries_within_saving();
       Program<float> p(graph, root, budget, &selector);
-      if (dialects.timed && !budgeted && libraries_within_saving &&
-          !keep_libraries_that_fit(p, selector))
+      // Made again while a library is left out (each time one more: few times at most).
+      while (dialects.timed && !budgeted && libraries_within_saving &&
+             !keep_libraries_that_fit(p, selector))
         p = Program<float>(graph, root, budget, &selector);
       selection_seconds = selector.seconds_measuring();
       for (const auto& [library, why] : selector.libraries_left_out())

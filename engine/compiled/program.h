@@ -593,14 +593,13 @@ class Program {
     return out;
   }
   static constexpr uint32_t kWindow = 8;
-  void group_into_waves(Lowered& l, int32_t loss_buffer) {
-    waves_.clear(), cuts_.clear(), order_.clear(), forward_waves_ = 0;
-    // Under a memory budget the program keeps its order: recomputation was chosen for it.
-    if (threads_ < 2 || budget_bytes_) return;
+  // Each instruction's level: as early as its dependencies allow, then as late as those that
+  // need it allow (so that nothing is made long before it is used, which would keep it live:
+  // activations, zeroed gradients, recomputations), within kWindow instructions of its place;
+  // the backward after the whole forward.
+  std::vector<int32_t> levels_of(const Lowered& l) const {
     const uint32_t n = uint32_t(l.code.size());
-    std::vector<int32_t> level(n);
-    std::vector<double> work(n);
-    std::vector<bool> alone(n);
+    std::vector<int32_t> early(n);
     struct Since {
       int32_t write = -1, read = -1;  // the last write's level; the latest read's since it
       int32_t writer = -1;            // the last write's instruction
@@ -611,10 +610,10 @@ class Program {
     std::vector<std::pair<uint32_t, uint32_t>> edges;  // (instruction, one it must follow)
     std::vector<Touch> t;
     int32_t floor = 0, top = -1, forward_top = -1;
-    for (uint32_t i = 0; i < n; i++) {                             // each as early as it can be
-      if (i == l.forward_end) forward_top = top, floor = top + 1;  // backward after forward
+    for (uint32_t i = 0; i < n; i++) {
+      if (i == l.forward_end) forward_top = top, floor = top + 1;
       touches_of(l, l.code[i], t);
-      int32_t at = std::max(floor, i >= kWindow ? level[i - kWindow] : 0);
+      int32_t at = std::max(floor, i >= kWindow ? early[i - kWindow] : 0);
       for (const Touch& x : t) {
         Since& s = x.buffer >= 0 ? buffer_state[x.buffer] : outside_state[x.outside];
         at = std::max(at, (x.write ? std::max(s.write, s.read) : s.write) + 1);
@@ -629,28 +628,62 @@ class Program {
         else
           s.read = std::max(s.read, at), s.readers.push_back(i);
       }
-      level[i] = at, top = std::max(top, at);
-      bool a = false;
-      work[i] = work_of(l.code[i], &a);
-      alone[i] = a;
+      early[i] = at, top = std::max(top, at);
     }
     if (l.forward_end >= n) forward_top = top;
-    // Then each as late as it can be (so that nothing is made long before it is used, which
-    // would keep it live: activations, zeroed gradients, recomputations), and never more than
-    // kWindow instructions after where it was; independent ops still meet in a level.
     std::vector<int32_t> late(n);
     for (uint32_t i = 0; i < n; i++) late[i] = i < l.forward_end ? forward_top : top;
     size_t e = edges.size();
     for (uint32_t i = n; i-- > 0;) {
       if (i + kWindow < n && (i < l.forward_end) == (i + kWindow < l.forward_end))
         late[i] = std::min(late[i], late[i + kWindow]);
-      late[i] = std::max(late[i], level[i]);
+      late[i] = std::max(late[i], early[i]);
       for (; e > 0 && edges[e - 1].first == i; e--)
         late[edges[e - 1].second] = std::min(late[edges[e - 1].second], late[i] - 1);
     }
-    level.swap(late);
+    return late;
+  }
+  // One wave of `members` (independent instructions, in order), cut into at most threads_
+  // contiguous parts of about even work, at least one instruction each; fewer parts while the
+  // smallest would be under side_by_side.
+  void add_wave(std::span<const uint32_t> members, const std::vector<double>& work) {
+    Wave w{uint32_t(order_.size()), uint32_t(order_.size() + members.size())};
+    double total = 0;
+    for (uint32_t i : members) total += work[i];
+    order_.insert(order_.end(), members.begin(), members.end());
+    for (uint32_t parts = std::min<uint32_t>(uint32_t(threads_), uint32_t(members.size()));
+         parts > 1; parts--) {
+      std::vector<uint32_t> cut{w.begin};
+      double done = 0, last = 0, smallest = total;
+      uint32_t k = 0;
+      for (uint32_t part = 1; part < parts; part++) {
+        do done += work[members[k++]];
+        while (k < members.size() - (parts - part) && done < total * part / parts);
+        cut.push_back(w.begin + k), smallest = std::min(smallest, done - last), last = done;
+      }
+      cut.push_back(w.end), smallest = std::min(smallest, total - last);
+      if (smallest < double(split_thresholds().side_by_side)) continue;
+      w.parts = parts, w.cut_at = uint32_t(cuts_.size());
+      cuts_.insert(cuts_.end(), cut.begin(), cut.end());
+      break;
+    }
+    waves_.push_back(w);
+  }
+  void group_into_waves(Lowered& l, int32_t loss_buffer) {
+    waves_.clear(), cuts_.clear(), order_.clear(), forward_waves_ = 0;
+    // Under a memory budget the program keeps its order: recomputation was chosen for it.
+    if (threads_ < 2 || budget_bytes_) return;
+    const uint32_t n = uint32_t(l.code.size());
+    const std::vector<int32_t> level = levels_of(l);
+    std::vector<double> work(n);
+    std::vector<bool> alone(n);
+    for (uint32_t i = 0; i < n; i++) {
+      bool a = false;
+      work[i] = work_of(l.code[i], &a), alone[i] = a;
+    }
     // Levels in order (a counting sort); in each, the instructions that split themselves first,
-    // then the wave.
+    // then the wave of the rest.
+    const int32_t top = n ? *std::max_element(level.begin(), level.end()) : -1;
     std::vector<uint32_t> level_start(size_t(top + 2), 0), by_level(n);
     for (uint32_t i = 0; i < n; i++) level_start[size_t(level[i]) + 1]++;
     for (size_t v = 1; v < level_start.size(); v++) level_start[v] += level_start[v - 1];
@@ -658,31 +691,7 @@ class Program {
       std::vector<uint32_t> next(level_start.begin(), level_start.end() - 1);
       for (uint32_t i = 0; i < n; i++) by_level[next[size_t(level[i])]++] = i;
     }
-    std::vector<int32_t> wave_of(n);
     std::vector<uint32_t> together;
-    auto add_wave = [&](std::span<const uint32_t> members) {
-      Wave w{uint32_t(order_.size()), uint32_t(order_.size() + members.size())};
-      double total = 0;
-      for (uint32_t i : members) total += work[i], wave_of[i] = int32_t(waves_.size());
-      order_.insert(order_.end(), members.begin(), members.end());
-      for (uint32_t parts = std::min<uint32_t>(uint32_t(threads_), uint32_t(members.size()));
-           parts > 1; parts--) {  // contiguous parts, at least one instruction each
-        std::vector<uint32_t> cut{w.begin};
-        double done = 0, last = 0, smallest = total;
-        uint32_t k = 0;
-        for (uint32_t part = 1; part < parts; part++) {
-          do done += work[members[k++]];
-          while (k < members.size() - (parts - part) && done < total * part / parts);
-          cut.push_back(w.begin + k), smallest = std::min(smallest, done - last), last = done;
-        }
-        cut.push_back(w.end), smallest = std::min(smallest, total - last);
-        if (smallest < double(split_thresholds().side_by_side)) continue;
-        w.parts = parts, w.cut_at = uint32_t(cuts_.size());
-        cuts_.insert(cuts_.end(), cut.begin(), cut.end());
-        break;
-      }
-      waves_.push_back(w);
-    };
     for (size_t v = 0; v + 1 < level_start.size(); v++) {
       const std::span<const uint32_t> members(by_level.data() + level_start[v],
                                               level_start[v + 1] - level_start[v]);
@@ -692,20 +701,26 @@ class Program {
       together.clear();
       for (const uint32_t& i : members)
         if (alone[i])
-          add_wave({&i, 1});
+          add_wave({&i, 1}, work);
         else
           together.push_back(i);
-      if (!together.empty()) add_wave(together);
+      if (!together.empty()) add_wave(together, work);
     }
     if (l.forward_end == n) forward_waves_ = waves_.size();
     // Lifetimes in waves: every buffer an instruction touches is live through its wave. Kept only
     // if some wave runs in parts and the bytes live at once grow by at most kWaveMemory (the
     // order moved things; a wave keeps all its buffers live): else the program's own order.
     bool parallel = false;
-    for (const Wave& w : waves_) parallel |= w.parts > 1;
+    std::vector<int32_t> wave_of(n);
+    for (size_t w = 0; w < waves_.size(); w++) {
+      parallel |= waves_[w].parts > 1;
+      for (uint32_t at = waves_[w].begin; at < waves_[w].end; at++)
+        wave_of[order_[at]] = int32_t(w);
+    }
     const std::vector<int32_t> first = l.first, last = l.last;
     const size_t in_order = plan_memory_bound(lifetimes(l, nullptr), int32_t(n));
     std::fill(l.first.begin(), l.first.end(), -1), std::fill(l.last.begin(), l.last.end(), -1);
+    std::vector<Touch> t;
     for (uint32_t i = 0; i < n; i++) {
       touches_of(l, l.code[i], t);
       for (const Touch& x : t)
