@@ -696,7 +696,8 @@ def main(argv):
         return 2
     out_dir = os.path.join(argv[1], "plots")
     drawn = save(figures(run), out_dir)
-    print(f"plots: {', '.join(drawn)} in {out_dir}")
+    print(textwrap.fill(f"plots: {', '.join(drawn)} in {out_dir}", 120, subsequent_indent="    ",
+                        break_long_words=False, break_on_hyphens=False))
     print(f"report: {report.write_report(argv[1])}")  # the page that shows them with the tables
     return 0
 

@@ -20,6 +20,7 @@
 #include <map>
 
 #include "harness/runner/run_state.h"
+#include "harness/runner/summary_text.h"
 
 namespace bp {
 
@@ -74,14 +75,19 @@ class Progress {
 
   void announce(const RunState& run) const {
     fmt::print(
-        "\nbenchmarks: {} in {} rounds, {} repetitions of >= {} s each in all{}; the backends of "
-        "a row take turns, repetition by repetition; medians; about {} in all\n",
-        benchmarks, run.opt.rounds, run.opt.repetitions, run.opt.min_time,
-        shortened ? fmt::format(" ({} with steps too long for it: fewer, in one round, to take "
-                                "about {} s each)",
-                                shortened, run.opt.time_budget)
-                  : "",
-        clock_text(predicted_total));
+        "\n{}",
+        wrapped(fmt::format(
+                    "benchmarks: {} in {} rounds, {} repetitions of >= {} s each in all{}; the "
+                    "backends of "
+                    "a row take turns, repetition by repetition; medians; about {} in all",
+                    benchmarks, run.opt.rounds, run.opt.repetitions, run.opt.min_time,
+                    shortened ? fmt::format(
+                                    " ({} with steps too long for it: fewer, in one round, to take "
+                                    "about {} s each)",
+                                    shortened, run.opt.time_budget)
+                              : "",
+                    clock_text(predicted_total)),
+                4));
   }
   // Prints the row's progress line; false if the row has nothing to run in this round.
   bool start_row(const RunState& run, const Selected& s, int round) {

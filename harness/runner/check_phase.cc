@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "harness/runner/run_state.h"
+#include "harness/runner/summary_text.h"
 
 namespace bp {
 namespace {
@@ -210,8 +211,10 @@ struct CheckTally {
       if (!c.worst_at.empty())
         line += fmt::format("; closest to its tolerance: {:.2e} (tolerance {:.0e}) vs {} at {} {}",
                             c.max_rel_diff, c.tolerance, c.reference, at, c.worst_at);
-      fmt::print("{}{}\n", line,
-                 problems[b].empty() ? "" : fmt::format("; {} NOT OK:", problems[b].size()));
+      fmt::print("{}", wrapped(line + (problems[b].empty()
+                                           ? ""
+                                           : fmt::format("; {} NOT OK:", problems[b].size())),
+                               6));
       for (const std::string& p : problems[b]) fmt::print("      {}\n", p);
       all_agree &= problems[b].empty();
     }

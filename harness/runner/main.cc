@@ -21,6 +21,7 @@
 
 #include "harness/runner/compare.h"
 #include "harness/runner/run_state.h"
+#include "harness/runner/summary_text.h"
 #include "workloads/data.h"
 #include "workloads/registry.h"
 
@@ -63,8 +64,11 @@ void create_run_folder(RunState& run) {
                                     {"environment", run.environment}})
                            .dump(2, 2) +
                        "\n");
-  fmt::print("run {} ({}: {})\n  writing to {}\n", run.folder.id(), run.opt.study->name,
-             run.opt.study->question, run.folder.dir().string());
+  fmt::print("{}  writing to {}\n",
+             wrapped(fmt::format("run {} ({}: {})", run.folder.id(), run.opt.study->name,
+                                 run.opt.study->question),
+                     4),
+             run.folder.dir().string());
 }
 
 int run_main(RunState& run) {

@@ -14,6 +14,7 @@
 
 #include "harness/runner/memory.h"
 #include "harness/runner/run_state.h"
+#include "harness/runner/summary_text.h"
 
 namespace bp {
 namespace {
@@ -94,8 +95,11 @@ void estimate_memory(RunState& run) {
         const bool oom = why.ends_with("out of memory");
         // A smaller size did not fit: this one cannot. Anything else could not be measured,
         // and is not refused: the cap still holds.
-        fmt::print("memory estimate: {} on {}: {}{}\n", s.id, b,
-                   oom ? "none, a smaller size ran out of memory: " : "none, its probe at ", why);
+        fmt::print("{}", wrapped(fmt::format("memory estimate: {} on {}: {}{}", s.id, b,
+                                             oom ? "none, a smaller size ran out of memory: "
+                                                 : "none, its probe at ",
+                                             why),
+                                 4));
         if (oom) {
           const std::string line = fmt::format("its probe at {}", why);
           run.estimates.push(Json::object_of({{"instance", s.id},
@@ -114,7 +118,9 @@ void estimate_memory(RunState& run) {
           fmt::format("{} on {}: about {} (peak RSS {} at {}={})", s.id, b, human_bytes(need),
                       fmt::join(from, ", "), s.workload->sizes.key, fmt::join(sizes, ", "));
       const bool too_big = run.opt.memory_limit > 0 && need > double(run.opt.memory_limit);
-      fmt::print("memory estimate: {}{}\n", line, too_big ? ": above the limit, not run" : "");
+      fmt::print("{}", wrapped(fmt::format("memory estimate: {}{}", line,
+                                           too_big ? ": above the limit, not run" : ""),
+                               4));
       run.estimates.push(Json::object_of({{"instance", s.id},
                                           {"backend", b},
                                           {"bytes", need},

@@ -10,6 +10,7 @@ summary an uninterrupted one writes. Fault injection: BACKPROP_BENCH_FAULT
     ctest -R harness_pytest --output-on-failure     or     /usr/bin/python3 -m pytest harness/tests
 """
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -126,8 +127,9 @@ def test_a_size_too_big_for_memory_is_reported_and_not_run(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "mini_gpt_wide", "--sizes", "batch=1,256",
             "--memory-limit", "800M", "--backends", "engine", *QUICK)
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "memory estimate: step/mini_gpt_wide/batch:256 on engine: about " in r.stdout
-    assert "(peak RSS " in r.stdout and "at batch=8, 16, 32): above the limit, not run" in r.stdout
+    out = re.sub(r"\n +", " ", r.stdout)  # lines wrapped at 120 columns, joined
+    assert "memory estimate: step/mini_gpt_wide/batch:256 on engine: about " in out
+    assert "(peak RSS " in out and "at batch=8, 16, 32): above the limit, not run" in out
     c = cells(tmp_path)
     assert c[("engine", "step/mini_gpt_wide/batch:1")]["status"] == "ok"
     big = c[("engine", "step/mini_gpt_wide/batch:256")]
