@@ -35,7 +35,9 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
     argv.push_back(fmt::format("--backend_name={}", backend));
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
   if (std::string_view(spec.program) == "bench_compiled")
-    argv.push_back(spec.warm_plans ? "--cache-dir=" + (this->folder.dir() / "plans").string()
+    // A warm start's plans stay in its folder: the run's, or a memory probe's scratch (probes
+    // run before the run folder exists).
+    argv.push_back(spec.warm_plans         ? "--cache-dir=" + (fs::path(folder) / "plans").string()
                    : opt.cache_dir.empty() ? std::string("--no-cache")
                                            : "--cache-dir=" + fs::absolute(opt.cache_dir).string());
   if (spec.checkpoints)

@@ -84,16 +84,17 @@ def test_a_probe_that_ran_out_of_memory_refuses_the_size(bin_dir, tmp_path):
     assert not (folder / "check" / "engine.json").exists(), "nothing was run at width 2100"
 
 
-# The memory probes of a backend that shares kernel verdicts write them into their scratch
-# folder, never into the directory bench_run was started from.
+# The memory probes of a backend that shares kernel verdicts, or keeps plans (a warm start),
+# write them into their scratch folder, never into the directory bench_run was started from.
 def test_probes_write_nothing_into_the_current_directory(bin_dir, tmp_path):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--out", str(tmp_path / "out"),
                         "--workloads", "mlp_width", "--sizes", "width=2049", "--backends",
-                        "compiled", "--check-only"], cwd=cwd, capture_output=True, text=True,
-                       timeout=300)
+                        "compiled,compiled_warm_start", "--check-only"], cwd=cwd,
+                       capture_output=True, text=True, timeout=300)
     assert "memory estimate: step/mlp_width/width:2049 on compiled: about" in r.stdout, r.stdout
+    assert "width:2049 on compiled_warm_start: about" in r.stdout, r.stdout
     assert os.listdir(cwd) == [], os.listdir(cwd)
 
 
