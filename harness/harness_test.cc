@@ -187,6 +187,50 @@ TEST(Judge, FiniteDifferencesConfirmALoneBackendAndCatchAWrongMajority) {
   EXPECT_FALSE(bp::plain_answer(workload("mlp_width"), 16, &small)) << "models have none";
 }
 
+// A GradBench eval has a gradient per input: the check holds a sample of them, labelled with the
+// parameter each one is, and finite differences are taken at the same ones.
+TEST(Judge, ASampleOfManyGradientsIsCheckedAtTheParametersItNames) {
+  const bp::WorkloadInfo& w = workload("lse");
+  bp::PlainAnswer truth;
+  ASSERT_TRUE(bp::plain_answer(w, 100, &truth));
+  ASSERT_EQ(truth.grads.size(), size_t(bp::kCheckedGrads));
+  EXPECT_EQ(truth.grad_of.front(), 0);
+  EXPECT_EQ(truth.grad_of.back(), 99);
+  auto sampled = [&](std::vector<double> grads, std::vector<int64_t> of) {
+    Json r = scalar_record(truth.value, grads);
+    std::vector<double> at(of.begin(), of.end());
+    for (const char* field : {"step", "step_after_reset"})
+      r.set(field, Json(r[field]).set("grad_of", Json::numbers(at)).set("num_grads", 100.0));
+    return r;
+  };
+  const Json right = sampled(truth.grads, truth.grad_of);
+  std::vector<double> bent = truth.grads;
+  bent[5] += 0.01;
+  const Json wrong = sampled(bent, truth.grad_of);
+  std::vector<bp::BackendRecord> in = {{"engine", &right, ""}, {"libtorch", &wrong, ""}};
+  auto v = bp::judge_instance(w, in, &truth);
+  EXPECT_EQ(v[0].status, "ok") << v[0].message;
+  EXPECT_EQ(v[1].status, "wrong");
+  const std::string at = fmt::format("at grads[{}] ", truth.grad_of[5]);
+  EXPECT_NE(v[1].message.find(at), std::string::npos) << v[1].message << " wants " << at;
+  // another parameter count samples other parameters: named, not compared number by number
+  std::vector<int64_t> other = truth.grad_of;
+  other[1] += 1;
+  const Json shifted = sampled(truth.grads, other);
+  in = {{"engine", &right, ""}, {"libtorch", &shifted, ""}};
+  v = bp::judge_instance(w, in, &truth);
+  EXPECT_EQ(v[1].status, "wrong");
+  EXPECT_NE(v[1].message.find("reported grads[" + std::to_string(other[1])), std::string::npos)
+      << v[1].message;
+  // a sample of another length
+  const Json short_record = sampled({1, 2, 3}, {0, 1, 2});
+  in = {{"libtorch", &short_record, ""}};
+  v = bp::judge_instance(w, in, &truth);
+  EXPECT_NE(v[0].message.find("reported 3 gradients; lse checks 32 at this size"),
+            std::string::npos)
+      << v[0].message;
+}
+
 TEST(Judge, NonFiniteNumbersAreWrongWhereverTheyAre) {
   Json nan_grad = scalar_record(0.5, {1, 2, 3});
   nan_grad.set("step",

@@ -11,11 +11,15 @@
 // matrices).
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bp {
 
@@ -71,6 +75,27 @@ concept ReplaysScalarSteps = ScalarBackend<B> && requires(B& b, std::span<double
   { b.replay_scalar_step(grads) } -> std::same_as<double>;
 };
 
+// A scalar graph whose gradient count follows its size (GradBench's evals: one gradient per
+// input) states `num_grads = kGradsPerSize`, and its Run says how many: `run.num_grads()`.
+inline constexpr int kGradsPerSize = -1;
+
+// The extent of a step's gradients: static where num_grads is, so that finish_step counts them
+// at compile time; dynamic for kGradsPerSize, where finish_step checks the count as it runs.
+template <class W>
+inline constexpr size_t kGradsExtent = W::num_grads == kGradsPerSize ? std::dynamic_extent
+                                                                     : size_t(W::num_grads);
+template <class W>
+using GradSpan = std::span<double, kGradsExtent<W>>;
+
+// Room for one step's gradients of `run`: an array, or a vector of run.num_grads().
+template <class W, class Run>
+auto grads_storage(const Run& run) {
+  if constexpr (W::num_grads == kGradsPerSize)
+    return std::vector<double>(size_t(run.num_grads()));
+  else
+    return std::array<double, size_t(W::num_grads)>{};
+}
+
 // The end of every scalar step, written once: backward from `root`, each parameter's gradient
 // into `grads` (in the order given), reset the backend, and return the root's value. `grads` has
 // the workload's num_grads as its static extent, so a count that does not match the parameters
@@ -83,6 +108,23 @@ double finish_step(B& be, const typename B::Scalar& root, std::span<double, N> g
   be.backward(root);
   size_t i = 0;
   ((grads[i++] = be.grad(params)), ...);
+  const double out = be.value(root);
+  be.reset();
+  return out;
+}
+
+// The same for a step whose parameters are a list (GradBench's evals): one gradient per
+// parameter, in the list's order. A count that does not match stops with both counts.
+template <ScalarBackend B>
+double finish_step(B& be, const typename B::Scalar& root, std::span<double> grads,
+                   std::span<const typename B::Scalar> params) {
+  if (grads.size() != params.size()) {
+    std::fprintf(stderr, "finish_step: %zu gradients asked for %zu parameters\n", grads.size(),
+                 params.size());
+    std::abort();
+  }
+  be.backward(root);
+  for (size_t i = 0; i < params.size(); i++) grads[i] = be.grad(params[i]);
   const double out = be.value(root);
   be.reset();
   return out;

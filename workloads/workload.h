@@ -128,20 +128,21 @@ concept DescribedWorkload = requires {
   requires std::same_as<decltype(W::tolerance), const Tolerance>;
 };
 
-// A scalar graph. Its Run<B> is built as Run(backend, size) and its step writes exactly
-// num_grads gradients (a static extent, so finish_step can count them at compile time); checked
-// here on PlainBackend, the ScalarBackend without autodiff.
+// A scalar graph. Its Run<B> is built as Run(backend, size) and its step writes its gradients
+// into a GradSpan<W>; checked here on PlainBackend, the ScalarBackend without autodiff.
 template <class W>
 concept ScalarWorkload = DescribedWorkload<W> && requires {
   requires std::same_as<decltype(W::num_grads), const int>;
   requires std::same_as<decltype(W::known), const KnownAnswer>;
-  requires W::num_grads >= 0;
+  requires W::num_grads >= 0 || W::num_grads == kGradsPerSize;
   requires !W::known.exists || W::known.num_grads == size_t(W::num_grads);
 } && std::constructible_from<typename W::template Run<PlainBackend>, PlainBackend&,
                              int64_t>&& requires(typename W::template Run<PlainBackend> run,
-                                                 PlainBackend& be,
-                                                 std::array<double, W::num_grads>& grads) {
-  { run.step(be, std::span<double, W::num_grads>(grads)) } -> std::same_as<double>;
+                                                 PlainBackend& be, GradSpan<W> grads) {
+  { run.step(be, grads) } -> std::same_as<double>;
+  requires W::num_grads != kGradsPerSize || requires {
+    { run.num_grads() } -> std::convertible_to<int64_t>;
+  };
 };
 
 // A model. Its Run<B> is TrainingRun<B, Model> (workloads/models.h), built as
@@ -162,7 +163,7 @@ struct WorkloadInfo {
   std::string_view phase;  // "grad" (scalar graphs), "step" (models) or a model's own (`optim`)
   Sizes sizes;
   Tolerance tolerance;
-  int num_grads;      // scalar graphs; 0 for models
+  int num_grads;      // scalar graphs (kGradsPerSize: the run says); 0 for models
   KnownAnswer known;  // scalar graphs; none for models
   int check_steps;    // models; 0 for scalar graphs
   CorpusUse corpus;   // models; none for scalar graphs

@@ -88,7 +88,7 @@ def parse_instance(text):
             usage_error(f"--instance={text}: '{field}' is not one of workload=, size=, name=, "
                         f"check_steps=")
         spec[key] = value
-    if spec["workload"] not in models.WORKLOADS:
+    if spec["workload"] not in models.WORKLOADS and spec["workload"] not in models.NOT_WRITTEN:
         usage_error(f"--instance={text}: unknown workload '{spec['workload']}'; "
                     f"baselines/pytorch/pytorch_models.py has: {', '.join(models.WORKLOADS)}")
     for key in ("size", "check_steps"):
@@ -259,6 +259,8 @@ def fault(kind, name, checking=False):
 def check(spec, mode, corpus):
     """The record of harness/common/protocol.h for one instance."""
     name = spec["name"]
+    if spec["workload"] in models.NOT_WRITTEN:
+        return dict(name=name, status="skipped", message=models.NOT_WRITTEN[spec["workload"]])
     if fault("check-crash", name):
         os.abort()
     while fault("check-hang", name):
@@ -406,6 +408,9 @@ def first_steps(spec, flags, corpus, rep):
 def benchmark(spec, flags, corpus):
     """One run per repetition, Google Benchmark style; returns its JSON entries."""
     name, runs = spec["name"], []
+    if spec["workload"] in models.NOT_WRITTEN:  # as Google Benchmark reports SkipWithError
+        return [dict(name=name, run_name=name, run_type="iteration", error_occurred=True,
+                     error_message="skipped: " + models.NOT_WRITTEN[spec["workload"]])]
     if fault("crash", name):
         os.abort()
     while fault("hang", name):

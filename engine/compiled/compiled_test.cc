@@ -72,17 +72,17 @@ TEST(CompiledScalarGraphs, BitwiseEqualToTheEagerTapeOnEveryWorkload) {
         // The capture, replays through the workload's code (the guard), replays of the program
         // alone (what the benchmark times).
         for (int step = 0; step < 5; step++) {
-          std::array<double, W::num_grads> ge{}, gc{};
-          const double ve = eager_run.step(eager, std::span<double, W::num_grads>(ge));
-          if (step >= 3 && W::num_grads > 0) {
+          auto ge = bp::grads_storage<W>(eager_run), gc = bp::grads_storage<W>(compiled_run);
+          const double ve = eager_run.step(eager, bp::GradSpan<W>(ge));
+          if (step >= 3 && W::num_grads != 0) {
             ASSERT_TRUE(compiled.can_replay_scalar_step());
           }
           const double vc = step >= 3 && compiled.can_replay_scalar_step()
                                 ? compiled.replay_scalar_step(gc)
-                                : compiled_run.step(compiled, std::span<double, W::num_grads>(gc));
+                                : compiled_run.step(compiled, bp::GradSpan<W>(gc));
           double worst = std::fabs(ve - vc);
           EXPECT_TRUE(same_bits(ve, vc)) << W::name << " size " << size << " step " << step;
-          for (int i = 0; i < W::num_grads; i++) {
+          for (size_t i = 0; i < ge.size(); i++) {
             worst = std::max(worst, std::fabs(ge[i] - gc[i]));
             EXPECT_TRUE(same_bits(ge[i], gc[i])) << W::name << " grad " << i << " step " << step;
           }

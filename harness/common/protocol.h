@@ -39,6 +39,9 @@
 //     registry): scalar graph: {"name", "status": "ok",
 //                    "step": {"value", "grads": [num_grads]},          first step on a new setup
 //                    "step_after_reset": {"value", "grads"}}           the second, same setup
+//                   past kCheckedGrads gradients (GradBench's evals), "grads" holds those of
+//                   checked_grad_indices (workloads/plain_backend.h) and the step also says
+//                   "grad_of": [their indices] and "num_grads": how many the step has
 //     model:        {"name", "status": "ok",
 //                    "step0": {"loss", "grad_norms": [one per parameter, in creation order]},
 //                    "step0_after_reset": {...}   step 0 again on the same setup after zero_grad

@@ -29,11 +29,18 @@ Json check_scalar_graph(const BackendProcess<B>& p, const InstanceSpec& spec) {
   B backend;
   p.configure(backend);
   typename W::template Run<B> run(backend, *spec.size);
+  auto grads = grads_storage<W>(run);
+  const std::vector<int64_t> checked = checked_grad_indices(int64_t(grads.size()));
   auto one_step = [&](double offset) {
-    std::array<double, W::num_grads> grads{};
-    const double value =
-        p.template scalar_step<W>(backend, run, std::span<double, W::num_grads>(grads)) + offset;
-    return Json::object_of({{"value", value}, {"grads", Json::numbers(grads)}});
+    const double value = p.template scalar_step<W>(backend, run, GradSpan<W>(grads)) + offset;
+    std::vector<double> kept;
+    for (int64_t i : checked) kept.push_back(grads[i]);
+    Json step = Json::object_of({{"value", value}, {"grads", Json::numbers(kept)}});
+    if (int64_t(grads.size()) > kCheckedGrads) {  // a sample: which parameters, of how many
+      step.set("grad_of", Json::numbers(std::vector<double>(checked.begin(), checked.end())));
+      step.set("num_grads", double(grads.size()));
+    }
+    return step;
   };
   Json first = one_step(wrong);
   Json second = one_step(wrong + (fault == "reset" ? 1.0 : 0.0));

@@ -44,8 +44,7 @@ struct BackendProcess {
   // One step of scalar graph W: a compiled step replays without the workload's code. The check
   // and the timed loop both come here, so what is timed is what is checked.
   template <class W>
-  double scalar_step(B& backend, typename W::template Run<B>& run,
-                     std::span<double, W::num_grads> grads) const {
+  double scalar_step(B& backend, typename W::template Run<B>& run, GradSpan<W> grads) const {
     if constexpr (ReplaysScalarSteps<B>)
       if (backend.can_replay_scalar_step()) return backend.replay_scalar_step(grads);
     return run.step(backend, grads);
@@ -60,9 +59,9 @@ struct BackendProcess {
   template <class W>
   double step(B& backend, typename W::template Run<B>& run) const {
     if constexpr (ScalarWorkload<W>) {
-      std::array<double, W::num_grads> grads{};
-      const double out = scalar_step<W>(backend, run, std::span<double, W::num_grads>(grads));
-      if constexpr (W::num_grads > 0) benchmark::DoNotOptimize(grads);
+      auto grads = grads_storage<W>(run);
+      const double out = scalar_step<W>(backend, run, GradSpan<W>(grads));
+      if constexpr (W::num_grads != 0) benchmark::DoNotOptimize(grads);
       return out;
     } else {
       return run.step(backend);
@@ -177,11 +176,11 @@ void bench_steps(benchmark::State& state, const BackendProcess<B>& p, const Inst
       for (auto _ : state) step();
   };
   if constexpr (ScalarWorkload<W>) {  // the gradients' array made once, outside the loop
-    std::array<double, W::num_grads> grads{};
+    auto grads = grads_storage<W>(*setup->run);
     timed([&] {
-      benchmark::DoNotOptimize(p.template scalar_step<W>(setup->backend, *setup->run,
-                                                         std::span<double, W::num_grads>(grads)));
-      if constexpr (W::num_grads > 0) benchmark::DoNotOptimize(grads);
+      benchmark::DoNotOptimize(
+          p.template scalar_step<W>(setup->backend, *setup->run, GradSpan<W>(grads)));
+      if constexpr (W::num_grads != 0) benchmark::DoNotOptimize(grads);
     });
   } else {
     timed([&] { benchmark::DoNotOptimize(setup->run->step(setup->backend)); });

@@ -68,7 +68,12 @@ inline Numbers step_numbers(const WorkloadInfo& w, const Json& step, const Json*
     if (losses) n.add_all("losses", *losses);
   } else {
     n.add("value", step["value"]);
-    n.add_all("grads", step["grads"]);
+    const Json& grads = step["grads"];
+    const Json& of = step["grad_of"];  // a sample of many gradients: which each one is
+    for (size_t i = 0; i < grads.array.size(); i++)
+      n.add(fmt::format("grads[{}]",
+                        i < of.array.size() ? int64_t(of.array[i].num_or(-1)) : int64_t(i)),
+            grads.array[i]);
   }
   return n;
 }
@@ -97,10 +102,12 @@ inline std::string worst_difference(const Numbers& ref, const Numbers& got, doub
 inline std::string self_check(const WorkloadInfo& w, const Json& record,
                               const PlainAnswer* plain = nullptr) {
   const Numbers n = record_numbers(w, record);
-  const size_t expected_grads = w.model ? 0 : size_t(w.num_grads);
-  if (!w.model && record["step"]["grads"].array.size() != expected_grads)
-    return fmt::format("reported {} gradients; {} has {}", record["step"]["grads"].array.size(),
-                       w.name, expected_grads);
+  const size_t reported = record["step"]["grads"].array.size();
+  if (!w.model && w.num_grads != kGradsPerSize && reported != size_t(w.num_grads))
+    return fmt::format("reported {} gradients; {} has {}", reported, w.name, w.num_grads);
+  if (!w.model && plain && reported != plain->grads.size())
+    return fmt::format("reported {} gradients; {} checks {} at this size", reported, w.name,
+                       plain->grads.size());
   if (w.model && record["losses"].array.size() != size_t(w.check_steps))
     return fmt::format("reported {} training losses; the check asks for {}",
                        record["losses"].array.size(), w.check_steps);
@@ -148,10 +155,23 @@ inline std::string self_check(const WorkloadInfo& w, const Json& record,
     Numbers truth;
     truth.add("value", Json(plain->value));
     for (size_t i = 0; i < plain->grads.size(); i++)
-      truth.add(fmt::format("grads[{}]", i), Json(plain->grads[i]));
+      truth.add(fmt::format("grads[{}]", plain->grad_of[i]), Json(plain->grads[i]));
+    for (size_t i = 0; i < truth.labels.size(); i++)
+      if (truth.labels[i] != n.labels[i])
+        return fmt::format(
+            "reported {} where finite differences check {} (another parameter "
+            "count: {} gradients)",
+            n.labels[i], truth.labels[i], record["step"]["num_grads"].num_or(double(reported)));
+    // Relative above 1, absolute below, beyond the differences' own rounding (gradients only).
     double worst = 0;
-    const std::string at = worst_difference(truth, n, 1.0, &worst);
-    if (!at.empty() && !(worst <= kFiniteDifferenceTolerance))
+    std::string at;
+    for (size_t i = 0; i < truth.values.size(); i++) {
+      const double noise = i == 0 ? 0 : finite_difference_noise(plain->value);
+      const double d = std::max(0.0, std::fabs(n.values[i] - truth.values[i]) - noise) /
+                       std::max(1.0, std::fabs(truth.values[i]));
+      if (!(d <= worst)) worst = d, at = truth.labels[i];
+    }
+    if (!(worst <= kFiniteDifferenceTolerance))
       return fmt::format("off finite differences by {:.3g} at {} (tolerance {:.0e})", worst, at,
                          kFiniteDifferenceTolerance);
   }
