@@ -24,6 +24,7 @@
 #include "harness/runner/backends.h"
 #include "harness/runner/judge.h"
 #include "harness/runner/memory.h"
+#include "harness/runner/process.h"
 #include "harness/runner/selection.h"
 #include "harness/runner/summary_text.h"
 #include "workloads/registry.h"
@@ -761,6 +762,27 @@ TEST(Proc, AWrapperIsNoBenchmark) {
   EXPECT_EQ(bp::benchmark_program_of(V{"/usr/bin/python3", "-u", "/s/pytorch_bench.py", "--x"}),
             "pytorch_bench.py");
   EXPECT_EQ(bp::benchmark_program_of(V{"/usr/bin/python3", "/s/other.py", "pytorch_bench.py"}), "");
+}
+
+// A backend's peak RSS is its own: not the copy of the runner that fork() made, however large
+// the runner has grown (exec records the copy's high-water mark, which wait4 reports).
+TEST(Process, AChildsPeakIsItsOwnNotTheRunners) {
+  std::vector<char> held(size_t(96) << 20, 1);  // the runner holding 96 MB, every page touched
+  const std::string log = ::testing::TempDir() + "process_test.log";
+  bp::Child child({"/bin/sh", "-c", "test \"$BP_PROCESS_TEST\" = passed"}, log, 10,
+                  {"BP_PROCESS_TEST=passed"}, 0);
+  const bp::ProcessResult r = child.finish();
+  EXPECT_TRUE(r.ok()) << r.failure() << ": the environment given did not arrive";
+  std::printf("  /bin/sh's peak RSS %.1f MB, with the runner holding %zu MB (limit 16 MB)\n",
+              double(r.max_rss_bytes) / 1e6, held.size() >> 20);
+  EXPECT_LT(r.max_rss_bytes, int64_t(16) << 20);
+  EXPECT_EQ(held[held.size() / 2], 1) << "the runner's own memory is untouched";
+  // a program that cannot run says so in its log, in one line
+  bp::Child missing({"/no/such/program"}, log, 10, {}, 0);
+  EXPECT_EQ(missing.finish().exit_code, 127);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("cannot run /no/such/program: no such file\n"), std::string::npos) << text;
 }
 
 }  // namespace
