@@ -3,7 +3,7 @@
 #              [REPETITIONS=10] [THREADS=1] [WARMUP=3] [MEMORY=8G [FORCE=1]] [DATA=file]
 #              [CHECKPOINTS=/some/disk]   (where engine_multistage writes; default: the run's folder)
 #              [PLANS=dir]   (the compiled mode's plan cache; default: off, compiled from scratch)
-#   make study NAME=bptt|budget|first_step|kernels|threads|optim   (the same variables)
+#   make study NAME=bptt|budget|first_step|kernels|threads|optim|gradbench   (the same variables)
 #   make bench-all                        (every backend, size and study at once)
 #   make bench RESUME=results/<run-id>    (finishes an interrupted run)
 #   make compare A=results/<run-A> B=results/<run-B> [THRESHOLD=10] [FORCE=1]   (exit 1: slower)

@@ -7,12 +7,13 @@
 # libbenchmark-tools is Google Benchmark's tools/compare.py (with python3-scipy, its U test), which
 # the tests run on our result files; chromium opens each run's report.html in the tests.
 # libopenblas-dev, libblis-dev, libxsmm-dev and libdnnl-dev are the compiled mode's matmul dialects
-# (engine/kernels/library.h); the build goes on without any of them.
+# (engine/kernels/library.h); the build goes on without any of them. libadolc-dev is ADOL-C, the
+# operator-overloading baseline of baselines/adolc/ (the version GradBench's adol-c tool uses).
 set -eu
 PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
           python3-matplotlib python3-pytest libopenblas0-pthread wamerican clang-format libasan8
           libubsan1 libbenchmark-tools python3-scipy chromium libopenblas-dev libblis-dev
-          libxsmm-dev libdnnl-dev"
+          libxsmm-dev libdnnl-dev libadolc-dev"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

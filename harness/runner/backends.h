@@ -71,6 +71,9 @@ inline constexpr BackendSpec kBackends[] = {
     {"libtorch_2t", "bench_libtorch", nullptr, true, kModels, false, nullptr, false, 2},
     {"libtorch_segments", "bench_libtorch", "--strategy=segments", true, kRecurrent, false,
      kLengthsUpTo10k},
+    // ADOL-C (baselines/adolc/): tape the first step and replay it, or tape every step.
+    {"adolc", "bench_adolc", nullptr, false},
+    {"adolc_retape", "bench_adolc", "--taping=every_step", false},
     {"pytorch", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, nullptr, false,
      kLengthsUpTo10k},
     {"pytorch_2t", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, kModels, false,

@@ -51,6 +51,13 @@ inline constexpr Study kStudies[] = {
      "char_mlp,mini_gpt,mini_gpt_wide,mlp_width", "hidden=1024 batch=8,32,64 width=1024,2048"},
     {"optim", "what does the optimizer alone cost against the memory bandwidth its bytes need?",
      "engine,compiled,libtorch,pytorch,bound", "adamw", "params=100000,1000000,10000000"},
+    {"gradbench",
+     "GradBench's evals at its sizes: how does our engine fare against ADOL-C on another "
+     "suite's workloads?",
+     "engine,compiled,adolc,adolc_retape",
+     "tiny_graph,small_graph,scalar_chain,lse,llsq,lstm,gmm_d2,gmm_d10",
+     "nodes=10,1000,100000 elements=2500,20000,160000,1280000 points=16,128,1024,16392 "
+     "chars=1024,4096,8192 k=5,10,25,50,100"},
     {"all", "everything: every backend and size, the kernel rows and the interval sweep", "", "",
      "", true, true},
 };
