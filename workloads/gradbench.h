@@ -289,6 +289,14 @@ struct Lstm {
   using Run = EvalRun<Lstm, B>;
 };
 
+// gmm's input, whatever its d (GradBench's gmm sends d with it).
+struct GmmInput {
+  int32_t d, k, n;
+  std::vector<double> alpha, mu, q, l, x;  // (k), (k, d), (k, d), (k, d(d-1)/2), (n, d)
+  int32_t m;
+  double gamma;
+};
+
 // A Gaussian mixture's log-likelihood with a Wishart prior (ADBench's GMM), k components of
 // dimension d over n = 1000 points, m = 0, gamma = 1 (GradBench's defaults). GradBench's `gmm`;
 // its gradient is of alpha, mu, q and l (in its JSON, an object of those four; here in that
@@ -305,12 +313,7 @@ struct GmmEval {
   static constexpr KnownAnswer known = no_known_answer;
   static constexpr int64_t kPoints = 1000;
 
-  struct Input {
-    int32_t d, k, n;
-    std::vector<double> alpha, mu, q, l, x;  // (k), (k, d), (k, d), (k, d(d-1)/2), (n, d)
-    int32_t m;
-    double gamma;
-  };
+  using Input = GmmInput;
   static Input input(int64_t k) {
     SplitMix64 rng{kEvalSeed + 3};
     Input in{D, int32_t(k), int32_t(kPoints), {}, {}, {}, {}, {}, 0, 1.0};

@@ -192,6 +192,9 @@ class JsonParser {
     if (pos_ >= s_.size()) fail("unexpected end");
     Json v;
     const char c = s_[pos_];
+    // Nesting is recursion here: a hostile document of a million '[' would overflow the stack.
+    if ((c == '{' || c == '[') && depth_ >= kMaxDepth) fail("nested deeper than 256 levels");
+    const Nesting nesting(c == '{' || c == '[' ? &depth_ : nullptr);
     if (c == '{') {
       v.kind = Json::Kind::object;
       pos_++;
@@ -272,9 +275,21 @@ class JsonParser {
     return out;
   }
 
+  static constexpr int kMaxDepth = 256;
+  struct Nesting {
+    int* depth;
+    explicit Nesting(int* d) : depth(d) {
+      if (depth) ++*depth;
+    }
+    ~Nesting() {
+      if (depth) --*depth;
+    }
+  };
+
   std::string_view s_;
   bool non_finite_ = false;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 inline Json parse_json(std::string_view text) { return JsonParser(text).parse(); }

@@ -1,0 +1,225 @@
+// harness/gradbench/modules.h: GradBench's modules as bp_gradbench reads and answers them: each
+// eval's input JSON into its workloads/gradbench.h Input, checked field by field, and its outputs
+// in the JSON shapes of GradBench's `manual` tool (cpp/gradbench/evals/<eval>.hpp upstream):
+//   lse   primal -> number,    gradient -> [n]
+//   llsq  primal -> number,    gradient -> [m]
+//   lstm  objective -> number, jacobian -> [main_params row after row, then extra_params]
+//   gmm   objective -> number, jacobian -> {"alpha": [k], "mu": [[d] x k], "q": [[d] x k],
+//                                           "l": [[d(d-1)/2] x k]}
+// Bad input is a std::invalid_argument naming the field, the sizes found and what is valid.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/common/json.h"
+#include "workloads/gradbench.h"
+
+namespace bp::gradbench {
+
+[[noreturn]] inline void bad_input(const std::string& why) { throw std::invalid_argument(why); }
+
+inline const Json& field(const Json& input, std::string_view name) {
+  if (input.kind != Json::Kind::object) bad_input("input: expected an object");
+  const Json& v = input[name];
+  if (v.is_null()) bad_input("input: no field '" + std::string(name) + "'");
+  return v;
+}
+inline std::vector<double> numbers(const Json& v, const std::string& what) {
+  if (v.kind != Json::Kind::array) bad_input(what + ": expected an array of numbers");
+  std::vector<double> out;
+  out.reserve(v.array.size());
+  for (size_t i = 0; i < v.array.size(); i++) {
+    if (!v.array[i].is_number() || !std::isfinite(v.array[i].number))
+      bad_input(what + "[" + std::to_string(i) + "]: expected a finite number");
+    out.push_back(v.array[i].number);
+  }
+  return out;
+}
+// An array of `rows` arrays of `cols` numbers (-1: any count, the same for every row), flat.
+inline std::vector<double> matrix(const Json& input, std::string_view name, int64_t rows,
+                                  int64_t cols) {
+  const Json& v = field(input, name);
+  const std::string what(name);
+  if (v.kind != Json::Kind::array) bad_input(what + ": expected an array of arrays of numbers");
+  if (rows >= 0 && int64_t(v.array.size()) != rows)
+    bad_input(what + ": " + std::to_string(v.array.size()) + " rows, expected " +
+              std::to_string(rows));
+  std::vector<double> flat;
+  for (size_t r = 0; r < v.array.size(); r++) {
+    const std::vector<double> row = numbers(v.array[r], what + "[" + std::to_string(r) + "]");
+    if (cols < 0) cols = int64_t(row.size());
+    if (int64_t(row.size()) != cols)
+      bad_input(what + "[" + std::to_string(r) + "]: " + std::to_string(row.size()) +
+                " numbers, expected " + std::to_string(cols) + " as the rows before it");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return flat;
+}
+inline int64_t whole(const Json& input, std::string_view name, int64_t least, int64_t most) {
+  const Json& v = field(input, name);
+  if (!v.is_number() || v.number != std::floor(v.number) || v.number < double(least) ||
+      v.number > double(most))
+    bad_input(std::string(name) + ": expected a whole number from " + std::to_string(least) +
+              " to " + std::to_string(most));
+  return int64_t(v.number);
+}
+inline int64_t rows_of(const Json& input, std::string_view name) {
+  const Json& v = field(input, name);
+  if (v.kind != Json::Kind::array || v.array.empty() || v.array[0].kind != Json::Kind::array)
+    bad_input(std::string(name) + ": expected a non-empty array of arrays of numbers");
+  return int64_t(v.array.size());
+}
+
+// One module: its name, its two functions, and how its JSON becomes the eval's Input and its
+// gradient becomes JSON.
+template <class W>
+struct Module;
+
+template <>
+struct Module<Lse> {
+  static constexpr std::string_view name = "lse", primal = "primal", gradient = "gradient";
+  static Lse::Input input(const Json& in) {
+    Lse::Input out{numbers(field(in, "x"), "x")};
+    if (out.x.empty()) bad_input("x: expected at least one number");
+    return out;
+  }
+  static Json gradient_json(const Lse::Input&, std::span<const double> g) {
+    return Json::numbers(g);
+  }
+};
+
+template <>
+struct Module<Llsq> {
+  static constexpr std::string_view name = "llsq", primal = "primal", gradient = "gradient";
+  static Llsq::Input input(const Json& in) {
+    Llsq::Input out{numbers(field(in, "x"), "x"), whole(in, "n", 2, int64_t(1) << 40)};
+    if (out.x.empty()) bad_input("x: expected at least one number");
+    return out;
+  }
+  static Json gradient_json(const Llsq::Input&, std::span<const double> g) {
+    return Json::numbers(g);
+  }
+};
+
+template <>
+struct Module<Lstm> {
+  static constexpr std::string_view name = "lstm", primal = "objective", gradient = "jacobian";
+  // GradBench reads the layers from main_params (2 rows each), the bits from its row length
+  // (4 per bit) and the characters from the sequence's rows.
+  static Lstm::Input input(const Json& in) {
+    const int64_t main_rows = rows_of(in, "main_params");
+    if (main_rows % 2)
+      bad_input("main_params: " + std::to_string(main_rows) +
+                " rows, expected 2 per layer (weights, biases)");
+    const Json& first = field(in, "main_params").array[0];
+    if (first.array.empty() || first.array.size() % 4)
+      bad_input("main_params[0]: " + std::to_string(first.array.size()) +
+                " numbers, expected 4 per bit (forget, input, output gates, change)");
+    const int64_t layers = main_rows / 2, bits = int64_t(first.array.size() / 4);
+    const int64_t chars = rows_of(in, "sequence");
+    if (chars < 2) bad_input("sequence: 1 character, expected at least 2");
+    Lstm::Input out{int32_t(layers), int32_t(chars), int32_t(bits), {}, {}, {}, {}};
+    out.main_params = matrix(in, "main_params", 2 * layers, 4 * bits);
+    out.extra_params = matrix(in, "extra_params", 3, bits);
+    out.state = matrix(in, "state", 2 * layers, bits);
+    out.sequence = matrix(in, "sequence", chars, bits);
+    return out;
+  }
+  static Json gradient_json(const Lstm::Input&, std::span<const double> g) {
+    return Json::numbers(g);
+  }
+};
+
+// GmmEval's Graph reads d from its input: one instance of the template serves every d.
+using Gmm = GmmD2;
+template <>
+struct Module<Gmm> {
+  static constexpr std::string_view name = "gmm", primal = "objective", gradient = "jacobian";
+  static Gmm::Input input(const Json& in) {
+    const int64_t d = whole(in, "d", 2, 4096), k = whole(in, "k", 1, int64_t(1) << 24),
+                  n = whole(in, "n", 1, int64_t(1) << 30);
+    Gmm::Input out{
+        int32_t(d), int32_t(k), int32_t(n), {}, {}, {}, {}, {}, int32_t(whole(in, "m", 0, 1 << 20)),
+        0};
+    const Json& gamma = field(in, "gamma");
+    if (!gamma.is_number() || !(gamma.number > 0) || !std::isfinite(gamma.number))
+      bad_input("gamma: expected a positive number");
+    out.gamma = gamma.number;
+    out.alpha = numbers(field(in, "alpha"), "alpha");
+    if (int64_t(out.alpha.size()) != k)
+      bad_input("alpha: " + std::to_string(out.alpha.size()) +
+                " numbers, expected k = " + std::to_string(k));
+    out.mu = matrix(in, "mu", k, d);
+    out.q = matrix(in, "q", k, d);
+    out.l = matrix(in, "l", k, d * (d - 1) / 2);
+    out.x = matrix(in, "x", n, d);
+    return out;
+  }
+  static Json gradient_json(const Gmm::Input& in, std::span<const double> g) {
+    const size_t k = size_t(in.k), d = size_t(in.d), lsz = d * (d - 1) / 2;
+    auto rows = [&](size_t from, size_t width) {
+      Json out = Json::array_of();
+      for (size_t r = 0; r < k; r++) out.push(Json::numbers(g.subspan(from + r * width, width)));
+      return out;
+    };
+    return Json::object_of({{"alpha", Json::numbers(g.subspan(0, k))},
+                            {"mu", rows(k, d)},
+                            {"q", rows(k + k * d, d)},
+                            {"l", rows(k + 2 * k * d, lsz)}});
+  }
+};
+
+inline constexpr std::string_view kModules = "lse, llsq, lstm, gmm";
+
+// Calls f.template operator()<W>() for the module named `name`; false if there is none.
+template <class F>
+bool with_module(std::string_view name, F&& f) {
+  if (name == "lse") return f.template operator()<Lse>(), true;
+  if (name == "llsq") return f.template operator()<Llsq>(), true;
+  if (name == "lstm") return f.template operator()<Lstm>(), true;
+  if (name == "gmm") return f.template operator()<Gmm>(), true;
+  return false;
+}
+
+// Our own seeded input of an eval at a size (workloads/gradbench.h), as GradBench's JSON: the
+// same work a run of bench_run times, for bp_gradbench --write-input.
+inline Json input_json(const Lse::Input& in) {
+  return Json::object_of({{"x", Json::numbers(in.x)}});
+}
+inline Json input_json(const Llsq::Input& in) {
+  return Json::object_of({{"x", Json::numbers(in.x)}, {"n", in.n}});
+}
+inline Json rows_json(const std::vector<double>& flat, size_t width) {
+  Json out = Json::array_of();
+  for (size_t at = 0; at < flat.size(); at += width)
+    out.push(Json::numbers(std::span<const double>(flat).subspan(at, width)));
+  return out;
+}
+inline Json input_json(const Lstm::Input& in) {
+  const size_t b = size_t(in.bits);
+  return Json::object_of({{"main_params", rows_json(in.main_params, 4 * b)},
+                          {"extra_params", rows_json(in.extra_params, b)},
+                          {"state", rows_json(in.state, b)},
+                          {"sequence", rows_json(in.sequence, b)}});
+}
+inline Json input_json(const GmmInput& in) {
+  const size_t d = size_t(in.d);
+  return Json::object_of({{"d", in.d},
+                          {"k", in.k},
+                          {"n", in.n},
+                          {"x", rows_json(in.x, d)},
+                          {"m", in.m},
+                          {"gamma", in.gamma},
+                          {"alpha", Json::numbers(in.alpha)},
+                          {"mu", rows_json(in.mu, d)},
+                          {"q", rows_json(in.q, d)},
+                          {"l", rows_json(in.l, d * (d - 1) / 2)}});
+}
+
+}  // namespace bp::gradbench

@@ -1,0 +1,228 @@
+// harness/gradbench/tool.h: bp_gradbench's side of GradBench's protocol (CONTRIBUTING.md upstream,
+// section Protocol): one JSON message a line in, one response a line out, for every message.
+//   start     -> {"id", "tool", "config"}
+//   define    -> {"id", "success"} (false, with "error", for a module this backend lacks)
+//   evaluate  -> {"id", "success": true, "output", "timings"} or {"id", "success": false, "error"}
+//   analysis  -> {"id"}; an output GradBench judged invalid is said on stderr
+// An evaluate runs its function at least `min_runs` times and until `min_seconds` have passed,
+// one "evaluate" timing each. What is done once before is timed apart, never folded in: "prepare"
+// (the input made parameters of the backend) and, for the compiled mode, "compile" (its first
+// two steps: the step captured, compiled and run, then its x86 code generated and run; every
+// later step replays that code). The primal (GradBench's primal or
+// objective) runs the same code on plain doubles (workloads/plain_backend.h) on every backend.
+// A message that is not JSON, lacks an id or names what does not exist gets one error response,
+// and the session goes on.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <new>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/compiled/backend.h"
+#include "harness/common/json.h"
+#include "harness/gradbench/modules.h"
+#include "workloads/plain_backend.h"
+
+namespace bp::gradbench {
+
+// Which of our engine's ways computes the gradients. The evals exist as scalar graphs
+// (workloads/gradbench.h): `scalar` (the eager tape) and `compiled` run them; `engine` and
+// `libtorch` name their tensor forms, which are not written yet.
+inline constexpr std::string_view kBackends = "scalar, compiled, engine, libtorch";
+inline std::string backend_lacks(std::string_view backend) {
+  if (backend == "scalar" || backend == "compiled") return "";
+  if (backend == "engine" || backend == "libtorch")
+    return "GradBench's evals have no tensor form for --backend " + std::string(backend) +
+           " yet; --backend scalar or compiled runs them";
+  return "unknown backend '" + std::string(backend) + "'; valid: " + std::string(kBackends);
+}
+
+struct Evaluation {
+  Json output;
+  Json timings = Json::array_of();
+  void time(std::string_view name, int64_t nanoseconds) {
+    timings.push(Json::object_of({{"name", name}, {"nanoseconds", nanoseconds}}));
+  }
+};
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// GradBench's Runs: at least min_runs runs, and until min_seconds have passed.
+struct Runs {
+  int64_t min_runs = 1;
+  double min_seconds = 0;
+};
+inline Runs runs_of(const Json& input) {
+  Runs r;
+  if (const Json& n = input["min_runs"]; !n.is_null()) {
+    if (!n.is_number() || n.number != std::floor(n.number) || n.number < 1 || n.number > 1e9)
+      bad_input("min_runs: expected a whole number from 1 to 10^9");
+    r.min_runs = int64_t(n.number);
+  }
+  if (const Json& s = input["min_seconds"]; !s.is_null()) {
+    if (!s.is_number() || !(s.number >= 0) || s.number > 1e6)
+      bad_input("min_seconds: expected a number of seconds from 0 to 10^6");
+    r.min_seconds = s.number;
+  }
+  return r;
+}
+template <class Fn>
+void repeat(const Runs& runs, Evaluation& e, Fn&& once) {
+  double seconds = 0;
+  for (int64_t i = 0; i < runs.min_runs || seconds < runs.min_seconds; i++) {
+    const int64_t start = now_ns();
+    once();
+    const int64_t took = now_ns() - start;
+    e.time("evaluate", took);
+    seconds += double(took) * 1e-9;
+  }
+}
+
+// GradBench's primal (objective): the eval on plain doubles.
+template <class W>
+Evaluation primal(const Json& input) {
+  const typename W::Input in = Module<W>::input(input);
+  const Runs runs = runs_of(input);
+  Evaluation e;
+  const int64_t start = now_ns();
+  PlainBackend be;
+  typename W::template Graph<PlainBackend> graph(be, in);
+  e.time("prepare", now_ns() - start);
+  double value = 0;
+  repeat(runs, e, [&] { value = graph.objective(be); });
+  e.output = Json(value);
+  return e;
+}
+
+// GradBench's gradient (jacobian) on backend B: a step of EvalRun's, which the compiled mode
+// replays after its first.
+template <class W, class B>
+Evaluation gradient(const Json& input) {
+  using S = typename B::Scalar;
+  const typename W::Input in = Module<W>::input(input);
+  const Runs runs = runs_of(input);
+  struct Setup {
+    B be;
+    typename W::template Graph<B> graph;
+    explicit Setup(const typename W::Input& in) : graph(be, in) {}
+  };
+  Evaluation e;
+  int64_t start = now_ns();
+  const auto setup = std::make_unique<Setup>(in);  // the backend must not move: Scalars point in
+  std::vector<double> grads(setup->graph.params.size());
+  e.time("prepare", now_ns() - start);
+  auto step = [&] {
+    if constexpr (ReplaysScalarSteps<B>)
+      if (setup->be.can_replay_scalar_step()) return setup->be.replay_scalar_step(grads);
+    return finish_step(setup->be, setup->graph.objective(setup->be), std::span<double>(grads),
+                       std::span<const S>(setup->graph.params));
+  };
+  if constexpr (ReplaysScalarSteps<B>) {  // captured and compiled, then its code generated
+    start = now_ns();
+    step(), step();
+    e.time("compile", now_ns() - start);
+  }
+  repeat(runs, e, step);
+  e.output = Module<W>::gradient_json(in, grads);
+  return e;
+}
+
+class Session {
+ public:
+  explicit Session(std::string backend) : backend_(std::move(backend)) {}
+
+  // The response to one message line (without its newline).
+  std::string reply(std::string_view line) {
+    Json message;
+    try {
+      message = parse_json(line);
+    } catch (const std::exception& e) {
+      return error_reply(Json(), std::string("the message is not JSON: ") + e.what());
+    }
+    if (message.kind != Json::Kind::object)
+      return error_reply(Json(), "the message is not a JSON object");
+    const Json& id = message["id"];
+    if (!id.is_number()) return error_reply(Json(), "the message has no numeric \"id\"");
+    const std::string kind = message["kind"].str_or("");
+    if (kind == "start") return start(id);
+    if (kind == "define") return define(id, message["module"].str_or(""));
+    if (kind == "evaluate") return evaluate(id, message);
+    if (kind == "analysis") return analysis(id, message);
+    return error_reply(id, "unknown kind '" + kind + "'; valid: start, define, evaluate, analysis");
+  }
+
+ private:
+  static std::string error_reply(const Json& id, const std::string& why) {
+    return Json::object_of({{"id", id}, {"success", false}, {"error", why}}).dump();
+  }
+  std::string start(const Json& id) const {
+    return Json::object_of({{"id", id},
+                            {"tool", "backprop-bench"},
+                            {"config", Json::object_of({{"backend", backend_}})}})
+        .dump();
+  }
+  // Why this tool cannot evaluate `module`, or "".
+  std::string lacks(std::string_view module) const {
+    if (std::string why = backend_lacks(backend_); !why.empty()) return why;
+    if (!with_module(module, []<class W>() {}))
+      return "unknown module '" + std::string(module) + "'; valid: " + std::string(kModules);
+    return "";
+  }
+  std::string define(const Json& id, const std::string& module) const {
+    if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
+    return Json::object_of({{"id", id}, {"success", true}}).dump();
+  }
+  std::string evaluate(const Json& id, const Json& message) const {
+    const std::string module = message["module"].str_or(""),
+                      function = message["function"].str_or("");
+    if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
+    if (message["input"].is_null()) return error_reply(id, "the message has no \"input\"");
+    Evaluation e;
+    std::string error;
+    try {
+      with_module(module, [&]<class W>() {
+        if (function == Module<W>::primal)
+          e = primal<W>(message["input"]);
+        else if (function == Module<W>::gradient)
+          e = backend_ == "compiled" ? gradient<W, CompiledBackend>(message["input"])
+                                     : gradient<W, EngineBackend>(message["input"]);
+        else
+          error = "unknown function '" + function + "' of " + module +
+                  "; valid: " + std::string(Module<W>::primal) + ", " +
+                  std::string(Module<W>::gradient);
+      });
+    } catch (const std::bad_alloc&) {
+      error = "out of memory evaluating " + module + " " + function;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (!error.empty()) return error_reply(id, error);
+    return Json::object_of(
+               {{"id", id}, {"success", true}, {"output", e.output}, {"timings", e.timings}})
+        .dump();
+  }
+  static std::string analysis(const Json& id, const Json& message) {
+    if (message["valid"].kind == Json::Kind::boolean && !message["valid"].boolean)
+      std::fprintf(stderr, "bp_gradbench: GradBench judged evaluation %s invalid: %s\n",
+                   message["of"].dump().c_str(), message["error"].str_or("").c_str());
+    return Json::object_of({{"id", id}}).dump();
+  }
+
+  std::string backend_;
+};
+
+}  // namespace bp::gradbench

@@ -1,0 +1,172 @@
+// harness/gradbench/tool_test.cc: bp_gradbench's protocol session on hand-written transcripts:
+// each module's answers against our engine's own step and finite differences, the shapes of
+// GradBench's manual tool, the min_runs/min_seconds rule and the timings apart, and every bad
+// message answered with one error while the session goes on.
+//   build/gradbench_test   (or ctest -R GradbenchTool)
+#include "harness/gradbench/tool.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+using bp::Json;
+
+Json ask(bp::gradbench::Session& s, const std::string& line) {
+  return bp::parse_json(s.reply(line));
+}
+
+std::string evaluate(const std::string& module, const std::string& function, const Json& input,
+                     int id = 2) {
+  Json m = Json::object_of(
+      {{"id", id}, {"kind", "evaluate"}, {"module", module}, {"function", function}});
+  return m.set("input", input).dump();
+}
+
+// Our own seeded input of a workload, with GradBench's Runs.
+template <class W>
+Json input_of(int64_t size, int min_runs = 1) {
+  Json in = bp::gradbench::input_json(W::input(size));
+  return in.set("min_runs", min_runs).set("min_seconds", 0);
+}
+
+// The gradient our engine's step gives for the same input, in order.
+template <class W>
+std::vector<double> engine_gradient(int64_t size) {
+  bp::EngineBackend be;
+  typename W::template Run<bp::EngineBackend> run(be, size);
+  std::vector<double> g(size_t(run.num_grads()));
+  run.step(be, g);
+  return g;
+}
+
+std::vector<double> flat(const Json& v) {
+  std::vector<double> out;
+  if (v.is_number()) out.push_back(v.number);
+  for (const Json& e : v.array) {
+    const std::vector<double> inner = flat(e);
+    out.insert(out.end(), inner.begin(), inner.end());
+  }
+  return out;
+}
+
+TEST(GradbenchTool, EachModuleAnswersAsOurEngineInGradbenchsShapes) {
+  for (const char* backend : {"scalar", "compiled"}) {
+    bp::gradbench::Session s(backend);
+    EXPECT_EQ(ask(s, R"({"id": 0, "kind": "start", "eval": "lse"})")["tool"].str_or(""),
+              "backprop-bench");
+    auto check = [&]<class W>(const std::string& module, const std::string& function,
+                              int64_t size) {
+      ASSERT_TRUE(
+          ask(s, R"({"id": 1, "kind": "define", "module": ")" + module + "\"}")["success"].boolean);
+      const Json r = ask(s, evaluate(module, function, input_of<W>(size)));
+      ASSERT_TRUE(r["success"].boolean) << r.dump();
+      std::vector<double> got = flat(r["output"]);
+      if (module == "gmm") {  // {"alpha", "mu", "q", "l"}, each row of mu, q and l a list
+        got.clear();
+        for (const char* part : {"alpha", "mu", "q", "l"}) {
+          ASSERT_FALSE(r["output"][part].is_null()) << part;
+          const std::vector<double> p = flat(r["output"][part]);
+          got.insert(got.end(), p.begin(), p.end());
+        }
+        EXPECT_EQ(r["output"]["mu"].array.size(), size_t(size)) << "one row per component";
+      }
+      const std::vector<double> want = engine_gradient<W>(size);
+      ASSERT_EQ(got.size(), want.size()) << module;
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); i++) worst = std::max(worst, std::fabs(got[i] - want[i]));
+      std::printf("  %s %s %s size %lld: %zu numbers, max |tool - engine step| %.1e (bitwise)\n",
+                  backend, module.c_str(), function.c_str(), (long long)size, got.size(), worst);
+      EXPECT_EQ(worst, 0.0) << module;
+      // the primal: a number, our graph's value on plain doubles
+      const Json p =
+          ask(s, evaluate(module, W::name == "lse" || W::name == "llsq" ? "primal" : "objective",
+                          input_of<W>(size)));
+      ASSERT_TRUE(p["success"].boolean) << p.dump();
+      EXPECT_TRUE(p["output"].is_number());
+      EXPECT_NEAR(p["output"].number, bp::plain_answer<W>(size).value, 0.0);
+    };
+    check.template operator()<bp::Lse>("lse", "gradient", 40);
+    check.template operator()<bp::Llsq>("llsq", "gradient", 20);
+    check.template operator()<bp::Lstm>("lstm", "jacobian", 6);
+    check.template operator()<bp::GmmD10>("gmm", "jacobian", 3);
+  }
+}
+
+// Each run its "evaluate" timing; what is done once is timed apart.
+TEST(GradbenchTool, RunsAtLeastMinRunsAndMinSecondsWithSetupTimedApart) {
+  bp::gradbench::Session scalar("scalar"), compiled("compiled");
+  Json r = ask(scalar, evaluate("lse", "gradient", input_of<bp::Lse>(100, 3)));
+  std::vector<std::string> names;
+  for (const Json& t : r["timings"].array) names.push_back(t["name"].str_or(""));
+  EXPECT_EQ(names, (std::vector<std::string>{"prepare", "evaluate", "evaluate", "evaluate"}));
+  r = ask(compiled, evaluate("lse", "gradient", input_of<bp::Lse>(100, 2)));
+  names.clear();
+  for (const Json& t : r["timings"].array) names.push_back(t["name"].str_or(""));
+  EXPECT_EQ(names, (std::vector<std::string>{"prepare", "compile", "evaluate", "evaluate"}));
+  Json timed = input_of<bp::Lse>(100);
+  timed.set("min_seconds", 0.02);
+  r = ask(scalar, evaluate("lse", "gradient", timed));
+  double seconds = 0;
+  for (const Json& t : r["timings"].array)
+    if (t["name"].str_or("") == "evaluate") seconds += t["nanoseconds"].number * 1e-9;
+  EXPECT_GE(seconds, 0.02);
+}
+
+// A bad message gets one error response naming what is wrong, and the next message is answered.
+TEST(GradbenchTool, EveryBadMessageGetsOneErrorAndTheSessionGoesOn) {
+  bp::gradbench::Session s("scalar");
+  const Json good = input_of<bp::Lse>(4);
+  Json lstm = input_of<bp::Lstm>(5);
+  lstm.set("state", Json::array_of({Json::numbers(std::vector<double>{1, 2})}));
+  Json gmm = input_of<bp::GmmD2>(3);
+  gmm.set("alpha", Json::numbers(std::vector<double>{1, 2}));
+  std::string deep(100000, '[');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"id\": 3, \"kind\": \"evaluate\", \"module\": \"lse\"", "not JSON"},
+      {"[1, 2]", "not a JSON object"},
+      {R"({"kind": "define", "module": "lse"})", "no numeric \"id\""},
+      {R"({"id": "seven", "kind": "start"})", "no numeric \"id\""},
+      {R"({"id": 4, "kind": "shutdown"})", "unknown kind 'shutdown'"},
+      {R"({"id": 5, "kind": "define", "module": "ba"})", "unknown module 'ba'"},
+      {evaluate("kmeans", "cost", good), "unknown module 'kmeans'"},
+      {evaluate("lse", "hessian", good), "unknown function 'hessian' of lse; valid: primal"},
+      {R"({"id": 6, "kind": "evaluate", "module": "lse", "function": "gradient"})", "no \"input\""},
+      {evaluate("lse", "gradient", Json::object_of({{"y", 1}})), "no field 'x'"},
+      {evaluate("lse", "gradient", Json::object_of({{"x", Json::array_of({1, "two"})}})),
+       "x[1]: expected a finite number"},
+      {evaluate("llsq", "gradient", Json::object_of({{"x", Json::array_of({1})}, {"n", 1.5}})),
+       "n: expected a whole number"},
+      {evaluate("lstm", "jacobian", lstm), "state: 1 rows, expected 4"},
+      {evaluate("gmm", "jacobian", gmm), "alpha: 2 numbers, expected k = 3"},
+      {evaluate("lse", "gradient", Json(good).set("min_runs", 0)), "min_runs: expected a whole"},
+      {deep, "nested deeper than 256 levels"},
+  };
+  for (const auto& [line, says] : cases) {
+    const std::string reply = s.reply(line);
+    const Json r = bp::parse_json(reply);
+    EXPECT_FALSE(r["success"].boolean) << reply;
+    EXPECT_NE(r["error"].str_or("").find(says), std::string::npos)
+        << line.substr(0, 120) << "\n  -> " << reply << "\n  wants: " << says;
+    EXPECT_EQ(reply.find('\n'), std::string::npos) << "one line";
+    // and the session is still there
+    EXPECT_TRUE(ask(s, evaluate("lse", "gradient", good, 9))["success"].boolean) << line;
+  }
+  // a huge input: 10^6 numbers in one line
+  const std::string huge = evaluate("lse", "gradient", input_of<bp::Lse>(1000000));
+  std::printf("  a message of %.1f MB\n", double(huge.size()) / 1e6);
+  const Json r = ask(s, huge);
+  ASSERT_TRUE(r["success"].boolean);
+  EXPECT_EQ(r["output"].array.size(), size_t(1000000));
+  // analysis and unknown backends
+  EXPECT_EQ(s.reply(R"({"id": 10, "kind": "analysis", "of": 9, "valid": true})"), R"({"id": 10})");
+  bp::gradbench::Session tensor("libtorch");
+  EXPECT_NE(ask(tensor, R"({"id": 1, "kind": "define", "module": "lse"})")["error"].str_or("").find(
+                "no tensor form"),
+            std::string::npos);
+}
+
+}  // namespace
