@@ -155,41 +155,63 @@ struct Scalar {
   uint32_t step = 0;  // the tape's reset count when the node was made
 
   // The tape an op on this handle goes to; an empty handle stops here, before any dereference.
-  ScalarTape<T>* owner(const char* op) const {
+  [[gnu::always_inline]] ScalarTape<T>* owner(const char* op) const {
     if (!tape) scalar_misuse(op, "an operand is an empty Scalar handle (default-constructed)");
     return tape;
   }
   T value() const { return owner("value")->node(*this, "value").value; }
   T grad() const { return owner("grad")->node(*this, "grad").grad; }
 
-  Scalar relu() const { return owner("relu")->unary(ScalarOp::relu, *this); }
-  Scalar tanh() const { return owner("tanh")->unary(ScalarOp::tanh, *this); }
-  Scalar exp() const { return owner("exp")->unary(ScalarOp::exp, *this); }
-  Scalar log() const { return owner("log")->unary(ScalarOp::log, *this); }
-  Scalar pow(T exponent) const { return owner("pow")->power(*this, exponent); }
+  [[gnu::always_inline]] Scalar relu() const { return owner("relu")->unary(ScalarOp::relu, *this); }
+  [[gnu::always_inline]] Scalar tanh() const { return owner("tanh")->unary(ScalarOp::tanh, *this); }
+  [[gnu::always_inline]] Scalar exp() const { return owner("exp")->unary(ScalarOp::exp, *this); }
+  [[gnu::always_inline]] Scalar log() const { return owner("log")->unary(ScalarOp::log, *this); }
+  [[gnu::always_inline]] Scalar pow(T exponent) const {
+    return owner("pow")->power(*this, exponent);
+  }
 
-  // Friends rather than templates so that `x * 2`, `10.0 / f` convert the constant to T.
-  friend Scalar operator+(Scalar a, Scalar b) {
+  // Friends rather than templates so that `x * 2`, `10.0 / f` convert the constant to T. Every
+  // op is inlined into the workload's code, however large the binary that instantiates it: left
+  // to the inliner, bench_engine called push and each operator (dev/notes.md, "Inlined ops").
+  [[gnu::always_inline]] friend Scalar operator+(Scalar a, Scalar b) {
     return a.owner("add")->binary(ScalarOp::add, a, b);
   }
-  friend Scalar operator-(Scalar a, Scalar b) {
+  [[gnu::always_inline]] friend Scalar operator-(Scalar a, Scalar b) {
     return a.owner("sub")->binary(ScalarOp::sub, a, b);
   }
-  friend Scalar operator*(Scalar a, Scalar b) {
+  [[gnu::always_inline]] friend Scalar operator*(Scalar a, Scalar b) {
     return a.owner("mul")->binary(ScalarOp::mul, a, b);
   }
-  friend Scalar operator/(Scalar a, Scalar b) {
+  [[gnu::always_inline]] friend Scalar operator/(Scalar a, Scalar b) {
     return a.owner("div")->binary(ScalarOp::div, a, b);
   }
-  friend Scalar operator-(Scalar a) { return a.owner("neg")->unary(ScalarOp::neg, a); }
-  friend Scalar operator+(Scalar a, T c) { return a + a.owner("add")->constant(c); }
-  friend Scalar operator+(T c, Scalar b) { return b.owner("add")->constant(c) + b; }
-  friend Scalar operator-(Scalar a, T c) { return a - a.owner("sub")->constant(c); }
-  friend Scalar operator-(T c, Scalar b) { return b.owner("sub")->constant(c) - b; }
-  friend Scalar operator*(Scalar a, T c) { return a * a.owner("mul")->constant(c); }
-  friend Scalar operator*(T c, Scalar b) { return b.owner("mul")->constant(c) * b; }
-  friend Scalar operator/(Scalar a, T c) { return a / a.owner("div")->constant(c); }
-  friend Scalar operator/(T c, Scalar b) { return b.owner("div")->constant(c) / b; }
+  [[gnu::always_inline]] friend Scalar operator-(Scalar a) {
+    return a.owner("neg")->unary(ScalarOp::neg, a);
+  }
+  [[gnu::always_inline]] friend Scalar operator+(Scalar a, T c) {
+    return a + a.owner("add")->constant(c);
+  }
+  [[gnu::always_inline]] friend Scalar operator+(T c, Scalar b) {
+    return b.owner("add")->constant(c) + b;
+  }
+  [[gnu::always_inline]] friend Scalar operator-(Scalar a, T c) {
+    return a - a.owner("sub")->constant(c);
+  }
+  [[gnu::always_inline]] friend Scalar operator-(T c, Scalar b) {
+    return b.owner("sub")->constant(c) - b;
+  }
+  [[gnu::always_inline]] friend Scalar operator*(Scalar a, T c) {
+    return a * a.owner("mul")->constant(c);
+  }
+  [[gnu::always_inline]] friend Scalar operator*(T c, Scalar b) {
+    return b.owner("mul")->constant(c) * b;
+  }
+  [[gnu::always_inline]] friend Scalar operator/(Scalar a, T c) {
+    return a / a.owner("div")->constant(c);
+  }
+  [[gnu::always_inline]] friend Scalar operator/(T c, Scalar b) {
+    return b.owner("div")->constant(c) / b;
+  }
   // As in Python, `a += b` rebinds `a` to a new node; the old node stays in the graph.
   Scalar& operator+=(Scalar b) { return *this = *this + b; }
   Scalar& operator-=(Scalar b) { return *this = *this - b; }
@@ -234,7 +256,7 @@ class ScalarTape {
     return v;
   }
   // A leaf that is part of this step's graph (an input or a literal); dropped by reset().
-  Value constant(T value) { return push(ScalarOp::leaf, value, 0, 0); }
+  [[gnu::always_inline]] Value constant(T value) { return push(ScalarOp::leaf, value, 0, 0); }
 
   [[gnu::always_inline]] Value binary(ScalarOp op, Value a, Value b) {
     check_operand(a, op), check_operand(b, op);
@@ -330,7 +352,7 @@ class ScalarTape {
   uint32_t growths() const { return growths_; }  // how often the tape was (re)allocated
 
  private:
-  Value push(ScalarOp op, T value, uint32_t lhs, uint32_t rhs) {
+  [[gnu::always_inline]] Value push(ScalarOp op, T value, uint32_t lhs, uint32_t rhs) {
     if (size_ == capacity_) [[unlikely]]
       grow(capacity_ < 64 ? 64 : capacity_ * 2);
     nodes_[size_] = Node{value, T(0), lhs, rhs, op};
