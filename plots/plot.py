@@ -16,6 +16,7 @@ its own. Panels are workload families (scalar graphs, MLPs, transformers, recurr
   memory.png        how much memory does each benchmark's process hold?
   model_sizes.png   how does a step's time grow with the model's size, per model?
   scalar_chain.png  what does a node cost as the graph grows?
+  gradbench.png     how does a GradBench eval's gradient time grow with its size, per backend?
   loss_curves.png   do the backends train alike? (the check's losses)
   study bptt:       recurrent_memory.png, recurrent_time.png (each way back through time against
                     the sequence length), intervals.png (multistage against its interval)
@@ -53,8 +54,11 @@ COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d85
           "engine_revolve": "#e6ab02", "engine_multistage": "#a6761d",
           "libtorch_segments": "#fc8d62", "pytorch_checkpoint": "#8da0cb",
           "libtorch_2t": "#fc8d62", "pytorch_2t": "#8da0cb", "torchscript_2t": "#f4a6c8",
-          "engine_2t": "#66c2a5", "compiled_2t": "#b3de69"}
-MARKERS = {"engine": "o", "compiled": "D", "libtorch": "s", "pytorch": "^", "torchscript": "v"}
+          "engine_2t": "#66c2a5", "compiled_2t": "#b3de69",
+          # ADOL-C, the operator-overloading baseline: taped once, taped every step
+          "adolc": "#377eb8", "adolc_retape": "#a6cee3"}
+MARKERS = {"engine": "o", "compiled": "D", "libtorch": "s", "pytorch": "^", "torchscript": "v",
+           "adolc": "P", "adolc_retape": "X"}
 # The compiled mode's matmul dialects (engine/compiled/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
                   "onednn": "#7570b3", "libxsmm": "#e7298a"}
@@ -62,7 +66,9 @@ FAMILIES = [("scalar graphs", ["empty", "tiny_graph", "small_graph", "scalar_cha
             ("MLPs", ["char_mlp", "mlp_width"]),
             ("transformers", ["mini_gpt", "mini_gpt_wide"]),
             ("recurrent", ["char_rnn", "char_rnn_wide"]),
-            ("optimizer", ["adamw"])]
+            ("optimizer", ["adamw"]),
+            ("GradBench evals", ["lse", "llsq", "lstm", "gmm_d2", "gmm_d10"])]
+GRADBENCH = FAMILIES[-1][1]
 ROW_INCHES = 0.16  # one point's row in a dot plot: a 7 pt label fits beside it
 WIDTH = 11.0
 
@@ -311,6 +317,14 @@ def crossover_lines(run, workload):
             for c in run["crossovers"] if c["workload"] == workload]
 
 
+def short_count(n):
+    """2500 -> 2.5k, 1280000 -> 1.28M."""
+    for unit, div in (("M", 1e6), ("k", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:g}"
+
+
 def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
     """A panel per sized workload with at least two sizes: a line per series against the size."""
     panels = []
@@ -339,6 +353,10 @@ def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
         key = next(c["size_key"] for c in run["cells"] if c["workload"] == w)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        # the measured sizes as ticks, short (2.5k, 1.28M); no minor labels to collide
+        sizes = sorted({c["size"] for c in run["cells"] if c["workload"] == w})
+        ax.set_xticks(sizes, [short_count(n) for n in sizes], fontsize=7)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(f"{w}: {key} (log)", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(which="major", alpha=0.3)
@@ -364,6 +382,14 @@ def chain_figure(run):
     return size_panels(run, ["scalar_chain"], main_backends(run),
                        lambda c: c.get("items_per_second") and 1e9 / c["items_per_second"],
                        "time per node (ns, log)", "What does a node cost as the graph grows?")
+
+
+def gradbench_figure(run):
+    """A panel per GradBench eval: a gradient's time against the eval's size, every backend."""
+    return size_panels(run, GRADBENCH, backends_of(run)[:MAX_SERIES],
+                       lambda c: c["median_seconds"] and c["median_seconds"] * 1e3,
+                       "time per gradient (ms, log)",
+                       "GradBench's evals: how does a gradient's time grow with the eval's size?")
 
 
 def loss_figure(run, instance="step/mini_gpt/batch:8"):
@@ -661,7 +687,8 @@ def figures(run):
     out = {}
     for name, make in [("speedup.png", speedup_figure), ("time.png", time_figure),
                        ("memory.png", memory_figure), ("model_sizes.png", model_sizes_figure),
-                       ("scalar_chain.png", chain_figure), ("loss_curves.png", loss_figure),
+                       ("scalar_chain.png", chain_figure), ("gradbench.png", gradbench_figure),
+                       ("loss_curves.png", loss_figure),
                        ("recurrent_memory.png", recurrent_memory_figure),
                        ("recurrent_time.png", recurrent_time_figure),
                        ("intervals.png", intervals_figure), ("budget.png", budget_figure),
