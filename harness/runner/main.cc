@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "harness/runner/compare.h"
+#include "harness/runner/gradbench_import.h"
 #include "harness/runner/run_state.h"
 #include "harness/runner/summary_text.h"
 #include "workloads/data.h"
@@ -130,6 +131,8 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);  // a backend that ended mid-turn: the write fails, the runner goes on
   if (argc > 1 && std::string(argv[1]) == "compare")
     return bp::compare_main({argv + 2, argv + argc}, BP_SOURCE_DIR "/plots/compare.py");
+  if (argc > 1 && std::string(argv[1]) == "import-gradbench")
+    return bp::import_gradbench_main({argv + 2, argv + argc});
   bp::RunState run;
   run.opt = bp::parse_options(bp::resumed_args({argv + 1, argv + argc}, bp::kResultFormat));
   std::string error;

@@ -73,3 +73,95 @@ def test_gradbenchs_cpp_convention_as_bin_module(bin_dir, tmp_path):
     own = subprocess.run([os.path.join(bin_dir, "bp_gradbench"), str(tmp_path / "input.json"),
                           "jacobian"], capture_output=True, text=True)
     assert own.returncode == 2 and "--module M" in own.stderr
+
+
+def gradbench_session(tool_argv, messages, log_path):
+    """Plays GradBench's eval and intermediary: each message to the tool, each response back, and
+    the session logged as `gradbench run` logs it (an "elapsed" and a message or a response a
+    line)."""
+    import time
+    proc = subprocess.Popen(tool_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    start = time.monotonic_ns()
+    with open(log_path, "w") as log:
+        for m in messages:
+            log.write(json.dumps({"elapsed": {"nanoseconds": time.monotonic_ns() - start},
+                                  "message": m}) + "\n")
+            proc.stdin.write(json.dumps(m) + "\n")
+            proc.stdin.flush()
+            r = json.loads(proc.stdout.readline())
+            log.write(json.dumps({"elapsed": {"nanoseconds": time.monotonic_ns() - start},
+                                  "response": r}) + "\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+
+
+def test_import_puts_gradbenchs_tools_beside_our_backends(bin_dir, tmp_path):
+    out = tmp_path / "results"
+    run = subprocess.run([os.path.join(bin_dir, "bench_run"), "--out", str(out), "--backends",
+                          "engine", "--workloads", "lse", "--sizes", "elements=2500,20000",
+                          "--repetitions", "3", "--no-plots"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ours = next(p for p in out.iterdir() if p.is_dir() and not p.is_symlink())
+    lse = our_input(bin_dir, "lse", 2500) | {"min_runs": 5, "min_seconds": 0}
+    small_llsq = {"x": [0.5, 0.25, 0.125], "n": 10, "min_runs": 1, "min_seconds": 0}
+    gradbench_session([os.path.join(bin_dir, "bp_gradbench"), "--backend", "compiled"], [
+        {"id": 0, "kind": "start", "eval": "lse"},
+        {"id": 1, "kind": "define", "module": "lse"},
+        {"id": 2, "kind": "evaluate", "module": "lse", "function": "primal", "input": lse,
+         "description": "n=2500"},
+        {"id": 3, "kind": "analysis", "of": 2, "valid": True},
+        {"id": 4, "kind": "evaluate", "module": "lse", "function": "gradient", "input": lse,
+         "description": "n=2500"},
+        {"id": 5, "kind": "analysis", "of": 4, "valid": True},
+        {"id": 6, "kind": "evaluate", "module": "llsq", "function": "gradient",
+         "input": small_llsq, "description": "n=10,m=3"},
+    ], tmp_path / "ours.jsonl")
+    # a tool of theirs, written by hand: one valid gradient, one GradBench judged invalid
+    lines = [
+        {"message": {"id": 0, "kind": "start", "eval": "lse"}},
+        {"response": {"id": 0, "tool": "adol-c"}},
+        {"message": {"id": 1, "kind": "evaluate", "module": "lse", "function": "gradient",
+                     "input": {"x": [0.5] * 2500}, "description": "n=2500"}},
+        {"response": {"id": 1, "success": True, "output": [0.0004] * 2500, "timings": [
+            {"name": "prepare", "nanoseconds": 10**9},
+            {"name": "evaluate", "nanoseconds": 300000}, {"name": "evaluate", "nanoseconds": 100000},
+            {"name": "evaluate", "nanoseconds": 200000}]}},
+        {"message": {"id": 2, "kind": "analysis", "of": 1, "valid": True}},
+        {"message": {"id": 3, "kind": "evaluate", "module": "lse", "function": "gradient",
+                     "input": {"x": [0.5] * 20000}, "description": "n=20000"}},
+        {"response": {"id": 3, "success": True, "output": [0.0] * 20000,
+                      "timings": [{"name": "evaluate", "nanoseconds": 2000000}]}},
+        {"message": {"id": 4, "kind": "analysis", "of": 3, "valid": False,
+                     "error": "Mismatch at index 0"}},
+    ]
+    (tmp_path / "adol-c.jsonl").write_text(
+        "".join(json.dumps({"elapsed": {"nanoseconds": i}} | line) + "\n"
+                for i, line in enumerate(lines)))
+    imported = subprocess.run([os.path.join(bin_dir, "bench_run"), "import-gradbench",
+                               str(tmp_path / "ours.jsonl"), str(tmp_path / "adol-c.jsonl"),
+                               "--into", str(ours), "--out", str(out)],
+                              capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    merged = out / (ours.name + "+gradbench")
+    summary = json.loads((merged / "summary.json").read_text())
+    assert summary["backends"] == ["engine", "gradbench_backprop_bench", "gradbench_adol_c"]
+    rows = {r["instance"]: r["backends"] for r in summary["rows"]}
+    theirs = rows["grad/lse/elements:2500"]["gradbench_adol_c"]
+    assert theirs["status"] == "ok" and theirs["median_seconds"] == 200e-6
+    assert theirs["repetition_seconds"] == [300e-6, 100e-6, 200e-6]  # prepare is not a run
+    assert rows["grad/lse/elements:2500"]["gradbench_backprop_bench"]["status"] == "ok"
+    assert len(rows["grad/lse/elements:2500"]["gradbench_backprop_bench"]
+               ["repetition_seconds"]) == 5
+    invalid = rows["grad/lse/elements:20000"]["gradbench_adol_c"]
+    assert invalid["status"] == "wrong" and "Mismatch at index 0" in invalid["message"]
+    text = (merged / "summary.txt").read_text()
+    assert "lse primal n=2500: its primal (bench_run times gradients)" in text
+    assert "llsq gradient n=10,m=3: m = 3 (our llsq has 128)" in text
+    assert max(len(line) for line in text.splitlines()[:-1]) <= 120  # the last: the folder
+    assert (merged / "plots" / "gradbench.png").exists()
+    # a line that is no JSON: one line naming the file and line, nothing written
+    (tmp_path / "broken.jsonl").write_text('{"message": {"id": 0}}\nnot json\n')
+    bad = subprocess.run([os.path.join(bin_dir, "bench_run"), "import-gradbench",
+                          str(tmp_path / "broken.jsonl"), "--out", str(out)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "broken.jsonl:2: not a GradBench log line" in bad.stderr
