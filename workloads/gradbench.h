@@ -4,7 +4,7 @@
 // Each eval computes what GradBench's `manual` tool computes (its cpp/gradbench/evals/<eval>.hpp),
 // the same arithmetic in the same order, so that a scalar tool's tape is the one GradBench's C++
 // tools record (less their additions of 0 and multiplications by 1).
-// An eval is three parts:
+// ode and det are cmpad's (github bradbell/cmpad) as GradBench has them. An eval is three parts:
 //  - Input: its numbers, with GradBench's shapes; `input(size)` draws them from our seeded
 //    generator (workloads/data.h), and the GradBench tool (gradbench/) reads GradBench's own;
 //  - Graph<B>: the differentiated inputs made parameters of B, in the order GradBench lists the
@@ -287,6 +287,141 @@ struct Lstm {
   };
   template <ScalarBackend B>
   using Run = EvalRun<Lstm, B>;
+};
+
+// An ODE solved with s = 10 steps of Runge-Kutta 4 from y = 0 to t = 2: y_0' = x_0,
+// y_i' = x_i y_(i-1) (cmpad's an_ode, by way of GradBench's `ode`); the gradient is of the last
+// element of y with respect to every x_i.
+struct Ode {
+  static constexpr std::string_view name = "ode";
+  static constexpr std::string_view times =
+      "GradBench's ode gradient: 10 Runge-Kutta steps of n equations, backward, read all n "
+      "gradients of the last y";
+  static constexpr Sizes sizes{"equations", {100, 1000}, 1, 10'000'000};
+  static constexpr Tolerance tolerance = kEvalTolerance;
+  static constexpr int num_grads = kGradsPerSize;
+  static constexpr KnownAnswer known = no_known_answer;
+  static constexpr int64_t kSteps = 10;  // GradBench's middle default of s
+
+  struct Input {
+    std::vector<double> x;
+    int64_t s;
+  };
+  static Input input(int64_t n) {
+    SplitMix64 rng{kEvalSeed + 4};
+    return {uniform_doubles(rng, size_t(n)), kSteps};
+  }
+  template <ScalarBackend B>
+  struct Graph {
+    using S = typename B::Scalar;
+    std::vector<S> params;  // x
+    int64_t s;
+    Graph(B& be, const Input& in) : params(params_of(be, in.x)), s(in.s) {
+      if (in.x.empty() || in.s < 1)
+        throw std::invalid_argument("ode: needs x of at least 1 and s of at least 1, got " +
+                                    std::to_string(in.x.size()) + " and " + std::to_string(in.s));
+    }
+    // z_0 = x_0, z_i = x_i y_(i-1); y a double (the start, 0) or a value.
+    template <class Y>
+    std::vector<S> derivative(const std::vector<Y>& y) const {
+      std::vector<S> z{params[0]};
+      for (size_t i = 1; i < params.size(); i++) z.push_back(params[i] * y[i - 1]);
+      return z;
+    }
+    // One Runge-Kutta step from y.
+    template <class Y>
+    std::vector<S> step(const std::vector<Y>& y, double h) const {
+      const size_t n = params.size();
+      auto ahead = [&](const std::vector<S>& k, bool half) {
+        std::vector<S> out;
+        for (size_t i = 0; i < n; i++) out.push_back(y[i] + (half ? h * k[i] / 2.0 : h * k[i]));
+        return out;
+      };
+      const std::vector<S> k1 = derivative(y);
+      const std::vector<S> k2 = derivative(ahead(k1, true));
+      const std::vector<S> k3 = derivative(ahead(k2, true));
+      const std::vector<S> k4 = derivative(ahead(k3, false));
+      std::vector<S> out;
+      for (size_t i = 0; i < n; i++)
+        out.push_back(y[i] + h * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]) / 6.0);
+      return out;
+    }
+    // y at t = 2 (GradBench's primal); the objective is its last element.
+    std::vector<S> solve() const {
+      const double h = 2.0 / double(s);
+      std::vector<S> y = step(std::vector<double>(params.size(), 0.0), h);
+      for (int64_t i = 1; i < s; i++) y = step(y, h);
+      return y;
+    }
+    S objective(B&) const { return solve().back(); }
+  };
+  template <ScalarBackend B>
+  using Run = EvalRun<Ode, B>;
+};
+
+// The determinant of an ell x ell matrix by expansion in minors (cmpad's det_of_minor, by way
+// of GradBench's `det`): ell! products, a tape of 10^7 nodes at ell = 10. The gradient is of
+// every element of A.
+struct Det {
+  static constexpr std::string_view name = "det";
+  static constexpr std::string_view times =
+      "GradBench's det gradient: the determinant of an ell x ell matrix by minors, backward, read "
+      "all ell^2 gradients";
+  static constexpr Sizes sizes{"ell", {7, 9}, 1, 12};
+  static constexpr Tolerance tolerance = kEvalTolerance;
+  static constexpr int num_grads = kGradsPerSize;
+  static constexpr KnownAnswer known = no_known_answer;
+
+  struct Input {
+    std::vector<double> a;  // row-major
+    int64_t ell;
+  };
+  static Input input(int64_t ell) {
+    SplitMix64 rng{kEvalSeed + 5};
+    return {uniform_doubles(rng, size_t(ell * ell)), ell};
+  }
+  template <ScalarBackend B>
+  struct Graph {
+    using S = typename B::Scalar;
+    std::vector<S> params;  // A
+    int64_t ell;
+    Graph(B& be, const Input& in) : params(params_of(be, in.a)), ell(in.ell) {
+      if (in.ell < 1 || in.a.size() != size_t(in.ell * in.ell))
+        throw std::invalid_argument(
+            "det: A has " + std::to_string(in.a.size()) +
+            " elements, expected ell^2 for ell = " + std::to_string(in.ell) + " (at least 1)");
+    }
+    // The determinant of the m x m minor that r and c describe: r[i] is the row after row i,
+    // r[ell] the first (columns alike); each minor removes its first row and, in turn, each
+    // column, by relinking, and puts them back.
+    S minor(std::vector<size_t>& r, std::vector<size_t>& c, size_t m) const {
+      const size_t n = size_t(ell), r0 = r[n];
+      size_t cj = c[n];
+      if (m == 1) return params[r0 * n + cj];
+      r[n] = r[r0];
+      size_t previous = n;
+      S det = params[0];  // replaced by the first term
+      for (size_t j = 0; j < m; j++) {
+        const S& m0j = params[r0 * n + cj];
+        c[previous] = c[cj];
+        const S sub = minor(r, c, m - 1);
+        c[previous] = cj;
+        det = j == 0 ? m0j * sub : j % 2 ? det - m0j * sub : det + m0j * sub;
+        previous = cj;
+        cj = c[cj];
+      }
+      r[n] = r0;
+      return det;
+    }
+    S objective(B&) const {
+      std::vector<size_t> r(size_t(ell) + 1), c(size_t(ell) + 1);
+      for (size_t i = 0; i < size_t(ell); i++) r[i] = c[i] = i + 1;
+      r[size_t(ell)] = c[size_t(ell)] = 0;
+      return minor(r, c, size_t(ell));
+    }
+  };
+  template <ScalarBackend B>
+  using Run = EvalRun<Det, B>;
 };
 
 // gmm's input, whatever its d (GradBench's gmm sends d with it).

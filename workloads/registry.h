@@ -24,9 +24,9 @@
 
 namespace bp {
 
-using Workloads =
-    std::tuple<EmptyStep, TinyGraph, SmallGraph, ScalarChain, CharMlp, MiniGpt, MiniGptWide,
-               MlpWidth, CharRnn, CharRnnWide, AdamWUpdate, Lse, Llsq, Lstm, GmmD2, GmmD10>;
+using Workloads = std::tuple<EmptyStep, TinyGraph, SmallGraph, ScalarChain, CharMlp, MiniGpt,
+                             MiniGptWide, MlpWidth, CharRnn, CharRnnWide, AdamWUpdate, Lse, Llsq,
+                             Lstm, GmmD2, GmmD10, Ode, Det>;
 
 // Calls f.template operator()<W>() for every workload W, in registry order.
 template <class F>

@@ -94,6 +94,41 @@ TEST(Workloads, GradientsMatchFiniteDifferences) {
   EXPECT_GE(checked, 4);
 }
 
+// GradBench's det and ode against answers computed another way: the determinant by Gaussian
+// elimination, and the ODE where Runge-Kutta 4 is exact (y_i is x_0...x_i t^(i+1)/(i+1)!, of
+// degree at most 4 in t for 4 equations).
+TEST(Workloads, DetAndOdeAgreeWithAnswersComputedAnotherWay) {
+  for (int64_t ell = 1; ell <= 8; ell++) {
+    const bp::Det::Input in = bp::Det::input(ell);
+    std::vector<double> a = in.a;
+    double det = 1;
+    const size_t n = size_t(ell);
+    for (size_t k = 0; k < n; k++) {  // partial pivoting
+      size_t p = k;
+      for (size_t i = k + 1; i < n; i++)
+        if (std::fabs(a[i * n + k]) > std::fabs(a[p * n + k])) p = i;
+      if (p != k) {
+        for (size_t j = 0; j < n; j++) std::swap(a[k * n + j], a[p * n + j]);
+        det = -det;
+      }
+      det *= a[k * n + k];
+      for (size_t i = k + 1; i < n; i++) {
+        const double f = a[i * n + k] / a[k * n + k];
+        for (size_t j = k; j < n; j++) a[i * n + j] -= f * a[k * n + j];
+      }
+    }
+    const double minors = bp::plain_answer<bp::Det>(ell).value;
+    std::printf("  det ell %lld: by minors %.15g, by elimination %.15g\n", (long long)ell, minors,
+                det);
+    EXPECT_NEAR(minors, det, 1e-12 * std::max(1.0, std::fabs(det))) << "ell " << ell;
+  }
+  const bp::Ode::Input in = bp::Ode::input(4);
+  const double exact = in.x[0] * in.x[1] * in.x[2] * in.x[3] * 16.0 / 24.0;  // t = 2, 4!
+  const double rk4 = bp::plain_answer<bp::Ode>(4).value;
+  std::printf("  ode 4 equations: Runge-Kutta %.15g, exact %.15g\n", rk4, exact);
+  EXPECT_NEAR(rk4, exact, 1e-13);
+}
+
 // Every model of the registry trains on our engine at its smallest default size: finite losses
 // that fall over a few steps on one batch. Cheap, so that `make sanitize` runs every model's ops
 // under AddressSanitizer and UBSan; the numbers are checked against libtorch in libtorch_test.

@@ -409,7 +409,7 @@ def make_char_rnn(hidden, batch):
 # this reason, never dropped.
 NOT_WRITTEN = {
     name: "not written for Python yet: PyTorch's way is tensor code, not 0-dim tensors"
-    for name in ("lse", "llsq", "lstm", "gmm_d2", "gmm_d10")
+    for name in ("lse", "llsq", "lstm", "gmm_d2", "gmm_d10", "ode", "det")
 }
 
 WORKLOADS = {

@@ -6,6 +6,8 @@
 //   lstm  objective -> number, jacobian -> [main_params row after row, then extra_params]
 //   gmm   objective -> number, jacobian -> {"alpha": [k], "mu": [[d] x k], "q": [[d] x k],
 //                                           "l": [[d(d-1)/2] x k]}
+//   ode   primal -> [n] (y at t = 2), gradient -> [n] (of y's last element)
+//   det   primal -> number,    gradient -> [ell^2] (row-major)
 // Bad input is a std::invalid_argument naming the field, the sizes found and what is valid.
 #pragma once
 
@@ -136,6 +138,35 @@ struct Module<Lstm> {
   }
 };
 
+template <>
+struct Module<Ode> {
+  static constexpr std::string_view name = "ode", primal = "primal", gradient = "gradient";
+  static Ode::Input input(const Json& in) {
+    Ode::Input out{numbers(field(in, "x"), "x"), whole(in, "s", 1, int64_t(1) << 30)};
+    if (out.x.empty()) bad_input("x: expected at least one number");
+    return out;
+  }
+  static Json gradient_json(const Ode::Input&, std::span<const double> g) {
+    return Json::numbers(g);
+  }
+};
+
+template <>
+struct Module<Det> {
+  static constexpr std::string_view name = "det", primal = "primal", gradient = "gradient";
+  static Det::Input input(const Json& in) {
+    const int64_t ell = whole(in, "ell", 1, 16);
+    Det::Input out{numbers(field(in, "A"), "A"), ell};
+    if (int64_t(out.a.size()) != ell * ell)
+      bad_input("A: " + std::to_string(out.a.size()) +
+                " numbers, expected ell^2 = " + std::to_string(ell * ell));
+    return out;
+  }
+  static Json gradient_json(const Det::Input&, std::span<const double> g) {
+    return Json::numbers(g);
+  }
+};
+
 // GmmEval's Graph reads d from its input: one instance of the template serves every d.
 using Gmm = GmmD2;
 template <>
@@ -175,7 +206,7 @@ struct Module<Gmm> {
   }
 };
 
-inline constexpr std::string_view kModules = "lse, llsq, lstm, gmm";
+inline constexpr std::string_view kModules = "lse, llsq, lstm, gmm, ode, det";
 
 // Calls f.template operator()<W>() for the module named `name`; false if there is none.
 template <class F>
@@ -184,6 +215,8 @@ bool with_module(std::string_view name, F&& f) {
   if (name == "llsq") return f.template operator()<Llsq>(), true;
   if (name == "lstm") return f.template operator()<Lstm>(), true;
   if (name == "gmm") return f.template operator()<Gmm>(), true;
+  if (name == "ode") return f.template operator()<Ode>(), true;
+  if (name == "det") return f.template operator()<Det>(), true;
   return false;
 }
 
@@ -207,6 +240,12 @@ inline Json input_json(const Lstm::Input& in) {
                           {"extra_params", rows_json(in.extra_params, b)},
                           {"state", rows_json(in.state, b)},
                           {"sequence", rows_json(in.sequence, b)}});
+}
+inline Json input_json(const Ode::Input& in) {
+  return Json::object_of({{"x", Json::numbers(in.x)}, {"s", in.s}});
+}
+inline Json input_json(const Det::Input& in) {
+  return Json::object_of({{"A", Json::numbers(in.a)}, {"ell", in.ell}});
 }
 inline Json input_json(const GmmInput& in) {
   const size_t d = size_t(in.d);

@@ -102,9 +102,15 @@ Evaluation primal(const Json& input) {
   PlainBackend be;
   typename W::template Graph<PlainBackend> graph(be, in);
   e.time("prepare", now_ns() - start);
-  double value = 0;
-  repeat(runs, e, [&] { value = graph.objective(be); });
-  e.output = Json(value);
+  if constexpr (requires { graph.solve(); }) {  // a vector (ode's y)
+    std::vector<double> y;
+    repeat(runs, e, [&] { y = graph.solve(); });
+    e.output = Json::numbers(y);
+  } else {
+    double value = 0;
+    repeat(runs, e, [&] { value = graph.objective(be); });
+    e.output = Json(value);
+  }
   return e;
 }
 

@@ -82,9 +82,9 @@ TEST(GradbenchTool, EachModuleAnswersAsOurEngineInGradbenchsShapes) {
                   backend, module.c_str(), function.c_str(), (long long)size, got.size(), worst);
       EXPECT_EQ(worst, 0.0) << module;
       // the primal: a number, our graph's value on plain doubles
+      const bool objective = module == "lstm" || module == "gmm";  // others call it primal
       const Json p =
-          ask(s, evaluate(module, W::name == "lse" || W::name == "llsq" ? "primal" : "objective",
-                          input_of<W>(size)));
+          ask(s, evaluate(module, objective ? "objective" : "primal", input_of<W>(size)));
       ASSERT_TRUE(p["success"].boolean) << p.dump();
       EXPECT_TRUE(p["output"].is_number());
       EXPECT_NEAR(p["output"].number, bp::plain_answer<W>(size).value, 0.0);
@@ -93,7 +93,19 @@ TEST(GradbenchTool, EachModuleAnswersAsOurEngineInGradbenchsShapes) {
     check.template operator()<bp::Llsq>("llsq", "gradient", 20);
     check.template operator()<bp::Lstm>("lstm", "jacobian", 6);
     check.template operator()<bp::GmmD10>("gmm", "jacobian", 3);
+    check.template operator()<bp::Det>("det", "gradient", 4);
   }
+}
+
+// ode's primal is GradBench's vector (y at t = 2), its gradient that of y's last element.
+TEST(GradbenchTool, OdesPrimalIsTheWholeSolution) {
+  bp::gradbench::Session s("compiled");
+  const Json y = ask(s, evaluate("ode", "primal", input_of<bp::Ode>(5)));
+  ASSERT_TRUE(y["success"].boolean) << y.dump();
+  ASSERT_EQ(y["output"].array.size(), size_t(5));
+  EXPECT_EQ(y["output"].array.back().number, bp::plain_answer<bp::Ode>(5).value);
+  const Json g = ask(s, evaluate("ode", "gradient", input_of<bp::Ode>(5)));
+  EXPECT_EQ(flat(g["output"]), engine_gradient<bp::Ode>(5));
 }
 
 // Each run its "evaluate" timing; what is done once is timed apart.

@@ -50,7 +50,8 @@ struct BackendSpec {
 
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
 inline constexpr const char* kLengthsUpTo10k = "length=10000";
-inline constexpr const char* kLibtorchUpTo = "length=10000 elements=2500 points=64 chars=1024 k=5";
+inline constexpr const char* kLibtorchUpTo =
+    "length=10000 elements=2500 points=64 chars=1024 k=5 equations=100 ell=7";
 inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
 inline constexpr BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, true},

@@ -55,9 +55,9 @@ inline constexpr Study kStudies[] = {
      "GradBench's evals at its sizes: how does our engine fare against ADOL-C on another "
      "suite's workloads?",
      "engine,compiled,adolc,adolc_retape",
-     "tiny_graph,small_graph,scalar_chain,lse,llsq,lstm,gmm_d2,gmm_d10",
+     "tiny_graph,small_graph,scalar_chain,lse,llsq,lstm,gmm_d2,gmm_d10,ode,det",
      "nodes=10,1000,100000 elements=2500,20000,160000,1280000 points=16,128,1024,16392 "
-     "chars=1024,4096,8192 k=5,10,25,50,100"},
+     "chars=1024,4096,8192 k=5,10,25,50,100 equations=100,1000,10000 ell=5,6,7,8,9,10"},
     {"all", "everything: every backend and size, the kernel rows and the interval sweep", "", "",
      "", true, true},
 };
