@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++) {
     const std::string_view arg = argv[i];
     if (arg == "--write-input") {
-      if (i + 2 >= argc) usage("--write-input takes WORKLOAD SIZE");
+      if (i + 3 != argc) usage("--write-input takes WORKLOAD SIZE, and nothing after them");
       return write_input(argv[i + 1], argv[i + 2]);
     } else if (arg.rfind("--backend=", 0) == 0 || arg == "--backend") {
       if (arg == "--backend" && i + 1 >= argc) usage("--backend takes a value");
