@@ -76,6 +76,8 @@ class AdolcBackend {
 
   // --taping=every_step (baselines/adolc/main.cc).
   bool tape_every_step = false;
+  // The first tape's buffers, in operations (later tapes are sized by the last one's counts).
+  size_t first_tape_entries = size_t(1) << 26;
 
   Scalar param(double v) {
     if (values_.size() != params_.size())
@@ -149,19 +151,21 @@ class AdolcBackend {
   }
 
   // Buffers for the whole tape in memory: the last tape's counts with room to spare, or before
-  // any, 2^26 operations (untouched pages cost no resident memory), within the process's
+  // any, first_tape_entries (untouched pages cost no resident memory), within the process's
   // address-space limit if it has one. An operation takes up to 3 locations (4 with room).
   void start_tape() {
     if (taping_ && taping_ != this)
       throw std::logic_error("adolc: two backends taping at once (ADOL-C records one tape)");
-    size_t entries = size_t(1) << 26;
+    size_t entries = first_tape_entries;
     if (operations_) entries = std::max<size_t>(2 * tape_entries_, 4096);
     rlimit limit{};
     if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
       entries = std::min<size_t>(entries, limit.rlim_cur / 64);  // 33 bytes an entry
     const unsigned small = unsigned(std::min<size_t>(entries, 0xffffffffu));
     const unsigned locations = unsigned(std::min<size_t>(4 * entries, 0xffffffffu));
-    trace_on(tag_, 1, small, locations, small, small);
+    // Taylors are not kept while taping (keep 0): the gradient's own forward sweep keeps them,
+    // and a tape too long to keep would write them to a file before it could be refused.
+    trace_on(tag_, 0, small, locations, small, small);
     tape_started_ = true;
     taping_ = this;
     for (size_t i = 0; i < params_.size(); i++) values_[i] <<= params_[i];
@@ -172,7 +176,8 @@ class AdolcBackend {
     operations_ = stats[NUM_OPERATIONS];
     tape_entries_ = std::max(
         {stats[NUM_OPERATIONS], stats[NUM_LOCATIONS], stats[NUM_VALUES], stats[TAY_STACK_SIZE]});
-    if (stats[OP_FILE_ACCESS] || stats[LOC_FILE_ACCESS] || stats[VAL_FILE_ACCESS]) {
+    if (stats[OP_FILE_ACCESS] || stats[LOC_FILE_ACCESS] || stats[VAL_FILE_ACCESS] ||
+        stats[TAY_STACK_SIZE] > stats[TAY_BUFFER_SIZE]) {
       removeTape(tag_, ADOLC_REMOVE_COMPLETELY);  // its files too
       throw std::runtime_error("adolc: a tape of " + std::to_string(operations_) +
                                " operations outgrew its in-memory buffers of " +

@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -91,6 +94,32 @@ TEST(Adolc, RefusesParametersAfterOpsAndTapesAgainInANewBackend) {
   be.backward(a * a);
   EXPECT_EQ(be.grad(a), 6.0);
   EXPECT_EQ(be.value(a * a), 9.0);
+}
+
+// A tape longer than its buffers is refused in one line, and ADOL-C leaves no file behind (it
+// writes what outgrows its buffers to ADOLC-*.tap in the working directory).
+TEST(Adolc, ATapeThatOutgrowsItsBuffersIsRefusedAndLeavesNoFile) {
+  namespace fs = std::filesystem;
+  auto tape_files = [] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(fs::current_path()))
+      n += e.path().filename().string().rfind("ADOLC-", 0) == 0;
+    return n;
+  };
+  const int before = tape_files();
+  bp::AdolcBackend be;
+  be.first_tape_entries = 1000;
+  bp::ScalarChain::Run<bp::AdolcBackend> run(be, 5000);
+  std::array<double, 3> grads{};
+  try {
+    run.step(be, grads);
+    ADD_FAILURE() << "a tape of 5000 operations fit in buffers of 1000";
+  } catch (const std::runtime_error& e) {
+    std::printf("  %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("outgrew its in-memory buffers of 1000"),
+              std::string::npos);
+  }
+  EXPECT_EQ(tape_files(), before) << "ADOL-C's files left in " << fs::current_path();
 }
 
 }  // namespace
