@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -73,8 +74,14 @@ inline void interrupt_children(int sig) {
 // not start at all.
 inline void exec_with_own_peak(const std::vector<std::string>& argv,
                                const std::vector<std::string>& env) {
-  std::vector<const char*> vars;
-  for (char** e = environ; *e; e++) vars.push_back(*e);
+  std::vector<const char*> vars;  // the runner's environment, `env` replacing what it names
+  for (char** e = environ; *e; e++) {
+    const std::string_view var = *e, name = var.substr(0, var.find('=') + 1);
+    if (std::none_of(env.begin(), env.end(), [&](const std::string& x) {
+          return std::string_view(x).substr(0, name.size()) == name;
+        }))
+      vars.push_back(*e);
+  }
   for (const std::string& e : env) vars.push_back(e.c_str());
   constexpr size_t kMapsBytes = size_t(1) << 20;
   size_t bytes = kMapsBytes + (argv.size() + vars.size() + 2) * sizeof(char*);
