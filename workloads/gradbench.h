@@ -66,6 +66,17 @@ struct EvalRun {
   }
 };
 
+// One gradient of eval W at `size` on backend B, in GradBench's order (the tests' and the lab's
+// reference for the same work done elsewhere).
+template <class W, ScalarBackend B>
+std::vector<double> eval_gradient(int64_t size) {
+  B be;
+  EvalRun<W, B> run(be, size);
+  std::vector<double> grads(size_t(run.num_grads()));
+  run.step(be, grads);
+  return grads;
+}
+
 template <class B>
 std::vector<typename B::Scalar> params_of(B& be, std::span<const double> values) {
   std::vector<typename B::Scalar> p;

@@ -93,14 +93,6 @@ double median_seconds(int runs, Fn&& gradient) {
   return times[times.size() / 2];
 }
 
-template <class W>
-std::vector<double> engine_gradient(int64_t size) {
-  bp::EngineBackend be;
-  typename W::template Run<bp::EngineBackend> run(be, size);
-  std::vector<double> g(size_t(run.num_grads()));
-  run.step(be, g);
-  return g;
-}
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0;
@@ -132,7 +124,8 @@ void lstm(int runs, int64_t chars) {
   });
   std::printf(
       "lstm     chars %-6lld libtorch tensor code %10.3f ms   max rel diff to engine %.1e\n",
-      (long long)chars, s * 1e3, max_rel_diff(g, engine_gradient<bp::Lstm>(chars)));
+      (long long)chars, s * 1e3,
+      max_rel_diff(g, bp::eval_gradient<bp::Lstm, bp::EngineBackend>(chars)));
 }
 
 template <class W>
@@ -156,7 +149,7 @@ void gmm(int runs, int64_t k) {
   });
   std::printf("%-8s k %-10lld libtorch tensor code %10.3f ms   max rel diff to engine %.1e\n",
               std::string(W::name).c_str(), (long long)k, s * 1e3,
-              max_rel_diff(g, engine_gradient<W>(k)));
+              max_rel_diff(g, bp::eval_gradient<W, bp::EngineBackend>(k)));
 }
 
 }  // namespace

@@ -33,16 +33,6 @@ Json input_of(int64_t size, int min_runs = 1) {
   return in.set("min_runs", min_runs).set("min_seconds", 0);
 }
 
-// The gradient our engine's step gives for the same input, in order.
-template <class W>
-std::vector<double> engine_gradient(int64_t size) {
-  bp::EngineBackend be;
-  typename W::template Run<bp::EngineBackend> run(be, size);
-  std::vector<double> g(size_t(run.num_grads()));
-  run.step(be, g);
-  return g;
-}
-
 std::vector<double> flat(const Json& v) {
   std::vector<double> out;
   if (v.is_number()) out.push_back(v.number);
@@ -74,7 +64,7 @@ TEST(GradbenchTool, EachModuleAnswersAsOurEngineInGradbenchsShapes) {
         }
         EXPECT_EQ(r["output"]["mu"].array.size(), size_t(size)) << "one row per component";
       }
-      const std::vector<double> want = engine_gradient<W>(size);
+      const std::vector<double> want = bp::eval_gradient<W, bp::EngineBackend>(size);
       ASSERT_EQ(got.size(), want.size()) << module;
       double worst = 0;
       for (size_t i = 0; i < want.size(); i++) worst = std::max(worst, std::fabs(got[i] - want[i]));
@@ -105,7 +95,8 @@ TEST(GradbenchTool, OdesPrimalIsTheWholeSolution) {
   ASSERT_EQ(y["output"].array.size(), size_t(5));
   EXPECT_EQ(y["output"].array.back().number, bp::plain_answer<bp::Ode>(5).value);
   const Json g = ask(s, evaluate("ode", "gradient", input_of<bp::Ode>(5)));
-  EXPECT_EQ(flat(g["output"]), engine_gradient<bp::Ode>(5));
+  const std::vector<double> want = bp::eval_gradient<bp::Ode, bp::EngineBackend>(5);
+  EXPECT_EQ(flat(g["output"]), want);
 }
 
 // Each run its "evaluate" timing; what is done once is timed apart.
