@@ -186,11 +186,12 @@ struct BackendRecord {
   std::string why_missing;
 };
 
-inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
-                                           const std::vector<BackendRecord>& records,
-                                           const PlainAnswer* plain = nullptr) {
+// A verdict per record from what the record says of itself; `passed` gets the indices of those
+// whose own check held, for the pairwise comparison.
+inline std::vector<Verdict> self_verdicts(const WorkloadInfo& w,
+                                          const std::vector<BackendRecord>& records,
+                                          const PlainAnswer* plain, std::vector<size_t>* passed) {
   std::vector<Verdict> out;
-  std::vector<size_t> passed;  // indices into records and out
   for (const BackendRecord& r : records) {
     Verdict v;
     v.backend = r.backend, v.status = "ok";
@@ -203,29 +204,57 @@ inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
     } else if (std::string why = self_check(w, *r.record, plain); !why.empty()) {
       v.status = "wrong", v.message = why;
     } else {
-      passed.push_back(out.size());
+      passed->push_back(out.size());
     }
     out.push_back(v);
   }
-  if (passed.empty()) return out;
+  return out;
+}
 
-  // Pairwise: diff[i][j] is backend j measured against backend i.
-  const size_t n = passed.size();
-  std::vector<Numbers> numbers;
-  for (size_t i : passed) numbers.push_back(record_numbers(w, *records[i].record));
-  std::vector<std::vector<double>> diff(n, std::vector<double>(n, 0));
-  std::vector<std::vector<std::string>> where(n, std::vector<std::string>(n));
-  std::vector<size_t> agreeing(n, 0);
+// Every passed backend measured against every other: diff[i][j] is j against i, `where` names
+// the worst number, `agreeing[i]` counts those within tolerance of i.
+struct Pairwise {
+  std::vector<std::vector<double>> diff;
+  std::vector<std::vector<std::string>> where;
+  std::vector<size_t> agreeing;
+  size_t most_agreed() const {
+    size_t ref = 0;
+    for (size_t i = 1; i < agreeing.size(); i++)
+      if (agreeing[i] > agreeing[ref]) ref = i;
+    return ref;
+  }
+};
+
+inline Pairwise compare_pairwise(const WorkloadInfo& w, const std::vector<Numbers>& numbers) {
+  const size_t n = numbers.size();
+  Pairwise p{std::vector<std::vector<double>>(n, std::vector<double>(n, 0)),
+             std::vector<std::vector<std::string>>(n, std::vector<std::string>(n)),
+             std::vector<size_t>(n, 0)};
   for (size_t i = 0; i < n; i++)
     for (size_t j = 0; j < n; j++) {
       if (i == j) continue;
-      where[i][j] = worst_difference(numbers[i], numbers[j], w.tolerance.floor, &diff[i][j]);
-      if (where[i][j].empty()) diff[i][j] = INFINITY, where[i][j] = "the count of numbers";
-      if (diff[i][j] <= w.tolerance.rel) agreeing[i]++;
+      p.where[i][j] = worst_difference(numbers[i], numbers[j], w.tolerance.floor, &p.diff[i][j]);
+      if (p.where[i][j].empty()) p.diff[i][j] = INFINITY, p.where[i][j] = "the count of numbers";
+      if (p.diff[i][j] <= w.tolerance.rel) p.agreeing[i]++;
     }
-  size_t ref = 0;
-  for (size_t i = 1; i < n; i++)
-    if (agreeing[i] > agreeing[ref]) ref = i;
+  return p;
+}
+
+inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
+                                           const std::vector<BackendRecord>& records,
+                                           const PlainAnswer* plain = nullptr) {
+  std::vector<size_t> passed;  // indices into records and out
+  std::vector<Verdict> out = self_verdicts(w, records, plain, &passed);
+  if (passed.empty()) return out;
+
+  const size_t n = passed.size();
+  std::vector<Numbers> numbers;
+  for (size_t i : passed) numbers.push_back(record_numbers(w, *records[i].record));
+  const Pairwise pairs = compare_pairwise(w, numbers);
+  const auto& diff = pairs.diff;
+  const auto& where = pairs.where;
+  const size_t ref = pairs.most_agreed();
+  const auto& agreeing = pairs.agreeing;
   const bool majority = 2 * (agreeing[ref] + 1) > n;
   const std::string ref_name = out[passed[ref]].backend;
   const std::string answer = w.known.exists && plain ? "the known answer and finite differences"

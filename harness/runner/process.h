@@ -64,17 +64,18 @@ inline void interrupt_children(int sig) {
     if (g_child_groups[i] > 0) kill(-g_child_groups[i], SIGKILL);
 }
 
-// Execs argv with `env` added from a child of fork(), so that its peak RSS is its own. The child
-// holds a copy of the runner's private memory, and exec records the copy's high-water mark in the
-// peak that wait4 reports: every backend would seem to need the runner's size (13 MB in a run of
-// 200 benchmarks, our engine's empty step 5 MB). So what exec needs moves to a fresh mapping,
-// every other private anonymous page of the copy is returned (MADV_DONTNEED: the runner's own
-// pages are untouched), the high-water mark restarts (clear_refs 5), then exec. If exec fails it
-// says why in one line and exits with 127; it returns (for the caller to exit) only if it could
-// not start at all.
-inline void exec_with_own_peak(const std::vector<std::string>& argv,
-                               const std::vector<std::string>& env) {
-  std::vector<const char*> vars;  // the runner's environment, `env` replacing what it names
+// What exec needs, in one fresh private mapping that survives the pages returned before exec:
+// argv, the runner's environment with `env` replacing what it names, and /proc/self/maps.
+struct ExecImage {
+  char** args = nullptr;
+  char** envp = nullptr;
+  char* maps = nullptr;  // "start-end perms offset dev inode [path]" lines, NUL-terminated
+  void* region = nullptr;
+};
+
+inline ExecImage lay_out_exec_image(const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& env) {
+  std::vector<const char*> vars;
   for (char** e = environ; *e; e++) {
     const std::string_view var = *e, name = var.substr(0, var.find('=') + 1);
     if (std::none_of(env.begin(), env.end(), [&](const std::string& x) {
@@ -87,43 +88,38 @@ inline void exec_with_own_peak(const std::vector<std::string>& argv,
   size_t bytes = kMapsBytes + (argv.size() + vars.size() + 2) * sizeof(char*);
   for (const std::string& a : argv) bytes += a.size() + 1;
   for (const char* v : vars) bytes += std::strlen(v) + 1;
-  char* region = static_cast<char*>(
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (region == MAP_FAILED) return;
-  char** args = reinterpret_cast<char**>(region);
-  char** envp = args + argv.size() + 1;
-  char* text = reinterpret_cast<char*>(envp + vars.size() + 1);
+  void* region = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (region == MAP_FAILED) return {};
+  ExecImage image;
+  image.region = region;
+  image.args = static_cast<char**>(region);
+  image.envp = image.args + argv.size() + 1;
+  char* text = reinterpret_cast<char*>(image.envp + vars.size() + 1);
   auto copy = [&text](const char* from, size_t n) {
     char* to = text;
     std::memcpy(to, from, n + 1);
     text += n + 1;
     return to;
   };
-  for (size_t i = 0; i < argv.size(); i++) args[i] = copy(argv[i].c_str(), argv[i].size());
-  args[argv.size()] = nullptr;
-  for (size_t i = 0; i < vars.size(); i++) envp[i] = copy(vars[i], std::strlen(vars[i]));
-  envp[vars.size()] = nullptr;
-  char* maps = text;  // the rest: /proc/self/maps
+  for (size_t i = 0; i < argv.size(); i++) image.args[i] = copy(argv[i].c_str(), argv[i].size());
+  image.args[argv.size()] = nullptr;
+  for (size_t i = 0; i < vars.size(); i++) image.envp[i] = copy(vars[i], std::strlen(vars[i]));
+  image.envp[vars.size()] = nullptr;
+  image.maps = text;
   size_t got = 0;
   if (const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC); fd >= 0) {
-    for (ssize_t n; got + 1 < kMapsBytes && (n = read(fd, maps + got, kMapsBytes - 1 - got)) > 0;)
+    for (ssize_t n; got + 1 < kMapsBytes && (n = read(fd, text + got, kMapsBytes - 1 - got)) > 0;)
       got += size_t(n);
     close(fd);
   }
-  maps[got] = '\0';
-  // Kept: this stack, the fresh mapping, and the thread's control block and TLS (errno, the
-  // stack protector's canary).
-  static thread_local char tls_marker;
-  const uintptr_t keep[] = {uintptr_t(&got), uintptr_t(region), uintptr_t(&tls_marker)};
-  // After the first page is returned, only raw system calls: a libc function called for the
-  // first time would be bound by the dynamic loader, whose tables are among those pages. Under
-  // AddressSanitizer nothing is returned: its shadow and thread state are such pages too (and no
-  // peak is measured in that build).
-  syscall(SYS_getpid);
-#if defined(__SANITIZE_ADDRESS__)
-  maps[0] = '\0';
-#endif
-  for (char* line = maps; *line;) {  // "start-end perms offset dev inode [path]"
+  image.maps[got] = '\0';
+  return image;
+}
+
+// Returns every private anonymous mapping of `maps` but those holding an address of `keep`
+// (MADV_DONTNEED: in a child of fork() the parent's pages are untouched). Raw system calls only.
+inline void return_private_pages(char* maps, const uintptr_t* keep, size_t num_keep) {
+  for (char* line = maps; *line;) {
     char* next = std::strchr(line, '\n');
     if (next) *next = '\0';
     char* cursor = line;
@@ -135,25 +131,22 @@ inline void exec_with_own_peak(const std::vector<std::string>& argv,
       if (*c == ' ' && c[1] != ' ') field++, cursor = c + 1;
     const bool anonymous = field < 5 || *cursor == '\0' || std::strcmp(cursor, "[heap]") == 0;
     bool kept = false;
-    for (uintptr_t at : keep) kept = kept || (at >= start && at < end);
+    for (size_t k = 0; k < num_keep; k++) kept = kept || (keep[k] >= start && keep[k] < end);
     if (private_rw && anonymous && !kept) syscall(SYS_madvise, start, end - start, MADV_DONTNEED);
     if (!next) break;
     line = next + 1;
   }
-  if (const long fd = syscall(SYS_open, "/proc/self/clear_refs", O_WRONLY | O_CLOEXEC); fd >= 0) {
-    if (syscall(SYS_write, fd, "5", 1) != 1) {
-    }
-    syscall(SYS_close, fd);
-  }
-  syscall(SYS_execve, args[0], args, envp);
-  const int error = errno;  // say why in one line, without stdio or strerror's locale
+}
+
+// "cannot run PATH: why" on stderr and exit 127, without stdio or strerror's locale.
+[[noreturn]] inline void exit_cannot_run(const char* path, int error) {
   const char* why = error == ENOENT ? "no such file" : error == EACCES ? "permission denied" : "";
   char number[16];
   int at = int(sizeof number) - 1;
   number[at] = '\0';
   for (int e = error; at > 0 && (e > 0 || at == int(sizeof number) - 1); e /= 10)
     number[--at] = char('0' + e % 10);
-  const char* const parts[] = {"cannot run ",           args[0], ": ", why, *why ? "" : "errno ",
+  const char* const parts[] = {"cannot run ",           path, ": ", why, *why ? "" : "errno ",
                                *why ? "" : number + at, "\n"};
   for (const char* part : parts) {
     size_t n = 0;
@@ -161,6 +154,39 @@ inline void exec_with_own_peak(const std::vector<std::string>& argv,
     if (syscall(SYS_write, 2, part, n) < 0) break;
   }
   syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
+}
+
+// Execs argv with `env` added from a child of fork(), so that its peak RSS is its own. The child
+// holds a copy of the runner's private memory, and exec records the copy's high-water mark in the
+// peak that wait4 reports: every backend would seem to need the runner's size. So what exec needs
+// moves to a fresh mapping, every other private anonymous page of the copy is returned, the
+// high-water mark restarts (clear_refs 5), then exec. If exec fails it says why in one line and
+// exits with 127; it returns (for the caller to exit) only if it could not start at all.
+inline void exec_with_own_peak(const std::vector<std::string>& argv,
+                               const std::vector<std::string>& env) {
+  const ExecImage image = lay_out_exec_image(argv, env);
+  if (!image.region) return;
+  // Kept: this stack, the fresh mapping, and the thread's control block and TLS (errno, the
+  // stack protector's canary).
+  static thread_local char tls_marker;
+  const char on_stack = 0;
+  const uintptr_t keep[] = {uintptr_t(&on_stack), uintptr_t(image.region), uintptr_t(&tls_marker)};
+  // After the first page is returned, only raw system calls: a libc function called for the
+  // first time would be bound by the dynamic loader, whose tables are among those pages. Under
+  // AddressSanitizer nothing is returned: its shadow and thread state are such pages too (and no
+  // peak is measured in that build).
+  syscall(SYS_getpid);
+#if !defined(__SANITIZE_ADDRESS__)
+  return_private_pages(image.maps, keep, sizeof keep / sizeof keep[0]);
+#endif
+  if (const long fd = syscall(SYS_open, "/proc/self/clear_refs", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    if (syscall(SYS_write, fd, "5", 1) != 1) {
+    }
+    syscall(SYS_close, fd);
+  }
+  syscall(SYS_execve, image.args[0], image.args, image.envp);
+  exit_cannot_run(image.args[0], errno);
 }
 
 // One child process: started, then (taking turns, if it does) waited for.
