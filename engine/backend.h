@@ -78,6 +78,13 @@ struct EngineBackend : EngineTensorInputs {
   Tensor add(Tensor x, Tensor y) { return graph.add(x, y); }
   Tensor tanh(Tensor x) { return graph.tanh(x); }
   Tensor relu(Tensor x) { return graph.relu(x); }
+  Tensor mul(Tensor x, Tensor y) { return graph.mul(x, y); }
+  Tensor sigmoid(Tensor x) { return graph.sigmoid(x); }
+  Tensor exp(Tensor x) { return graph.exp(x); }
+  Tensor log(Tensor x) { return graph.log(x); }
+  Tensor sum(Tensor x) { return graph.sum(x); }
+  Tensor sum_rows(Tensor x) { return graph.sum_rows(x); }
+  Tensor logsumexp(Tensor x) { return graph.logsumexp(x); }
   Tensor layernorm(Tensor x, Tensor g, Tensor b) { return graph.layernorm(x, g, b); }
   Tensor attention(Tensor qkv, int32_t B, int32_t T, int32_t H) {
     return graph.attention(qkv, B, T, H);

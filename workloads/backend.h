@@ -141,6 +141,8 @@ struct AdamW {
 //  - linear(x, W, b) is x W^T + b with W (out, in), as torch.nn.Linear; linear(x, W) has no bias;
 //    linear_relu(x, W, b) is relu(linear(x, W, b)), which a backend may fuse;
 //  - attention(qkv, B, T, H): causal multi-head self-attention of qkv (B*T, 3C) into (B*T, C);
+//  - add and mul are elementwise, y of x's shape or one row broadcast over every row; sum is of
+//    every element (1, 1), sum_rows and logsumexp of every row (N, 1);
 //  - a training step is: zero_grad, the forward ops, backward(loss), optimizer_step, end_step.
 template <class B>
 concept TensorBackend = requires(B& b, typename B::Tensor x, typename B::Indices idx,
@@ -156,8 +158,15 @@ concept TensorBackend = requires(B& b, typename B::Tensor x, typename B::Indices
   { b.embedding(x, idx) } -> std::same_as<typename B::Tensor>;
   { b.view(x, n, n) } -> std::same_as<typename B::Tensor>;
   { b.add(x, x) } -> std::same_as<typename B::Tensor>;
+  { b.mul(x, x) } -> std::same_as<typename B::Tensor>;
   { b.tanh(x) } -> std::same_as<typename B::Tensor>;
   { b.relu(x) } -> std::same_as<typename B::Tensor>;
+  { b.sigmoid(x) } -> std::same_as<typename B::Tensor>;
+  { b.exp(x) } -> std::same_as<typename B::Tensor>;
+  { b.log(x) } -> std::same_as<typename B::Tensor>;
+  { b.sum(x) } -> std::same_as<typename B::Tensor>;
+  { b.sum_rows(x) } -> std::same_as<typename B::Tensor>;
+  { b.logsumexp(x) } -> std::same_as<typename B::Tensor>;
   { b.layernorm(x, x, x) } -> std::same_as<typename B::Tensor>;
   { b.attention(x, n, n, n) } -> std::same_as<typename B::Tensor>;
   { b.cross_entropy(x, idx) } -> std::same_as<typename B::Tensor>;

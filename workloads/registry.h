@@ -2,10 +2,11 @@
 // one place their facts are read at run time.
 //
 // Adding a workload is one line in `Workloads` plus its own code (workloads/scalar.h,
-// workloads/models.h, workloads/recurrent.h, workloads/gradbench.h). Everything here is checked at
-// compile time: each workload is exactly one kind (ScalarWorkload or ModelWorkload,
-// workloads/workload.h), and names are unique and usable in benchmark names. Standard library only:
-// bench_run includes this to expand and validate a selection without asking any backend.
+// workloads/models.h, workloads/recurrent.h, workloads/gradbench.h, workloads/gradbench_tensor.h).
+// Everything here is checked at compile time: each workload is exactly one kind (ScalarWorkload or
+// ModelWorkload, workloads/workload.h), and names are unique and usable in benchmark names.
+// Standard library only: bench_run includes this to expand and validate a selection without
+// asking any backend.
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 #include <tuple>
 
 #include "workloads/gradbench.h"
+#include "workloads/gradbench_tensor.h"
 #include "workloads/models.h"
 #include "workloads/optimizer.h"
 #include "workloads/plain_backend.h"
@@ -26,7 +28,7 @@ namespace bp {
 
 using Workloads = std::tuple<EmptyStep, TinyGraph, SmallGraph, ScalarChain, CharMlp, MiniGpt,
                              MiniGptWide, MlpWidth, CharRnn, CharRnnWide, AdamWUpdate, Lse, Llsq,
-                             Lstm, GmmD2, GmmD10, Ode, Det>;
+                             Lstm, LstmTensor, GmmD2, GmmD10, GmmD2Tensor, GmmD10Tensor, Ode, Det>;
 
 // Calls f.template operator()<W>() for every workload W, in registry order.
 template <class F>

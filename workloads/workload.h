@@ -155,6 +155,16 @@ concept ModelWorkload = DescribedWorkload<W> && requires {
   requires W::check_steps >= 1;
 };
 
+// A model whose timed step is a gradient without an update (phase `grad`: an eval's tensor
+// form, workloads/gradbench_tensor.h): its loss is the same at every step.
+template <class W>
+constexpr bool takes_no_update() {
+  if constexpr (requires { W::phase; })
+    return W::phase == "grad";
+  else
+    return false;
+}
+
 // The facts of any workload as plain values, for code that handles workloads at run time (the
 // runner, the judge, the backend binaries' flag parsing).
 struct WorkloadInfo {

@@ -86,6 +86,15 @@ struct LibtorchBackend {
   Tensor embedding(const Tensor& table, const Indices& idx) { return torch::embedding(table, idx); }
   Tensor view(const Tensor& x, int32_t rows, int32_t cols) { return x.view({rows, cols}); }
   Tensor add(const Tensor& x, const Tensor& y) { return x + y; }
+  Tensor mul(const Tensor& x, const Tensor& y) { return x * y; }
+  Tensor sigmoid(const Tensor& x) { return torch::sigmoid(x); }
+  // exp and log: the scalar graphs' above (a Scalar is a Tensor here).
+  Tensor sum(const Tensor& x) { return x.sum().view({1, 1}); }
+  Tensor sum_rows(const Tensor& x) { return x.dim() == 1 ? x.sum().view({1, 1}) : x.sum(1, true); }
+  // Every row's; a (1, n) parameter is 1-D here (from()), and its one row is the whole tensor.
+  Tensor logsumexp(const Tensor& x) {
+    return x.dim() == 1 ? torch::logsumexp(x, 0, true).view({1, 1}) : torch::logsumexp(x, 1, true);
+  }
   Tensor layernorm(const Tensor& x, const Tensor& g, const Tensor& b) {
     return torch::layer_norm(x, {x.size(-1)}, g, b, 1e-5);
   }

@@ -148,6 +148,34 @@ struct CompiledBackend : EngineTensorInputs {
     if (!compiled()) return capture(graph.relu(x));
     return replay(TensorOp::relu, {x}, {0, 0, 0});
   }
+  Tensor mul(Tensor x, Tensor y) {
+    if (!compiled()) return capture(graph.mul(x, y));
+    return replay(TensorOp::mul, {x, y}, {0, 0, 0});
+  }
+  Tensor sigmoid(Tensor x) {
+    if (!compiled()) return capture(graph.sigmoid(x));
+    return replay(TensorOp::sigmoid, {x}, {0, 0, 0});
+  }
+  Tensor exp(Tensor x) {
+    if (!compiled()) return capture(graph.exp(x));
+    return replay(TensorOp::exp, {x}, {0, 0, 0});
+  }
+  Tensor log(Tensor x) {
+    if (!compiled()) return capture(graph.log(x));
+    return replay(TensorOp::log, {x}, {0, 0, 0});
+  }
+  Tensor sum(Tensor x) {
+    if (!compiled()) return capture(graph.sum(x));
+    return replay(TensorOp::sum, {x}, {0, 0, 0});
+  }
+  Tensor sum_rows(Tensor x) {
+    if (!compiled()) return capture(graph.sum_rows(x));
+    return replay(TensorOp::sum_rows, {x}, {0, 0, 0});
+  }
+  Tensor logsumexp(Tensor x) {
+    if (!compiled()) return capture(graph.logsumexp(x));
+    return replay(TensorOp::logsumexp, {x}, {0, 0, 0});
+  }
   Tensor layernorm(Tensor x, Tensor g, Tensor b) {
     if (!compiled()) return capture(graph.layernorm(x, g, b));
     return replay(TensorOp::layernorm, {x, g, b}, {0, 0, 0});

@@ -7,6 +7,7 @@
 //   build/engine_tests --gtest_filter='Compiled*'    (or ctest -R Compiled)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,12 @@
 #include "workloads/registry.h"
 
 namespace {
+
+// The models of the registry: every one must be in each whole-registry test below.
+int num_models() {
+  return int(std::count_if(bp::kWorkloads.begin(), bp::kWorkloads.end(),
+                           [](const bp::WorkloadInfo& w) { return w.model; }));
+}
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 std::array<double, 3> grads_of_every_op;  // every_op's gradients, as finish_step reads them
@@ -323,8 +330,7 @@ TEST(CompiledModels, BitwiseEqualToTheEagerEngineOnEveryWorkload) {
       }
     }
   });
-  // char_mlp, mini_gpt, mini_gpt_wide, mlp_width, char_rnn, char_rnn_wide, adamw
-  EXPECT_EQ(workloads, 7);
+  EXPECT_EQ(workloads, num_models());
   EXPECT_GE(checked, workloads);
 }
 
@@ -370,7 +376,7 @@ TEST(Threads, EveryModelWorkloadIsBitwiseAtAnyThreadCount) {
         }
     }
   });
-  EXPECT_EQ(checked, 7 * 12);
+  EXPECT_EQ(checked, num_models() * 12);
 #if !defined(__SANITIZE_ADDRESS__)
   expect_same_trace<bp::CharMlp>(
       trace_at<bp::CharMlp, bp::EngineBackend>(1, Forced::nothing, 1024, corpus),
@@ -382,9 +388,9 @@ TEST(Threads, EveryModelWorkloadIsBitwiseAtAnyThreadCount) {
       "compiled char_mlp hidden 1024 at 2 threads");
 #endif
   std::printf(
-      "  7 model workloads x threads 2, 3, 4 x (own thresholds, every kernel split, products "
-      "side by side, ops side by side), "
-      "eager and compiled: bitwise the 1-thread results\n");
+      "  %d model workloads x threads 2, 3, 4 x (own thresholds, every kernel split, products "
+      "side by side, ops side by side), eager and compiled: bitwise the 1-thread results\n",
+      num_models());
 }
 
 // The first two buffers of a plan live at one instruction (or wave) that share a byte, or "".
@@ -552,7 +558,7 @@ TEST(CompiledModels, GradientsSumOverStepsWithoutZeroGradAsInTheEagerEngine) {
       workloads++;
     }
   });
-  EXPECT_EQ(workloads, 7);
+  EXPECT_EQ(workloads, num_models());
 }
 
 // ---- the replay guard: a step that is not the captured one stops with one line ----

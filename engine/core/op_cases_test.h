@@ -94,6 +94,13 @@ std::vector<OpCase> cases() {
       op_case("gelu", {{3, 4, -3, 3}}, [](auto& g, auto& p) { return g.gelu(p[0]); }),
       op_case("exp", {{3, 4, -1, 1}}, [](auto& g, auto& p) { return g.exp(p[0]); }),
       op_case("log", {{3, 4, 0.5, 2}}, [](auto& g, auto& p) { return g.log(p[0]); }),
+      op_case("sigmoid", {{3, 4, -3, 3}}, [](auto& g, auto& p) { return g.sigmoid(p[0]); }),
+      op_case("logsumexp", {{3, 5, -2, 2}}, [](auto& g, auto& p) { return g.logsumexp(p[0]); }),
+      op_case("sum_rows", {{3, 5, -2, 2}}, [](auto& g, auto& p) { return g.sum_rows(p[0]); }),
+      op_case("sum_rows 2", {{6, 2, -2, 2}},  // a width fixed at compile time
+              [](auto& g, auto& p) { return g.sum_rows(p[0]); }),
+      op_case("sum_rows 20", {{2, 20, -2, 2}},  // a vector reduction
+              [](auto& g, auto& p) { return g.sum_rows(p[0]); }),
       op_case("embedding", {{6, 3, -1, 1}},
               [ids](auto& g, auto& p) { return g.embedding(p[0], ids); }),
       op_case("view", {{4, 3, -1, 1}}, [](auto& g, auto& p) { return g.tanh(g.view(p[0], 2, 6)); }),

@@ -54,12 +54,15 @@ enum class TensorOp : uint8_t {
   softmax,
   attention,
   cross_entropy,
+  sigmoid,
+  logsumexp,
+  sum_rows,
   count
 };
 inline constexpr const char* tensor_op_names[] = {
-    "leaf", "view", "matmul",    "linear",  "add",       "mul",
-    "tanh", "relu", "gelu",      "exp",     "log",       "embedding",
-    "sum",  "mean", "layernorm", "softmax", "attention", "cross_entropy"};
+    "leaf",      "view",    "matmul",    "linear",        "add",       "mul",       "tanh",
+    "relu",      "gelu",    "exp",       "log",           "embedding", "sum",       "mean",
+    "layernorm", "softmax", "attention", "cross_entropy", "sigmoid",   "logsumexp", "sum_rows"};
 static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
 
 // Misuse of the engine's API stops the program with one line, "<where>: <what>" (every class's
@@ -457,6 +460,118 @@ void log_backward(const OpArgs<T>& a) {
   });
 }
 
+template <class T>  // 1 / (1 + e^-x); from the output, as tanh
+void sigmoid_forward(const OpArgs<T>& a) {
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    const T* x = a.in[0];
+    T* out = a.out;
+#pragma omp simd
+    for (size_t i = i0; i < i1; i++) out[i] = T(1) / (T(1) + exp_t(-x[i]));
+  });
+}
+template <class T>
+void sigmoid_backward(const OpArgs<T>& a) {
+  for_chunks(numel(a), [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) a.din[0][i] += a.dout[i] * a.out[i] * (1 - a.out[i]);
+  });
+}
+
+// ---- logsumexp of every row of in0 (N, C): (N, 1), steadied by the row's maximum ----
+template <class T>
+void logsumexp_forward(const OpArgs<T>& a) {
+  const int32_t C = a.in_cols[0];
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* x = a.in[0] + size_t(r) * C;
+      T most = x[0];
+#pragma omp simd reduction(max : most)
+      for (int32_t c = 1; c < C; c++) most = most > x[c] ? most : x[c];  // maxps's own form
+      // Every term -inf, or one +inf: the maximum is the answer, unless a NaN is (a NaN
+      // elsewhere makes the sum below NaN).
+      if (std::isinf(most) && std::none_of(x, x + C, [](T v) { return v != v; })) {
+        a.out[r] = most;
+        continue;
+      }
+      T total = 0;
+#pragma omp simd reduction(+ : total)
+      for (int32_t c = 0; c < C; c++) total += exp_t(x[c] - most);
+      a.out[r] = most + std::log(total);
+    }
+  });
+}
+// d out_r / d x_rc = exp(x_rc - out_r): the row's softmax, from the output.
+template <class T>
+void logsumexp_backward(const OpArgs<T>& a) {
+  const int32_t C = a.in_cols[0];
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* x = a.in[0] + size_t(r) * C;
+      T* dx = a.din[0] + size_t(r) * C;
+      const T g = a.dout[r], out = a.out[r];
+#pragma omp simd
+      for (int32_t c = 0; c < C; c++) dx[c] += g * exp_t(x[c] - out);
+    }
+  });
+}
+
+// ---- sum_rows: the sum of every row of in0 (N, C): (N, 1) ----
+// Short rows (a norm over a few dimensions) add in order, one after another: a vector
+// reduction's setup would cost more than the row. Rows of up to 8 take a loop of their width fixed
+// at compile time (the same adds in the same order), which the compiler unrolls across rows.
+inline constexpr int32_t kShortRow = 16;
+template <int32_t C, class T>
+void sum_short_rows(const T* x, T* out, int32_t cols, int32_t r0, int32_t r1) {
+  const int32_t width = C > 0 ? C : cols;
+  for (int32_t r = r0; r < r1; r++) {
+    T total = 0;
+    for (int32_t c = 0; c < width; c++) total += x[size_t(r) * width + c];
+    out[r] = total;
+  }
+}
+template <int32_t C, class T>
+void spread_short_rows(T* dx, const T* g, int32_t cols, bool fresh, int32_t r0, int32_t r1) {
+  const int32_t width = C > 0 ? C : cols;
+  for (int32_t r = r0; r < r1; r++)
+    for (int32_t c = 0; c < width; c++)
+      dx[size_t(r) * width + c] = (fresh ? T(0) : dx[size_t(r) * width + c]) + g[r];
+}
+template <class T, class F>
+void with_row_width(int32_t C, F&& f) {  // f(std::integral_constant<int32_t, C or 0>)
+  switch (C) {
+    case 1: return f(std::integral_constant<int32_t, 1>{});
+    case 2: return f(std::integral_constant<int32_t, 2>{});
+    case 3: return f(std::integral_constant<int32_t, 3>{});
+    case 4: return f(std::integral_constant<int32_t, 4>{});
+    case 8: return f(std::integral_constant<int32_t, 8>{});
+    default: return f(std::integral_constant<int32_t, 0>{});
+  }
+}
+template <class T>
+void sum_rows_forward(const OpArgs<T>& a) {
+  const int32_t C = a.in_cols[0];
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    if (C < kShortRow)
+      return with_row_width<T>(
+          C, [&](auto width) { sum_short_rows<width()>(a.in[0], a.out, C, r0, r1); });
+    for (int32_t r = r0; r < r1; r++) {
+      const T* x = a.in[0] + size_t(r) * C;
+      T total = 0;
+#pragma omp simd reduction(+ : total)
+      for (int32_t c = 0; c < C; c++) total += x[c];
+      a.out[r] = total;
+    }
+  });
+}
+template <class T>
+void sum_rows_backward(const OpArgs<T>& a) {
+  const int32_t C = a.in_cols[0];
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    with_row_width<T>(C < kShortRow ? C : 0, [&](auto width) {
+      spread_short_rows<width()>(a.din[0], a.dout, C, a.fresh & 1, r0, r1);
+    });
+  });
+}
+
 // ---- embedding: rows of in0 (V, C) picked by index (N): (N, C) ----
 template <class T>
 void embedding_forward(const OpArgs<T>& a) {
@@ -669,6 +784,15 @@ inline constexpr OpRule<T> op_rules[] = {
     /* cross_entropy */
     {ops::cross_entropy_forward_op<T>, ops::cross_entropy_backward_op<T>, ops::cross_entropy_aux<T>,
      ops::cross_entropy_forward_scratch<T>, ops::none<T>, kReadsAux, false, false, 1},
+    /* sigmoid */
+    {ops::sigmoid_forward<T>, ops::sigmoid_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+     kReadsOut, false, true},
+    /* logsumexp */
+    {ops::logsumexp_forward<T>, ops::logsumexp_backward<T>, ops::none<T>, ops::none<T>,
+     ops::none<T>, kReadsIn0 | kReadsOut, false, false},
+    /* sum_rows */
+    {ops::sum_rows_forward<T>, ops::sum_rows_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+     0, false, false, 1},
 };
 static_assert(std::size(op_rules<float>) == size_t(TensorOp::count), "a rule for every TensorOp");
 

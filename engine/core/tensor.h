@@ -167,6 +167,7 @@ class TensorGraph {
   Tensor gelu(Tensor x) { return unary(TensorOp::gelu, x); }  // exact (erf) form, torch's default
   Tensor exp(Tensor x) { return unary(TensorOp::exp, x); }
   Tensor log(Tensor x) { return unary(TensorOp::log, x); }
+  Tensor sigmoid(Tensor x) { return unary(TensorOp::sigmoid, x); }
 
   // Rows of table (V, C) picked by idx (N): (N, C).
   Tensor embedding(Tensor table, IndexSpan idx) {
@@ -178,6 +179,10 @@ class TensorGraph {
   }
 
   Tensor sum(Tensor x) { return reduce(TensorOp::sum, x); }
+  // The sum of every row of x (N, C): (N, 1).
+  Tensor sum_rows(Tensor x) { return per_row(TensorOp::sum_rows, x); }
+  // log(sum(exp(row))) of every row of x (N, C): (N, 1), steadied by each row's maximum.
+  Tensor logsumexp(Tensor x) { return per_row(TensorOp::logsumexp, x); }
   Tensor mean(Tensor x) { return reduce(TensorOp::mean, x); }
 
   // Per row of x (N, C): normalise to zero mean and unit variance (biased, eps 1e-5 as in
@@ -539,6 +544,12 @@ class TensorGraph {
   Tensor unary(TensorOp op, Tensor x) {
     const Node in = operand(x, tensor_op_names[int(op)]);
     make(op, in.rows, in.cols, {x.id});
+    return forward_last();
+  }
+
+  Tensor per_row(TensorOp op, Tensor x) {
+    const Node a = operand(x, tensor_op_names[int(op)]);
+    make(op, a.rows, 1, {x.id});
     return forward_last();
   }
 

@@ -97,6 +97,22 @@ TEST(Kernels, CrossEntropyOfAFarTarget) {
   EXPECT_FLOAT_EQ(g.grad(logits)[1], -1.f);
 }
 
+// A row far below zero: exp of every term underflows in float, so logsumexp must subtract the
+// row's maximum (torch.logsumexp(torch.tensor([[-1000., -1001.]]), 1) is -999.6867).
+TEST(Kernels, LogsumexpOfAFarRow) {
+  bp::TensorGraph<float> g;
+  bp::Tensor x = g.param(2, 2, std::vector<float>{-1000.f, -1001.f, 0.f, 0.f});
+  bp::Tensor out = g.logsumexp(x);
+  EXPECT_FLOAT_EQ(g.data(out)[0], -1000.f + std::log1p(std::exp(-1.f)));
+  EXPECT_FLOAT_EQ(g.data(out)[1], std::log(2.f));
+  g.backward(g.sum(out));
+  // The row's softmax, from the output as torch takes it: exp(x - out), where out near -1000
+  // holds 6e-5 of rounding.
+  EXPECT_NEAR(g.grad(x)[0], 1 / (1 + std::exp(-1.f)), 1e-4);
+  EXPECT_NEAR(g.grad(x)[1], 1 - 1 / (1 + std::exp(-1.f)), 1e-4);
+  EXPECT_FLOAT_EQ(g.grad(x)[2], 0.5f);
+}
+
 // Two AdamW steps on one parameter, against the update written out by hand from
 // torch.optim.AdamW's documented algorithm.
 TEST(TensorOptim, AdamWMatchesTheDocumentedUpdate) {

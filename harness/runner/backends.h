@@ -28,12 +28,13 @@ struct BackendSpec {
   bool threaded;           // --threads applies to it
   const char* only_workloads = nullptr;  // the workloads a variant is measured on (null: every one)
   bool checkpoints = false;  // writes checkpoint files (it is told the run's folder for them)
-  // "key=N key=N": of the workloads sized by a key, the default sizes up to its N run and the
-  // larger ones are reported skipped (sizes given with --sizes all run). The torch backends take
-  // 1 to 2 s a sequence of 10^4 steps, ten times our engine, and libtorch 0.5 to 5 s a step of
-  // lstm, gmm and the larger defaults of GradBench's other evals, graphs of 10^5 to 10^6 0-dim
-  // tensors (lstm and gmm run on it with --sizes only); the compiled mode plans the whole
-  // unrolled sequence as one program, gigabytes at 10^5 steps.
+  // "key=N key=N": of the workloads sized by a key (or of the workload of that name), the default
+  // sizes up to its N run and the larger ones are reported skipped (sizes given with --sizes all
+  // run). The torch backends take 1 to 2 s a sequence of 10^4 steps, ten times our engine, and
+  // libtorch 0.5 to 5 s a step of lstm, gmm and the larger defaults of GradBench's other evals,
+  // graphs of 10^5 to 10^6 0-dim tensors (lstm and gmm run on it with --sizes only; their tensor
+  // forms always); the compiled mode plans the whole unrolled sequence as one program, gigabytes
+  // at 10^5 steps.
   const char* default_sizes_up_to = nullptr;
   bool shares_verdicts = false;  // chooses kernels by timing them: gets the run's verdict file
   int fixed_threads = 0;         // a variant at a thread count of its own, whatever --threads says
@@ -52,7 +53,8 @@ struct BackendSpec {
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
 inline constexpr const char* kLengthsUpTo10k = "length=10000";
 inline constexpr const char* kLibtorchUpTo =
-    "length=10000 elements=2500 points=64 chars=0 k=0 equations=100 ell=7";
+    "length=10000 elements=2500 points=64 lstm=0 gmm_d2=0 gmm_d10=0 equations=100 ell=7 "
+    "lstm_tensor=1024";
 inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
 inline constexpr BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, true},
@@ -130,13 +132,14 @@ inline std::string default_size_skipped(const std::string& backend, const Worklo
   if (!up_to || !w.sizes.sized()) return "";
   for (const std::string& limit : fields(up_to, ' ')) {
     const std::vector<std::string> kv = fields(limit, '=');
-    if (kv[0] != w.sizes.key || size <= std::stoll(kv[1])) continue;
+    const std::string_view key = w.sizes.key;
+    if ((kv[0] != key && kv[0] != w.name) || size <= std::stoll(kv[1])) continue;
     if (std::stoll(kv[1]) == 0)
       return fmt::format("not in {}'s default sweep (seconds a step); --sizes {}={} runs it",
-                         backend, kv[0], size);
+                         backend, key, size);
     return fmt::format(
         "not in the default sweep, which runs {} up to {}={}; --sizes {}=...,{} runs it", backend,
-        kv[0], kv[1], kv[0], size);
+        key, kv[1], key, size);
   }
   return "";
 }
