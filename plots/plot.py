@@ -59,6 +59,10 @@ COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d85
           "adolc": "#377eb8", "adolc_retape": "#a6cee3"}
 MARKERS = {"engine": "o", "compiled": "D", "libtorch": "s", "pytorch": "^", "torchscript": "v",
            "adolc": "P", "adolc_retape": "X"}
+# An eval's tensor form (workloads/gradbench_tensor.h) shares its eval's panel in gradbench.png.
+TENSOR_FORM = "_tensor"
+for _b, _color in (("engine", "#00441b"), ("compiled", "#6b8e23"), ("libtorch", "#a63603")):
+    COLORS[_b + " tensor"], MARKERS[_b + " tensor"] = _color, "*"
 # The compiled mode's matmul dialects (engine/compiled/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
                   "onednn": "#7570b3", "libxsmm": "#e7298a"}
@@ -67,7 +71,8 @@ FAMILIES = [("scalar graphs", ["empty", "tiny_graph", "small_graph", "scalar_cha
             ("transformers", ["mini_gpt", "mini_gpt_wide"]),
             ("recurrent", ["char_rnn", "char_rnn_wide"]),
             ("optimizer", ["adamw"]),
-            ("GradBench evals", ["lse", "llsq", "lstm", "gmm_d2", "gmm_d10"])]
+            ("GradBench evals", ["lse", "llsq", "lstm", "lstm_tensor", "gmm_d2", "gmm_d10",
+                                 "gmm_d2_tensor", "gmm_d10_tensor"])]
 GRADBENCH = FAMILIES[-1][1]
 ROW_INCHES = 0.16  # one point's row in a dot plot: a 7 pt label fits beside it
 WIDTH = 11.0
@@ -385,8 +390,20 @@ def chain_figure(run):
 
 
 def gradbench_figure(run):
-    """A panel per GradBench eval: a gradient's time against the eval's size, every backend."""
-    return size_panels(run, GRADBENCH, backends_of(run)[:MAX_SERIES],
+    """A panel per GradBench eval: a gradient's time against the eval's size, every backend; an
+    eval's tensor form in the same panel, as "<backend> tensor"."""
+    cells = []
+    for c in run["cells"]:
+        if c["workload"].endswith(TENSOR_FORM):
+            c = dict(c, workload=c["workload"][:-len(TENSOR_FORM)],
+                     backend=c["backend"] + " tensor")
+        cells.append(c)
+    present = {c["backend"] for c in cells if c["workload"] in GRADBENCH}
+    first = ["engine", "compiled", "engine tensor", "compiled tensor", "libtorch tensor", "adolc"]
+    series = [b for b in first if b in present] + sorted(present - set(first))
+    run = dict(run, cells=cells, crossovers=[x for x in run["crossovers"]
+                                             if not x["workload"].endswith(TENSOR_FORM)])
+    return size_panels(run, GRADBENCH, series[:MAX_SERIES],
                        lambda c: c["median_seconds"] and c["median_seconds"] * 1e3,
                        "time per gradient (ms, log)",
                        "GradBench's evals: how does a gradient's time grow with the eval's size?")

@@ -81,8 +81,8 @@ struct LstmTensor {
     std::vector<Tn> minus_ones;               // per character, (1, 1): -(how many bits are 1)
     Tn two, scale;                            // (1, 1): 2, -1 / ((chars - 1) bits)
 
-    Model(B& be, int64_t size, const Corpus&) {
-      const Lstm::Input in = Lstm::input(size);
+    Model(B& be, int64_t size, const Corpus&) : Model(be, Lstm::input(size)) {}
+    Model(B& be, const Lstm::Input& in) {  // GradBench's own (harness/gradbench/)
       layers = in.layers, chars = in.chars, bits = in.bits;
       const int32_t b = bits;
       main = this->make(be, 2 * layers, 4 * b, to_floats(in.main_params));
@@ -174,8 +174,8 @@ struct GmmTensor {
     Tn diagonal_mask, lower_mask, minus_ones, minus_halves, minus_n, prior_scale, minus_m,
         minus_one, constant_terms;
 
-    Model(B& be, int64_t size, const Corpus&) {
-      const GmmInput in = GmmEval<D>::input(size);
+    Model(B& be, int64_t size, const Corpus&) : Model(be, GmmEval<D>::input(size)) {}
+    Model(B& be, const GmmInput& in) {  // GradBench's own, of any d (harness/gradbench/)
       d = in.d, k = in.k, n = in.n, lsz = d * (d - 1) / 2;
       alpha = this->make(be, 1, k, to_floats(in.alpha));
       mu = this->make(be, k, d, to_floats(in.mu));

@@ -3,9 +3,9 @@
 // vector ops, gmm a handful of batched ops over every point and component), in double, on our
 // seeded inputs (workloads/gradbench.h). For each size: the median time of a gradient (forward,
 // backward, gradients read and set to none) over `runs` runs, and its largest difference from our
-// engine's gradient of the same input: the same work, so that the bench's scalar rows can be
-// weighed against the tensor code a libtorch user would write. Until the evals have a tensor form
-// of their own, this is where that comparison lives (dev/notes.md, "GradBench's evals").
+// engine's gradient of the same input: the same work, so that the bench's rows (the scalar graphs
+// in double, the tensor forms of workloads/gradbench_tensor.h in float32) can be weighed against
+// the tensor code a GradBench user runs (dev/notes.md, "GradBench's evals", "Tensor forms").
 //   build/dev/gradbench_libtorch_tensor [runs]      (cmake -DBP_DEV=ON; make test builds it)
 #include <torch/torch.h>
 

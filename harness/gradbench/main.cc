@@ -6,8 +6,13 @@
 //       of stdout, then one {"name", "nanoseconds"} line per timing; run as `bin/<module>` (a
 //       link named after the module) it needs no --module
 //   bp_gradbench --write-input WORKLOAD SIZE             our seeded input (bench_run's) as JSON
-// B: scalar (default: our engine's eager tape) or compiled (its compiled mode); engine and
-// libtorch name the evals' tensor forms, which answer define with success false for now.
+// B: scalar (default: our engine's eager tape) or compiled (its compiled scalar program), on every
+// eval; engine (our eager tensor graph), compiled_tensor or libtorch on the tensor forms of lstm
+// and gmm. Built twice: bp_gradbench links no libtorch and runs bp_gradbench_libtorch, beside it,
+// for --backend libtorch (one thread, as GradBench times tools).
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -25,7 +30,8 @@ namespace {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "bp_gradbench: %s\n"
-               "usage: bp_gradbench [--backend scalar|compiled] [[--module M] FILE FUNCTION]\n"
+               "usage: bp_gradbench [--backend scalar|compiled|engine|compiled_tensor|libtorch]\n"
+               "                    [[--module M] FILE FUNCTION]\n"
                "       bp_gradbench --write-input WORKLOAD SIZE\n",
                why.c_str());
   std::exit(2);
@@ -81,6 +87,16 @@ int run_file(const std::string& backend, const std::string& module, const std::s
   return 0;
 }
 
+// --backend libtorch from the binary without libtorch: the same arguments to its sibling.
+[[noreturn]] void run_libtorch_binary(char** argv) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string path = n > 0 ? std::string(self, size_t(n)) : std::string(argv[0]);
+  path = path.substr(0, path.rfind('/') + 1) + "bp_gradbench_libtorch";
+  execv(path.c_str(), argv);  // argv[0] unchanged: run as bin/<module>, it names the module
+  usage("--backend libtorch: cannot run " + path + ": " + std::strerror(errno));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +122,11 @@ int main(int argc, char** argv) {
   if (std::string why = bp::gradbench::backend_lacks(backend);
       !why.empty() && why.rfind("unknown", 0) == 0)
     usage("--backend " + why);
+#if defined(BP_GRADBENCH_LIBTORCH)
+  torch::set_num_threads(1);
+#else
+  if (backend == "libtorch") run_libtorch_binary(argv);
+#endif
   if (!positional.empty()) {
     if (positional.size() != 2) usage("expected FILE FUNCTION");
     if (module.empty()) {  // run as bin/<module>

@@ -6,10 +6,11 @@
 //   analysis  -> {"id"}; an output GradBench judged invalid is said on stderr
 // An evaluate runs its function at least `min_runs` times and until `min_seconds` have passed,
 // one "evaluate" timing each. What is done once before is timed apart, never folded in: "prepare"
-// (the input made parameters of the backend) and, for the compiled mode, "compile" (its first
-// two steps: the step captured, compiled and run, then its x86 code generated and run; every
-// later step replays that code). The primal (GradBench's primal or
-// objective) runs the same code on plain doubles (workloads/plain_backend.h) on every backend.
+// (the input made parameters of the backend) and, for the compiled mode, "compile" (on a scalar
+// graph its first two steps: the step captured, compiled and run, then its x86 code generated and
+// run; on a tensor form its first step, captured, planned and run). The primal (GradBench's
+// primal or objective) runs the same code on plain doubles (workloads/plain_backend.h) on every
+// backend.
 // A message that is not JSON, lacks an id or names what does not exist gets one error response,
 // and the session goes on.
 #pragma once
@@ -25,27 +26,52 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "engine/backend.h"
+#if !defined(BP_GRADBENCH_LIBTORCH)  // there, libtorch's BLAS alone: no dialect library beside it
 #include "engine/compiled/backend.h"
+#endif
 #include "harness/common/json.h"
 #include "harness/gradbench/modules.h"
+#include "workloads/gradbench_tensor.h"
 #include "workloads/plain_backend.h"
+#if defined(BP_GRADBENCH_LIBTORCH)
+#include "baselines/libtorch/backend.h"
+#endif
 
 namespace bp::gradbench {
 
-// Which of our engine's ways computes the gradients. The evals exist as scalar graphs
-// (workloads/gradbench.h): `scalar` (the eager tape) and `compiled` run them; `engine` and
-// `libtorch` name their tensor forms, which are not written yet.
-inline constexpr std::string_view kBackends = "scalar, compiled, engine, libtorch";
+// Which way computes the gradients. Every eval is a scalar graph (workloads/gradbench.h):
+// `scalar` (our engine's eager tape) and `compiled` (its compiled scalar program) run them all.
+// lstm and gmm also have tensor forms (workloads/gradbench_tensor.h): `engine` (our eager tensor
+// graph), `compiled_tensor` (its compiled mode) and `libtorch` (libtorch's ops, in
+// bp_gradbench_libtorch: this binary links no libtorch) run those.
+inline constexpr std::string_view kBackends = "scalar, compiled, engine, compiled_tensor, libtorch";
+inline bool runs_tensor_forms(std::string_view backend) {
+  return backend == "engine" || backend == "compiled_tensor" || backend == "libtorch";
+}
 inline std::string backend_lacks(std::string_view backend) {
-  if (backend == "scalar" || backend == "compiled") return "";
-  if (backend == "engine" || backend == "libtorch")
-    return "GradBench's evals have no tensor form for --backend " + std::string(backend) +
-           " yet; --backend scalar or compiled runs them";
+  if (backend == "scalar" || backend == "compiled" || runs_tensor_forms(backend)) return "";
   return "unknown backend '" + std::string(backend) + "'; valid: " + std::string(kBackends);
 }
+
+// An eval's tensor form, or void.
+template <class W>
+struct TensorFormOf {
+  using type = void;
+};
+template <>
+struct TensorFormOf<Lstm> {
+  using type = LstmTensor;
+};
+template <int D>
+struct TensorFormOf<GmmEval<D>> {
+  using type = GmmTensor<D>;
+};
+template <class W>
+inline constexpr bool kHasTensorForm = !std::is_void_v<typename TensorFormOf<W>::type>;
 
 struct Evaluation {
   Json output;
@@ -147,6 +173,52 @@ Evaluation gradient(const Json& input) {
   return e;
 }
 
+// The same on an eval's tensor form (float32): a step is zero_grad, the loss, backward, and
+// every parameter's gradient read; the compiled mode's first is its capture and compile.
+template <class W, class B>
+Evaluation tensor_gradient(const Json& input) {
+  using Model = typename TensorFormOf<W>::type::template Model<B>;
+  const typename W::Input in = Module<W>::input(input);
+  {  // inconsistent sizes refused as the scalar form refuses them
+    PlainBackend plain;
+    typename W::template Graph<PlainBackend> check(plain, in);
+  }
+  const Runs runs = runs_of(input);
+  struct Setup {
+    B be;
+    Model model;
+    explicit Setup(const typename W::Input& in) : model(be, in) {}
+  };
+  Evaluation e;
+  int64_t start = now_ns();
+  const auto setup = std::make_unique<Setup>(in);
+  std::vector<double> grads;
+  std::vector<float> g;
+  e.time("prepare", now_ns() - start);
+  auto step = [&] {
+    B& be = setup->be;
+    be.zero_grad();
+    auto loss = setup->model.loss(be, 0);
+    be.backward(loss);
+    be.loss_value(loss);
+    grads.clear();
+    for (size_t i = 0; i < setup->model.params.size(); i++) {
+      g.resize(setup->model.param_sizes[i]);
+      be.read_grad(setup->model.params[i], g);
+      grads.insert(grads.end(), g.begin(), g.end());
+    }
+    be.end_step();
+  };
+  if constexpr (B::name == "compiled") {
+    start = now_ns();
+    step();
+    e.time("compile", now_ns() - start);
+  }
+  repeat(runs, e, step);
+  e.output = Module<W>::gradient_json(in, grads);
+  return e;
+}
+
 class Session {
  public:
   explicit Session(std::string backend) : backend_(std::move(backend)) {}
@@ -184,9 +256,28 @@ class Session {
   // Why this tool cannot evaluate `module`, or "".
   std::string lacks(std::string_view module) const {
     if (std::string why = backend_lacks(backend_); !why.empty()) return why;
-    if (!with_module(module, []<class W>() {}))
+    bool tensor_form = false;
+    if (!with_module(module, [&]<class W>() { tensor_form = kHasTensorForm<W>; }))
       return "unknown module '" + std::string(module) + "'; valid: " + std::string(kModules);
+    if (runs_tensor_forms(backend_) && !tensor_form)
+      return "module '" + std::string(module) + "' has no tensor form for --backend " + backend_ +
+             " (lstm and gmm have); --backend scalar or compiled runs it";
     return "";
+  }
+  template <class W>
+  Evaluation gradient_on_backend(const Json& input) const {
+    if (backend_ == "scalar") return gradient<W, EngineBackend>(input);
+    if constexpr (kHasTensorForm<W>)
+      if (backend_ == "engine") return tensor_gradient<W, EngineBackend>(input);
+#if defined(BP_GRADBENCH_LIBTORCH)
+    if constexpr (kHasTensorForm<W>)
+      if (backend_ == "libtorch") return tensor_gradient<W, LibtorchBackend>(input);
+#else
+    if (backend_ == "compiled") return gradient<W, CompiledBackend>(input);
+    if constexpr (kHasTensorForm<W>)
+      if (backend_ == "compiled_tensor") return tensor_gradient<W, CompiledBackend>(input);
+#endif
+    throw std::invalid_argument("--backend " + backend_ + " is not in this binary");
   }
   std::string define(const Json& id, const std::string& module) const {
     if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
@@ -204,8 +295,7 @@ class Session {
         if (function == Module<W>::primal)
           e = primal<W>(message["input"]);
         else if (function == Module<W>::gradient)
-          e = backend_ == "compiled" ? gradient<W, CompiledBackend>(message["input"])
-                                     : gradient<W, EngineBackend>(message["input"]);
+          e = gradient_on_backend<W>(message["input"]);
         else
           error = "unknown function '" + function + "' of " + module +
                   "; valid: " + std::string(Module<W>::primal) + ", " +

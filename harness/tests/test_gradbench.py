@@ -1,6 +1,7 @@
 """harness/tests/test_gradbench.py: bp_gradbench as GradBench runs it, end to end through the
 binary: a protocol session on stdin/stdout (one response a line, for every message, bad ones
-included), and GradBench's C++ convention (FILE FUNCTION, run as bin/<module>)."""
+included), GradBench's C++ convention (FILE FUNCTION, run as bin/<module>), and --backend libtorch
+through its own binary."""
 import json
 import os
 import subprocess
@@ -73,6 +74,34 @@ def test_gradbenchs_cpp_convention_as_bin_module(bin_dir, tmp_path):
     own = subprocess.run([os.path.join(bin_dir, "bp_gradbench"), str(tmp_path / "input.json"),
                           "jacobian"], capture_output=True, text=True)
     assert own.returncode == 2 and "--module M" in own.stderr
+
+
+def test_libtorch_runs_in_its_own_binary_near_the_scalar_graph(bin_dir, tmp_path):
+    """--backend libtorch: bp_gradbench (no libtorch linked) runs bp_gradbench_libtorch with the
+    same arguments; its float32 gradient against the scalar graph's, by GradBench's measure."""
+    gmm = our_input(bin_dir, "gmm_d10", 4) | {"min_runs": 2}
+    (tmp_path / "gmm.json").write_text(json.dumps(gmm))
+
+    def jacobian(backend):
+        out = subprocess.run([os.path.join(bin_dir, "bp_gradbench"), "--backend", backend,
+                              "--module", "gmm", str(tmp_path / "gmm.json"), "jacobian"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        first, *timings = out.stdout.splitlines()
+        assert [json.loads(t)["name"] for t in timings] == ["prepare", "evaluate", "evaluate"]
+        j = json.loads(first)
+        return [v for part in ("alpha", "mu", "q", "l") for row in j[part]
+                for v in (row if isinstance(row, list) else [row])]
+
+    torch_grads, scalar_grads = jacobian("libtorch"), jacobian("scalar")
+    error = max(abs(x - y) / max(1, abs(x) + abs(y)) for x, y in zip(torch_grads, scalar_grads))
+    # float32 sums over 1000 points: near GradBench's 1e-4 (tool_test.cc says why 2e-4 here)
+    print(f"libtorch gmm d=10 k=4: GradBench's error {error:.1e} (tolerance 2e-4)")
+    assert len(torch_grads) == len(scalar_grads) and error <= 2e-4
+    lse = subprocess.run([os.path.join(bin_dir, "bp_gradbench"), "--backend", "libtorch"],
+                         input='{"id": 1, "kind": "define", "module": "lse"}\n',
+                         capture_output=True, text=True)
+    assert "no tensor form" in json.loads(lse.stdout)["error"]
 
 
 def gradbench_session(tool_argv, messages, log_path):
