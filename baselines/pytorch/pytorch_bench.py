@@ -184,8 +184,8 @@ class TrainingRun:
         recurrent = hasattr(setup.model, "checkpointed")
         if mode == "checkpoint":
             self.loss_fn = setup.model.checkpointed
-        elif self.scripted and recurrent:  # a loop over n steps: scripted, not unrolled by trace
-            self.loss_fn = torch.jit.script(setup.model)
+        elif self.scripted and (recurrent or getattr(setup.model, "scripted_loop", False)):
+            self.loss_fn = torch.jit.script(setup.model)  # a loop over n steps, not unrolled
         elif self.scripted:  # trace the loss computation once; it shares the parameters
             self.loss_fn = torch.jit.trace(setup.model, setup.batches[0], check_trace=False)
 
@@ -236,12 +236,23 @@ class UpdateRun(TrainingRun):
             return self.loss(0).item()
 
 
+class GradientRun(TrainingRun):
+    """workloads/gradbench_tensor.h GradientRun: zero_grad, the loss, backward; no update."""
+
+    def step(self):
+        self.setup.optimizer.zero_grad()
+        loss = self.loss(0)
+        loss.backward()
+        return loss.item()
+
+
 def build(spec, mode, corpus):
     workload = models.WORKLOADS[spec["workload"]]
     if isinstance(workload, models.ScalarGraph):
         return EmptyRun() if workload.fn is None else ScalarRun(workload, spec["size"], mode)
     setup = workload(spec["size"], corpus)
-    return (UpdateRun if setup.update_only else TrainingRun)(setup, mode)
+    run = UpdateRun if setup.update_only else GradientRun if setup.gradient_only else TrainingRun
+    return run(setup, mode)
 
 
 def finite(x):

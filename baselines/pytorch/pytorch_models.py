@@ -1,6 +1,6 @@
-"""baselines/pytorch/pytorch_models.py: the workloads of workloads/scalar.h and workloads/models.h, written
-the way a PyTorch user writes them: functions of 0-dim double tensors for the scalar graphs,
-nn.Modules with torch.optim for the models.
+"""baselines/pytorch/pytorch_models.py: the workloads of workloads/scalar.h, workloads/models.h and
+workloads/gradbench_tensor.h, written the way a PyTorch user writes them: functions of 0-dim
+double tensors for the scalar graphs, nn.Modules with torch.optim for the models.
 
 Same numbers in: weights and batches come from the splitmix64 streams of workloads/data.h,
 reproduced here exactly and drawn in the order the C++ ParamList draws them. Nothing here is
@@ -12,6 +12,7 @@ returns a Setup (model), and one line in WORKLOADS at the end.
 """
 import math
 from dataclasses import dataclass
+from typing import List
 
 import numpy as np
 import torch
@@ -162,6 +163,7 @@ class Setup:
     optimizer: object
     parameters: list    # in ParamList's creation order
     update_only: bool = False  # workloads/optimizer.h: the timed step is optimizer.step() alone
+    gradient_only: bool = False  # workloads/gradbench_tensor.h: a gradient, no update
 
 
 class CharMlp(nn.Module):
@@ -404,14 +406,145 @@ def make_char_rnn(hidden, batch):
     return make
 
 
+# ---- GradBench's lstm and gmm as tensor code (workloads/gradbench_tensor.h) ----
+# The evals' inputs (workloads/gradbench.h: seeded doubles of GradBench's shapes), rounded to
+# float32 once; the same function as the C++ tensor forms, in PyTorch's ops. The timed step is a
+# gradient: zero_grad, the loss, backward; no update.
+
+EVAL_SEED = 31337  # workloads/gradbench.h kEvalSeed
+LSTM_LAYERS = 2
+DEFAULT_CORPUS = "/usr/share/dict/words"  # workloads/data.h kDefaultCorpus: lstm reads it always
+
+
+def eval_normals(rng, n):
+    """workloads/gradbench.h normal_doubles: 12 uniforms summed in order, less 6."""
+    u = rng.uniform_block(12 * n).reshape(n, 12)
+    total = np.zeros(n)
+    for j in range(12):
+        total += u[:, j]
+    return total - 6
+
+
+def f32(values, *shape):
+    return torch.from_numpy(np.asarray(values, dtype=np.float64).astype(np.float32)).view(*shape)
+
+
+class LstmTensor(nn.Module):
+    """ADBench's D-LSTM, 2 layers of diagonal cells over the corpus's first `chars` bytes, each
+    byte its bits; the loss the mean log-likelihood of the next character's bits."""
+
+    def __init__(self, chars):
+        super().__init__()
+        with open(DEFAULT_CORPUS, "rb") as f:
+            text = np.frombuffer(f.read(chars), dtype=np.uint8)
+        bits = math.ceil(math.log2(max(1, int(text.max()))))
+        rng = SplitMix64(EVAL_SEED + 2)
+        b, layers = bits, LSTM_LAYERS
+        self.main = nn.Parameter(f32(rng.uniform_block(2 * layers * 4 * b), 2 * layers, 4 * b))
+        self.extra = nn.Parameter(f32(rng.uniform_block(3 * b), 3, b))
+        self.register_buffer("state", f32(rng.uniform_block(2 * layers * b), 2 * layers, b))
+        sequence = ((text[:, None] >> np.arange(b - 1, -1, -1)) & 1).astype(np.float64)
+        self.register_buffer("sequence", f32(sequence, chars, b))
+        self.register_buffer("ones", self.sequence.sum(1))  # how many bits of each are 1
+        self.chars, self.bits, self.layers = chars, b, layers
+
+    # TorchScript: scripted, so that the loop over characters stays a loop (a trace unrolls it
+    # into a graph of 40 ops a character, which its executor took minutes to optimise).
+    scripted_loop = True
+
+    def forward(self):
+        b, layers = self.bits, self.layers
+        w: List[List[torch.Tensor]] = []  # per layer: the 4 gates' weights, then their biases
+        hidden: List[torch.Tensor] = []
+        cell: List[torch.Tensor] = []
+        for l in range(layers):
+            parts: List[torch.Tensor] = []
+            for r in range(2):
+                for g in range(4):
+                    parts.append(self.main[2 * l + r, g * b:(g + 1) * b])
+            w.append(parts)
+            hidden.append(self.state[2 * l])
+            cell.append(self.state[2 * l + 1])
+        in_weight, out_weight, out_bias = self.extra[0], self.extra[1], self.extra[2]
+        total = torch.zeros(())
+        for t in range(self.chars - 1):
+            x = self.sequence[t] * in_weight
+            for l in range(layers):
+                inp = x if l == 0 else hidden[l - 1]
+                g = w[l]
+                forget = torch.sigmoid(inp * g[0] + g[4])
+                ingate = torch.sigmoid(hidden[l] * g[1] + g[5])
+                outgate = torch.sigmoid(inp * g[2] + g[6])
+                change = torch.tanh(hidden[l] * g[3] + g[7])
+                cell[l] = cell[l] * forget + ingate * change
+                hidden[l] = outgate * torch.tanh(cell[l])
+            ypred = hidden[layers - 1] * out_weight + out_bias
+            lse = torch.log(torch.exp(ypred).sum() + 2)
+            total = total + ((ypred * self.sequence[t + 1]).sum() - lse * self.ones[t + 1])
+        return total * (-1.0 / ((self.chars - 1) * b))
+
+
+class GmmTensor(nn.Module):
+    """A Gaussian mixture's log-likelihood with a Wishart prior (ADBench's GMM): every point
+    against every component as one product, X W^T - (Q_c mu_c) with each Q_c a block of W."""
+
+    def __init__(self, d, k, n=1000, m=0, gamma=1.0):
+        super().__init__()
+        rng = SplitMix64(EVAL_SEED + 3)
+        lsz = d * (d - 1) // 2
+        self.register_buffer("x", f32(eval_normals(rng, n * d), n, d))
+        self.alpha = nn.Parameter(f32(eval_normals(rng, k), k))
+        self.mu = nn.Parameter(f32(rng.uniform_block(k * d), k, d))
+        self.q = nn.Parameter(f32(eval_normals(rng, k * d), k, d))
+        self.l = nn.Parameter(f32(eval_normals(rng, k * lsz), k, max(lsz, 1)))
+        c, j, i = np.meshgrid(np.arange(k), np.arange(d), np.arange(d), indexing="ij")
+        at = i * (2 * d - i - 1) // 2 + (j - i - 1)  # l lists Q's lower part column by column
+        self.register_buffer("diagonal_index", torch.from_numpy((c * d + j).ravel()))
+        self.register_buffer("lower_index", torch.from_numpy(np.where(i < j, c * lsz + at, 0).ravel()))
+        self.register_buffer("mean_index", torch.from_numpy((c * d + i).ravel()))
+        self.register_buffer("diagonal_mask", f32((i == j).ravel(), k * d, d))
+        self.register_buffer("lower_mask", f32((i < j).ravel(), k * d, d))
+        wn = d + m + 1
+        log_gamma_d = 0.25 * d * (d - 1) * math.log(math.pi)
+        for jj in range(1, d + 1):
+            log_gamma_d += math.lgamma(0.5 * wn + 0.5 * (1 - jj))
+        wishart = wn * d * (math.log(gamma) - 0.5 * math.log(2)) - log_gamma_d
+        constant = -n * d * 0.5 * math.log(2 * math.pi) + k * wishart
+        self.constant = float(np.float32(constant))
+        self.prior_scale, self.m = float(np.float32(0.5 * gamma * gamma)), float(m)
+        self.d, self.k, self.n = d, k, n
+
+    def forward(self):
+        d, k, n, kd = self.d, self.k, self.n, self.k * self.d
+        qdiag = torch.exp(self.q)
+        w = (qdiag.reshape(-1)[self.diagonal_index].view(kd, d) * self.diagonal_mask
+             + self.l.reshape(-1)[self.lower_index].view(kd, d) * self.lower_mask)
+        q_mu = (w * self.mu.reshape(-1)[self.mean_index].view(kd, d)).sum(1)
+        centered = F.linear(self.x, w, -q_mu)                              # (n, k d)
+        sqnorms = (centered * centered).view(n * k, d).sum(1).view(n, k)
+        main = sqnorms * -0.5 + (self.alpha + self.q.sum(1))              # (n, k)
+        err = torch.logsumexp(main, 1).sum() + torch.logsumexp(self.alpha, 0) * -n
+        frobenius = (qdiag * qdiag).sum() + (self.l * self.l).sum()
+        prior = frobenius * self.prior_scale + self.q.sum() * -self.m
+        return err - prior + self.constant
+
+
+def make_eval(model_of):
+    def make(size, corpus):
+        model = model_of(size)
+        params = list(model.parameters())
+        # zero_grad needs an optimizer; no step takes it (lr 0 all the same)
+        return Setup(model, [()] * K_BATCHES, torch.optim.SGD(params, lr=0.0), params,
+                     gradient_only=True)
+    return make
+
+
 # The workloads by their registry names: a ScalarGraph, or a model's make(size, corpus).
 # Workloads of the registry with no Python version yet, and why: each is reported skipped with
 # this reason, never dropped.
 NOT_WRITTEN = {
     **{name: "not written for Python yet: PyTorch's way is tensor code, not 0-dim tensors"
        for name in ("lse", "llsq", "lstm", "gmm_d2", "gmm_d10", "ode", "det")},
-    **{name: "not written for Python yet (libtorch runs the same tensor code from C++)"
-       for name in ("lstm_tensor", "gmm_d2_tensor", "gmm_d10_tensor")},
 }
 
 WORKLOADS = {
@@ -426,4 +559,7 @@ WORKLOADS = {
     "char_rnn": make_char_rnn(hidden=64, batch=8),
     "char_rnn_wide": make_char_rnn(hidden=512, batch=32),
     "adamw": make_adamw,
+    "lstm_tensor": make_eval(LstmTensor),
+    "gmm_d2_tensor": make_eval(lambda k: GmmTensor(2, k)),
+    "gmm_d10_tensor": make_eval(lambda k: GmmTensor(10, k)),
 }

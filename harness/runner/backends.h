@@ -52,6 +52,7 @@ struct BackendSpec {
 
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
 inline constexpr const char* kLengthsUpTo10k = "length=10000";
+inline constexpr const char* kPythonUpTo = "length=10000 lstm_tensor=1024";
 inline constexpr const char* kLibtorchUpTo =
     "length=10000 elements=2500 points=64 lstm=0 gmm_d2=0 gmm_d10=0 equations=100 ell=7 "
     "lstm_tensor=1024";
@@ -79,17 +80,17 @@ inline constexpr BackendSpec kBackends[] = {
     {"adolc", "bench_adolc", nullptr, false},
     {"adolc_retape", "bench_adolc", "--taping=every_step", false},
     {"pytorch", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, nullptr, false,
-     kLengthsUpTo10k},
+     kPythonUpTo},
     {"pytorch_2t", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, kModels, false,
      nullptr, false, 2},
     {"pytorch_checkpoint", "baselines/pytorch/pytorch_bench.py", "--mode=checkpoint", true,
      kRecurrent, false, kLengthsUpTo10k},
     {"torchscript", "baselines/pytorch/pytorch_bench.py", "--mode=torchscript", true, nullptr,
-     false, kLengthsUpTo10k},
+     false, kPythonUpTo},
     {"torchscript_2t", "baselines/pytorch/pytorch_bench.py", "--mode=torchscript", true, kModels,
      false, nullptr, false, 2},
     {"torchscript_first_step", "baselines/pytorch/pytorch_bench.py",
-     "--mode=torchscript --time_first_step", false, nullptr, false, kLengthsUpTo10k},
+     "--mode=torchscript --time_first_step", false, nullptr, false, kPythonUpTo},
     // Not a backend: the memory-bandwidth bound of an optimizer step (workloads/optimizer.h).
     {"bound", "bench_engine", "--optimizer=stream", true, "adamw", false, nullptr, false, 0, false,
      "a bound, not a backend: it moves an AdamW step's bytes without its arithmetic"},
