@@ -87,6 +87,7 @@ int run_file(const std::string& backend, const std::string& module, const std::s
   return 0;
 }
 
+#if !defined(BP_GRADBENCH_LIBTORCH)
 // --backend libtorch from the binary without libtorch: the same arguments to its sibling.
 [[noreturn]] void run_libtorch_binary(char** argv) {
   char self[4096];
@@ -96,6 +97,7 @@ int run_file(const std::string& backend, const std::string& module, const std::s
   execv(path.c_str(), argv);  // argv[0] unchanged: run as bin/<module>, it names the module
   usage("--backend libtorch: cannot run " + path + ": " + std::strerror(errno));
 }
+#endif
 
 }  // namespace
 

@@ -52,10 +52,10 @@ struct BackendSpec {
 
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
 inline constexpr const char* kLengthsUpTo10k = "length=10000";
-inline constexpr const char* kPythonUpTo = "length=10000 lstm_tensor=1024";
+inline constexpr const char* kPythonUpTo = "length=10000 lstm_tensor=256";
 inline constexpr const char* kLibtorchUpTo =
     "length=10000 elements=2500 points=64 lstm=0 gmm_d2=0 gmm_d10=0 equations=100 ell=7 "
-    "lstm_tensor=1024";
+    "lstm_tensor=256";
 inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
 inline constexpr BackendSpec kBackends[] = {
     {"engine", "bench_engine", nullptr, true},
