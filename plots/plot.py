@@ -61,7 +61,8 @@ MARKERS = {"engine": "o", "compiled": "D", "libtorch": "s", "pytorch": "^", "tor
            "adolc": "P", "adolc_retape": "X"}
 # An eval's tensor form (workloads/gradbench_tensor.h) shares its eval's panel in gradbench.png.
 TENSOR_FORM = "_tensor"
-for _b, _color in (("engine", "#00441b"), ("compiled", "#6b8e23"), ("libtorch", "#a63603")):
+for _b, _color in (("engine", "#00441b"), ("compiled", "#6b8e23"), ("libtorch", "#a63603"),
+                  ("pytorch", "#253494"), ("torchscript", "#ae017e")):
     COLORS[_b + " tensor"], MARKERS[_b + " tensor"] = _color, "*"
 # The compiled mode's matmul dialects (engine/compiled/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",

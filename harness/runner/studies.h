@@ -59,7 +59,7 @@ inline constexpr Study kStudies[] = {
      "nodes=10,1000,100000 elements=2500,20000,160000,1280000 points=16,128,1024,16392 "
      "chars=1024,4096,8192 k=5,10,25,50,100 equations=100,1000,10000 ell=5,6,7,8,9,10"},
     {"gradbench_tensor",
-     "GradBench's lstm and gmm as tensor code: is our tensor engine ahead of libtorch on both?",
+     "GradBench's lstm and gmm as tensor code: is our tensor engine ahead of the torch backends?",
      "engine,compiled,libtorch,pytorch,torchscript", "lstm_tensor,gmm_d2_tensor,gmm_d10_tensor",
      "chars=1024,4096,8192 k=5,10,25,50,100,200"},
     {"all", "everything: every backend and size, the kernel rows and the interval sweep", "", "",
