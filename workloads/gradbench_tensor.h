@@ -162,7 +162,7 @@ struct GmmTensor {
   static constexpr std::string_view phase = "grad";
   static constexpr Tolerance tolerance = kModelTolerance;  // float32, summed in other orders
   static constexpr int check_steps = 2;
-  static constexpr CorpusUse corpus = no_corpus;  // inputs of its own (lstm: our corpus, as Lstm)
+  static constexpr CorpusUse corpus = no_corpus;  // inputs of its own (GmmEval<D>::input)
 
   template <TensorBackend B>
   struct Model : ParamList<B> {

@@ -516,8 +516,8 @@ void logsumexp_backward(const OpArgs<T>& a) {
 
 // ---- sum_rows: the sum of every row of in0 (N, C): (N, 1) ----
 // Short rows (a norm over a few dimensions) add in order, one after another: a vector
-// reduction's setup would cost more than the row. Rows of up to 8 take a loop of their width fixed
-// at compile time (the same adds in the same order), which the compiler unrolls across rows.
+// reduction's setup would cost more than the row. Rows of 1, 2, 3, 4 or 8 take a loop of their
+// width fixed at compile time (the same adds in the same order), which the compiler unrolls.
 inline constexpr int32_t kShortRow = 16;
 template <int32_t C, class T>
 void sum_short_rows(const T* x, T* out, int32_t cols, int32_t r0, int32_t r1) {
@@ -535,7 +535,7 @@ void spread_short_rows(T* dx, const T* g, int32_t cols, bool fresh, int32_t r0, 
     for (int32_t c = 0; c < width; c++)
       dx[size_t(r) * width + c] = (fresh ? T(0) : dx[size_t(r) * width + c]) + g[r];
 }
-template <class T, class F>
+template <class F>
 void with_row_width(int32_t C, F&& f) {  // f(std::integral_constant<int32_t, C or 0>)
   switch (C) {
     case 1: return f(std::integral_constant<int32_t, 1>{});
@@ -551,7 +551,7 @@ void sum_rows_forward(const OpArgs<T>& a) {
   const int32_t C = a.in_cols[0];
   for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
     if (C < kShortRow)
-      return with_row_width<T>(
+      return with_row_width(
           C, [&](auto width) { sum_short_rows<width()>(a.in[0], a.out, C, r0, r1); });
     for (int32_t r = r0; r < r1; r++) {
       const T* x = a.in[0] + size_t(r) * C;
@@ -566,7 +566,7 @@ template <class T>
 void sum_rows_backward(const OpArgs<T>& a) {
   const int32_t C = a.in_cols[0];
   for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
-    with_row_width<T>(C < kShortRow ? C : 0, [&](auto width) {
+    with_row_width(C < kShortRow ? C : 0, [&](auto width) {
       spread_short_rows<width()>(a.din[0], a.dout, C, a.fresh & 1, r0, r1);
     });
   });
