@@ -33,8 +33,8 @@ struct BackendSpec {
   // run). The torch backends take 1 to 2 s a sequence of 10^4 steps, ten times our engine, and
   // libtorch 0.5 to 5 s a step of lstm, gmm and the larger defaults of GradBench's other evals,
   // graphs of 10^5 to 10^6 0-dim tensors (lstm and gmm run on it with --sizes only; their tensor
-  // forms always); the compiled mode plans the whole unrolled sequence as one program, gigabytes
-  // at 10^5 steps.
+  // forms by default, lstm_tensor at 256 characters, a quarter of a second a step at 1024); the
+  // compiled mode plans the whole unrolled sequence as one program, gigabytes at 10^5 steps.
   const char* default_sizes_up_to = nullptr;
   bool shares_verdicts = false;  // chooses kernels by timing them: gets the run's verdict file
   int fixed_threads = 0;         // a variant at a thread count of its own, whatever --threads says
