@@ -40,7 +40,42 @@ struct EngineTensorInputs {
   void use_sgd(double lr) { adamw = false, sgd_lr = lr; }
 };
 
-struct EngineBackend : EngineTensorInputs {
+// The tensor ops of a TensorBackend on our graph in T, each the graph's own: shared by
+// EngineBackend (float) and the tests' double-precision backend (workloads/workloads_test.cc).
+template <class T>
+struct EngineTensorOps : EngineTensorInputs {
+  using Tensor = bp::Tensor;
+  using Indices = IndexSpan;
+  TensorGraph<T> graph;
+
+  Tensor linear(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b); }
+  Tensor linear(Tensor x, Tensor w) { return graph.matmul(x, w, true); }
+  Tensor linear_relu(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b, true); }
+  Tensor embedding(Tensor table, Indices idx) { return graph.embedding(table, idx); }
+  Tensor view(Tensor x, int32_t rows, int32_t cols) { return graph.view(x, rows, cols); }
+  Tensor add(Tensor x, Tensor y) { return graph.add(x, y); }
+  Tensor mul(Tensor x, Tensor y) { return graph.mul(x, y); }
+  Tensor tanh(Tensor x) { return graph.tanh(x); }
+  Tensor relu(Tensor x) { return graph.relu(x); }
+  Tensor sigmoid(Tensor x) { return graph.sigmoid(x); }
+  Tensor exp(Tensor x) { return graph.exp(x); }
+  Tensor log(Tensor x) { return graph.log(x); }
+  Tensor sum(Tensor x) { return graph.sum(x); }
+  Tensor sum_rows(Tensor x) { return graph.sum_rows(x); }
+  Tensor logsumexp(Tensor x) { return graph.logsumexp(x); }
+  Tensor layernorm(Tensor x, Tensor g, Tensor b) { return graph.layernorm(x, g, b); }
+  Tensor attention(Tensor qkv, int32_t B, int32_t T_, int32_t H) {
+    return graph.attention(qkv, B, T_, H);
+  }
+  Tensor cross_entropy(Tensor logits, Indices targets) {
+    return graph.cross_entropy(logits, targets);
+  }
+  void zero_grad() { graph.zero_grad(); }
+  void end_step() { graph.end_step(); }
+  double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
+};
+
+struct EngineBackend : EngineTensorOps<float> {
   static constexpr std::string_view name = "engine";
   static constexpr Implements implements = Implements::both;
 
@@ -59,10 +94,9 @@ struct EngineBackend : EngineTensorInputs {
   double grad(Scalar x) const { return x.grad(); }
   void reset() { tape.reset(); }
 
-  // ---- tensors, float32 ----
-  using Tensor = bp::Tensor;
-  using Indices = IndexSpan;
-  TensorGraph<float> graph;
+  // ---- tensors, float32: the ops are EngineTensorOps<float>'s ----
+  using EngineTensorOps<float>::tanh, EngineTensorOps<float>::relu, EngineTensorOps<float>::exp,
+      EngineTensorOps<float>::log;
 
   Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.param(rows, cols, v);
@@ -70,29 +104,6 @@ struct EngineBackend : EngineTensorInputs {
   Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
     return graph.constant(rows, cols, v);
   }
-  Tensor linear(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b); }
-  Tensor linear(Tensor x, Tensor w) { return graph.matmul(x, w, true); }
-  Tensor linear_relu(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b, true); }
-  Tensor embedding(Tensor table, Indices idx) { return graph.embedding(table, idx); }
-  Tensor view(Tensor x, int32_t rows, int32_t cols) { return graph.view(x, rows, cols); }
-  Tensor add(Tensor x, Tensor y) { return graph.add(x, y); }
-  Tensor tanh(Tensor x) { return graph.tanh(x); }
-  Tensor relu(Tensor x) { return graph.relu(x); }
-  Tensor mul(Tensor x, Tensor y) { return graph.mul(x, y); }
-  Tensor sigmoid(Tensor x) { return graph.sigmoid(x); }
-  Tensor exp(Tensor x) { return graph.exp(x); }
-  Tensor log(Tensor x) { return graph.log(x); }
-  Tensor sum(Tensor x) { return graph.sum(x); }
-  Tensor sum_rows(Tensor x) { return graph.sum_rows(x); }
-  Tensor logsumexp(Tensor x) { return graph.logsumexp(x); }
-  Tensor layernorm(Tensor x, Tensor g, Tensor b) { return graph.layernorm(x, g, b); }
-  Tensor attention(Tensor qkv, int32_t B, int32_t T, int32_t H) {
-    return graph.attention(qkv, B, T, H);
-  }
-  Tensor cross_entropy(Tensor logits, Indices targets) {
-    return graph.cross_entropy(logits, targets);
-  }
-  void zero_grad() { graph.zero_grad(); }
   void backward(Tensor loss) { graph.backward(loss); }
   // stream_instead: the `bound` variant (bench_engine --optimizer=stream) moves an AdamW step's
   // bytes without its arithmetic, the memory-bandwidth bound of workloads/optimizer.h's update.
@@ -102,8 +113,6 @@ struct EngineBackend : EngineTensorInputs {
     adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr);
   }
   int64_t skipped_steps() const { return graph.skipped_steps(); }  // a NaN or Inf gradient
-  void end_step() { graph.end_step(); }
-  double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
   void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }
 
   // ---- recurrent models: the way back through time (engine/checkpoint/checkpoint.h) ----

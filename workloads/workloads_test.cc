@@ -176,12 +176,9 @@ TEST(Workloads, EveryModelTrainsOnTheEngine) {
 
 // Our engine's tensor graph in double behind the TensorBackend concept: parameters and constants
 // arrive as float32 (the concept's), every op runs in double.
-struct DoubleTensorBackend : bp::EngineTensorInputs {
+struct DoubleTensorBackend : bp::EngineTensorOps<double> {
   static constexpr std::string_view name = "engine_double";
   static constexpr bp::Implements implements = bp::Implements::models;
-  using Tensor = bp::Tensor;
-  using Indices = bp::IndexSpan;
-  bp::TensorGraph<double> graph;
 
   static std::vector<double> widen(std::span<const float> v) { return {v.begin(), v.end()}; }
   Tensor param(int32_t r, int32_t c, std::span<const float> v) {
@@ -190,31 +187,8 @@ struct DoubleTensorBackend : bp::EngineTensorInputs {
   Tensor constant(int32_t r, int32_t c, std::span<const float> v) {
     return graph.constant(r, c, widen(v));
   }
-  Tensor linear(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b); }
-  Tensor linear(Tensor x, Tensor w) { return graph.matmul(x, w, true); }
-  Tensor linear_relu(Tensor x, Tensor w, Tensor b) { return graph.linear(x, w, b, true); }
-  Tensor embedding(Tensor table, Indices idx) { return graph.embedding(table, idx); }
-  Tensor view(Tensor x, int32_t rows, int32_t cols) { return graph.view(x, rows, cols); }
-  Tensor add(Tensor x, Tensor y) { return graph.add(x, y); }
-  Tensor mul(Tensor x, Tensor y) { return graph.mul(x, y); }
-  Tensor tanh(Tensor x) { return graph.tanh(x); }
-  Tensor relu(Tensor x) { return graph.relu(x); }
-  Tensor sigmoid(Tensor x) { return graph.sigmoid(x); }
-  Tensor exp(Tensor x) { return graph.exp(x); }
-  Tensor log(Tensor x) { return graph.log(x); }
-  Tensor sum(Tensor x) { return graph.sum(x); }
-  Tensor sum_rows(Tensor x) { return graph.sum_rows(x); }
-  Tensor logsumexp(Tensor x) { return graph.logsumexp(x); }
-  Tensor layernorm(Tensor x, Tensor g, Tensor b) { return graph.layernorm(x, g, b); }
-  Tensor attention(Tensor qkv, int32_t B, int32_t T, int32_t H) {
-    return graph.attention(qkv, B, T, H);
-  }
-  Tensor cross_entropy(Tensor logits, Indices t) { return graph.cross_entropy(logits, t); }
-  void zero_grad() { graph.zero_grad(); }
   void backward(Tensor loss) { graph.backward(loss); }
   void optimizer_step() { graph.sgd_step(sgd_lr); }
-  void end_step() { graph.end_step(); }
-  double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
   void read_grad(Tensor p, std::span<float> out) const {
     std::copy(graph.grad(p), graph.grad(p) + out.size(), out.begin());
   }
