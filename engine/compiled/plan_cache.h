@@ -13,22 +13,28 @@
 //
 // One file per key, `<dir>/<key>.plan`: a header line, the key, the payload's length and
 // checksum, the payload (text). A file that is truncated, corrupt (checksum), of another format
-// or whose decisions do not fit the capture: one line on stderr, ignored, and rewritten by the
-// cold compile that follows. Written to a temporary file, then renamed: two processes writing one
-// key leave one whole file (a writer killed before its rename leaves its temporary file, which the
-// next store removes). A directory that cannot be made or written, or a write that fails (a
-// full disk): one line, and the run goes on uncached.
+// or whose decisions do not fit the capture: one line on stderr (once per process), ignored, and
+// rewritten by the cold compile that follows. The checksum finds damage, not an attacker: every
+// decision is checked where it is used (Program: each offset inside the arena without wrapping,
+// no two buffers live together sharing a byte, the arena no larger than its buffers need), and
+// only a regular file is read (a FIFO, a device, a link to one: not opened).
+// Written to a temporary file, then renamed: two processes writing one key leave one whole file (a
+// writer killed before its rename leaves its temporary file, which the next store removes). A
+// directory that cannot be made or written, or a write that fails (a full disk): one line, and the
+// run goes on uncached.
 //
 // Tests: engine/compiled/plan_cache_test.cc.
 #pragma once
 
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdarg>
@@ -38,7 +44,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -74,6 +82,7 @@ struct PlanKey {
 class PlanCache {
  public:
   static constexpr int kFormat = 1;  // of the file, and of the decisions' meaning
+  static constexpr size_t kMaxFileBytes = size_t(1) << 30;
 
   // The default directory: $XDG_CACHE_HOME/backprop-bench, else ~/.cache/backprop-bench.
   static std::string default_dir() {
@@ -115,20 +124,50 @@ class PlanCache {
   }
 
   // The decisions stored under `k`, or nothing (a miss, or a bad file: then one line on stderr).
+  // Only a regular file is read, whole and at most kMaxFileBytes: a FIFO, a device or a link to
+  // one is not opened for reading (a FIFO would block, /dev/zero would never end).
   std::optional<PlanDecisions> load(const PlanKey& k) const {
     if (!on()) return std::nullopt;
     const std::string path = path_of(k);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    const std::string whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::string why;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ELOOP)
+        warn_once(path, "a symbolic link, not a plan file; ignored, and replaced");
+      return std::nullopt;
+    }
+    struct stat st {};
+    std::string whole, why;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      why = S_ISDIR(st.st_mode) ? "a directory, not a plan file; ignored, and left as it is"
+                                : "not a regular file; ignored, and replaced";
+    } else if (size_t(st.st_size) > kMaxFileBytes) {
+      why = std::to_string(st.st_size) + " bytes, more than any plan (" +
+            std::to_string(kMaxFileBytes) + "); ignored, and written again";
+    } else {
+      whole.resize(size_t(st.st_size));
+      size_t got = 0;
+      for (ssize_t n;
+           got < whole.size() && (n = ::read(fd, whole.data() + got, whole.size() - got)) > 0;)
+        got += size_t(n);
+      whole.resize(got);
+    }
+    ::close(fd);
+    if (!why.empty()) {
+      warn_once(path, why);
+      return std::nullopt;
+    }
     std::optional<PlanDecisions> d = parse(whole, k, &why);
-    if (!d) warn("%s: %s; ignored, and written again", path.c_str(), why.c_str());
+    if (!d) warn_once(path, why + "; ignored, and written again");
     return d;
   }
   // A plan that did not fit the capture its key said it was for: one line; store() rewrites it.
   void reject(const PlanKey& k, const std::string& why) const {
-    warn("%s: %s; ignored, and written again", path_of(k).c_str(), why.c_str());
+    warn_once(path_of(k), why + "; ignored, and written again");
+  }
+  // The payload's checksum, as the header states it (FNV-1a: it finds damage, not an attacker,
+  // which is why every decision is checked again where it is used).
+  static uint64_t checksum(const std::string& payload) {
+    return fnv1a(payload, 0xcbf29ce484222325ull);
   }
 
   // Stores `d` under `k`: a temporary file, then a rename. False (and one line) if it cannot;
@@ -136,6 +175,7 @@ class PlanCache {
   bool store(const PlanKey& k, const PlanDecisions& d) {
     if (!on()) return false;
     std::error_code ec;
+    if (std::filesystem::is_directory(path_of(k), ec)) return false;  // load() said so
     std::filesystem::create_directories(dir_, ec);
     if (!std::filesystem::is_directory(dir_))
       return off("%s is not a directory we can make", dir_.c_str());
@@ -143,7 +183,7 @@ class PlanCache {
     char header[200];
     std::snprintf(header, sizeof header,
                   "backprop-bench plan cache %d\nkey %s\nbytes %zu\nchecksum %016" PRIx64 "\n",
-                  kFormat, k.hex().c_str(), payload.size(), fnv1a(payload, 0xcbf29ce484222325ull));
+                  kFormat, k.hex().c_str(), payload.size(), checksum(payload));
     static std::atomic<int> serial{0};
     const std::string tmp =
         path_of(k) + ".tmp." + std::to_string(getpid()) + "." + std::to_string(serial++);
@@ -185,6 +225,17 @@ class PlanCache {
     for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
     return h;
   }
+  // One line per file and message in a process: a benchmark compiles once per repetition, and
+  // the same bad file would say the same thing each time.
+  static void warn_once(const std::string& path, const std::string& why) {
+    warn_once(path + ": " + why);
+  }
+  static void warn_once(const std::string& line) {
+    static std::mutex mutex;
+    static std::set<std::string> said;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (said.insert(line).second) warn("%s", line.c_str());
+  }
   __attribute__((format(printf, 1, 2))) static void warn(const char* format, ...) {
     std::fprintf(stderr, "plan cache: ");
     va_list args;
@@ -200,7 +251,7 @@ class PlanCache {
     va_start(args, format);
     std::vsnprintf(what, sizeof what, format, args);
     va_end(args);
-    warn("%s; going on uncached", what);
+    warn_once(std::string(what) + "; going on uncached");
     usable_ = false;
     return false;
   }
@@ -228,34 +279,45 @@ class PlanCache {
   }
   static std::optional<PlanDecisions> parse(const std::string& whole, const PlanKey& k,
                                             std::string* why) {
-    std::istringstream in(whole);
-    std::string word, key;
-    int format = 0;
-    size_t bytes = 0;
-    uint64_t checksum = 0;
-    std::string header;
-    std::getline(in, header);
-    if (std::sscanf(header.c_str(), "backprop-bench plan cache %d", &format) != 1)
+    // The header: four lines, each whole (ending in a newline), each read to its last character.
+    std::string lines[4];
+    size_t at = 0;
+    for (std::string& line : lines) {
+      const size_t end = whole.find('\n', at);
+      if (end == std::string::npos) break;
+      line = whole.substr(at, end - at), at = end + 1;
+    }
+    int format = 0, used = 0;
+    if (std::sscanf(lines[0].c_str(), "backprop-bench plan cache %d%n", &format, &used) != 1 ||
+        size_t(used) != lines[0].size())
       return *why = "not a plan file", std::nullopt;
     if (format != kFormat)
       return *why = "of format " + std::to_string(format) + ", this engine's is " +
                     std::to_string(kFormat),
              std::nullopt;
-    std::string line;
-    if (!std::getline(in, line) || line != "key " + k.hex())
-      return *why = "another key's", std::nullopt;
-    if (!std::getline(in, line) || std::sscanf(line.c_str(), "bytes %zu", &bytes) != 1 ||
-        !std::getline(in, line) || std::sscanf(line.c_str(), "checksum %" SCNx64, &checksum) != 1)
-      return *why = "truncated in its header", std::nullopt;
-    const size_t at = size_t(in.tellg());
-    if (whole.size() - at != bytes)
-      return *why = "truncated: " + std::to_string(whole.size() - at) + " of " +
-                    std::to_string(bytes) + " bytes",
+    if (lines[3].empty()) return *why = "truncated in its header", std::nullopt;
+    const std::string expected = "key " + k.hex();
+    if (lines[1] != expected)
+      return *why = lines[1].size() == expected.size() && lines[1].rfind("key ", 0) == 0
+                        ? "the plan of another key (" + lines[1].substr(4) + ")"
+                        : "a damaged header (its key line)",
+             std::nullopt;
+    size_t bytes = 0;
+    uint64_t checksum = 0;
+    if (!whole_number(lines[2], "bytes ", 10, &bytes) ||
+        !whole_number(lines[3], "checksum ", 16, &checksum))
+      return *why = "a damaged header (its bytes or checksum line)", std::nullopt;
+    const size_t payload_bytes = whole.size() - at;
+    if (payload_bytes != bytes)
+      return *why = (payload_bytes < bytes ? "truncated: " : "longer than it says: ") +
+                    std::to_string(payload_bytes) + " bytes after the header, which says " +
+                    std::to_string(bytes),
              std::nullopt;
     const std::string payload = whole.substr(at);
-    if (fnv1a(payload, 0xcbf29ce484222325ull) != checksum)
+    if (PlanCache::checksum(payload) != checksum)
       return *why = "corrupt: its checksum does not match", std::nullopt;
     std::istringstream p(payload);
+    std::string word;
     PlanDecisions d;
     size_t count = 0;
     bool ok = bool(p >> word >> d.instructions) && word == "instructions";
@@ -286,6 +348,22 @@ class PlanCache {
     if (!ok) return *why = "unreadable after its checksum", std::nullopt;
     d.plan.recomputed_nodes = d.recomputed.size();
     return d;
+  }
+
+  // `line` is `prefix` and then a number in `base` and nothing else (no sign, no space).
+  template <class U>
+  static bool whole_number(const std::string& line, const char* prefix, int base, U* out) {
+    const size_t n = std::strlen(prefix);
+    if (line.compare(0, n, prefix) != 0 || line.size() == n || line.size() - n > 20) return false;
+    for (size_t i = n; i < line.size(); i++)
+      if (!(base == 16 ? std::isxdigit((unsigned char)line[i])
+                       : std::isdigit((unsigned char)line[i])))
+        return false;
+    errno = 0;
+    const unsigned long long v = std::strtoull(line.c_str() + n, nullptr, base);
+    if (errno == ERANGE) return false;
+    *out = U(v);
+    return true;
   }
 
   // The processor as cpuid says it, feature flags included (/proc/cpuinfo's first processor).

@@ -8,14 +8,17 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -216,6 +219,165 @@ TEST(PlanCache, ABadFileIsOneLineIgnoredAndRewritten) {
       "of format 9");
   damaged(
       "empty", [](const fs::path& p) { write(p, ""); }, "not a plan file");
+}
+
+// What an attacker with write access to the cache can do: edit the payload and write its length
+// and checksum again (FNV-1a is no key). `edit` changes the payload's text.
+void rewrite_payload(const fs::path& p, std::string (*edit)(std::string)) {
+  const std::string s = contents(p);
+  size_t at = 0;
+  for (int line = 0; line < 4; line++) at = s.find('\n', at) + 1;
+  const std::string payload = edit(s.substr(at));
+  char header[200];
+  std::snprintf(header, sizeof header, "%sbytes %zu\nchecksum %016" PRIx64 "\n",
+                s.substr(0, s.find("bytes ")).c_str(), payload.size(),
+                bp::PlanCache::checksum(payload));
+  write(p, header + payload);
+}
+// The payload's line that starts with `word`, as numbers, and back.
+std::vector<std::string> words_of(const std::string& payload, const char* word, size_t* begin,
+                                  size_t* end) {
+  *begin = payload.find(std::string("\n") + word + " ") + 1;
+  *end = payload.find('\n', *begin);
+  std::vector<std::string> w;
+  std::istringstream in(payload.substr(*begin, *end - *begin));
+  for (std::string x; in >> x;) w.push_back(x);
+  return w;
+}
+std::string with_words(std::string payload, const char* word,
+                       void (*change)(std::vector<std::string>&)) {
+  size_t begin = 0, end = 0;
+  std::vector<std::string> w = words_of(payload, word, &begin, &end);
+  change(w);
+  std::string line;
+  for (const std::string& x : w) line += (line.empty() ? "" : " ") + x;
+  return payload.replace(begin, end - begin, line);
+}
+
+// A plan whose checksum holds but whose decisions are hostile: each is found before the arena is
+// touched, one line, a cold compile bitwise the first, and the file written again.
+TEST(PlanCache, AHostilePlanWithAValidChecksumIsOneLineIgnoredAndRewritten) {
+  damaged(
+      "offset_near_2_64",
+      [](const fs::path& p) {
+        rewrite_payload(p, [](std::string s) {
+          return with_words(s, "buffers", [](std::vector<std::string>& w) {
+            w[2] = std::string("18446744073709551552");  // 2^64 - 64: offset + bytes wraps
+          });
+        });
+      },
+      "lies outside the arena");
+  damaged(
+      "offset_minus_64",
+      [](const fs::path& p) {
+        rewrite_payload(p, [](std::string s) {
+          return with_words(s, "buffers",
+                            [](std::vector<std::string>& w) { w[2] = std::string("-64"); });
+        });
+      },
+      "lies outside the arena");
+  damaged(
+      "all_offsets_0",
+      [](const fs::path& p) {
+        rewrite_payload(p, [](std::string s) {
+          return with_words(s, "buffers", [](std::vector<std::string>& w) {
+            for (size_t i = 2; i < w.size(); i++) w[i] = std::string("0");
+          });
+        });
+      },
+      "live together and share bytes");
+  damaged(
+      "offsets_overlapping",
+      [](const fs::path& p) {
+        rewrite_payload(p, [](std::string s) {
+          return with_words(s, "buffers", [](std::vector<std::string>& w) {
+            for (size_t i = 3; i < w.size(); i++) w[i] = w[2];  // every buffer where the first is
+          });
+        });
+      },
+      "live together and share bytes");
+  damaged(
+      "arena_2_62",
+      [](const fs::path& p) {
+        rewrite_payload(p, [](std::string s) {
+          return with_words(s, "plan", [](std::vector<std::string>& w) {
+            w[1] = std::string("4611686018427387904");
+          });
+        });
+      },
+      "where its buffers side by side take");
+  damaged(
+      "bytes_past_the_file",
+      [](const fs::path& p) {
+        std::string s = contents(p);
+        const size_t at = s.find("bytes ") + 6;
+        s.replace(at, s.find('\n', at) - at, "18446744073709551615");
+        write(p, s);
+      },
+      "truncated");
+  damaged(
+      "cut_in_its_header",
+      [](const fs::path& p) {
+        const std::string s = contents(p);
+        write(p, s.substr(0, s.find("checksum ") + 12));
+      },
+      "truncated in its header");
+  damaged(
+      "cut_in_its_key",
+      [](const fs::path& p) {
+        std::string s = contents(p);
+        s.erase(s.find("key ") + 10, 26);  // 6 of its 32 digits left
+        write(p, s);
+      },
+      "a damaged header");
+}
+
+// Not a regular file where the plan should be: a FIFO is not opened for reading (it would block)
+// and a link to a device is not followed (/dev/zero never ends); both are replaced by the next
+// store. A directory is left as it is: the compile goes on uncached, with one line.
+TEST(PlanCache, APlanThatIsNotARegularFileIsNeitherReadNorWaitedFor) {
+  damaged(
+      "fifo",
+      [](const fs::path& p) {
+        fs::remove(p);
+        ASSERT_EQ(mkfifo(p.c_str(), 0600), 0);
+      },
+      "not a regular file");
+  damaged(
+      "link_to_dev_zero",
+      [](const fs::path& p) {
+        fs::remove(p);
+        fs::create_symlink("/dev/zero", p);
+      },
+      "a symbolic link");
+  const std::string dir = fresh_dir("directory");
+  const Result cold = run_mini_gpt(dir);
+  const std::vector<fs::path> files = plans_in(dir);
+  ASSERT_EQ(files.size(), 1u);
+  fs::remove(files[0]);
+  fs::create_directory(files[0]);
+  testing::internal::CaptureStderr();
+  const Result again = run_mini_gpt(dir);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("a directory"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_TRUE(same_bits(cold, again));
+  std::printf("  directory: %s", err.c_str());
+}
+
+// A bad plan is said once per process, however often the step is compiled again (a benchmark
+// compiles once per repetition).
+TEST(PlanCache, ABadPlanIsSaidOncePerProcess) {
+  const std::string dir = fresh_dir("once");
+  run_mini_gpt(dir);
+  const std::vector<fs::path> files = plans_in(dir);
+  ASSERT_EQ(files.size(), 1u);
+  fs::remove(files[0]);
+  fs::create_directory(files[0]);  // stays bad: nothing can rewrite it
+  testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; i++) run_mini_gpt(dir);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
 TEST(PlanCache, ADirectoryThatCannotBeUsedIsOneLineAndTheRunGoesOnUncached) {

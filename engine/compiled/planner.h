@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,57 @@ inline constexpr size_t kGreedyBySizeLimit = 20000;
 
 inline size_t plan_aligned(size_t bytes) {
   return (bytes + kPlanAlign - 1) / kPlanAlign * kPlanAlign;
+}
+
+// Why a placement made elsewhere (a plan cache's file) cannot be used, or "" if it can: every
+// buffer aligned and inside the arena (checked without wrapping around 2^64), no two buffers live
+// at one instruction sharing a byte, and the arena no larger than its highest buffer's end (a
+// plan's arena is that end, so a larger one is not this planner's). A sweep over time keeps the
+// live buffers ordered by offset, so no pair is compared: O(n log n) for a million buffers.
+inline std::string plan_placement_error(const std::vector<PlannedBuffer>& b, size_t arena_bytes) {
+  size_t top = 0;
+  for (size_t i = 0; i < b.size(); i++) {
+    if (b[i].offset % kPlanAlign)
+      return "buffer " + std::to_string(i) + " at offset " + std::to_string(b[i].offset) +
+             ", not a multiple of " + std::to_string(kPlanAlign);
+    if (b[i].offset > arena_bytes || b[i].bytes > arena_bytes - b[i].offset)
+      return "buffer " + std::to_string(i) + " (" + std::to_string(b[i].bytes) + " bytes at " +
+             std::to_string(b[i].offset) + ") lies outside the arena of " +
+             std::to_string(arena_bytes) + " bytes";
+    top = std::max(top, b[i].offset + b[i].bytes);
+  }
+  std::vector<uint32_t> by_first(b.size()), by_last(b.size());
+  for (uint32_t i = 0; i < b.size(); i++) by_first[i] = by_last[i] = i;
+  std::stable_sort(by_first.begin(), by_first.end(),
+                   [&](uint32_t x, uint32_t y) { return b[x].first < b[y].first; });
+  std::stable_sort(by_last.begin(), by_last.end(),
+                   [&](uint32_t x, uint32_t y) { return b[x].last < b[y].last; });
+  std::map<size_t, uint32_t> live;  // offset -> buffer (zero-byte buffers take no bytes)
+  auto clash = [](uint32_t x, uint32_t y) {
+    return "buffers " + std::to_string(x) + " and " + std::to_string(y) +
+           " are live together and share bytes";
+  };
+  for (size_t f = 0, l = 0; f < by_first.size();) {
+    const int32_t t = b[by_first[f]].first;
+    for (; l < by_last.size() && b[by_last[l]].last < t; l++)
+      if (b[by_last[l]].bytes) live.erase(b[by_last[l]].offset);
+    for (; f < by_first.size() && b[by_first[f]].first == t; f++) {
+      const uint32_t i = by_first[f];
+      if (!b[i].bytes) continue;
+      auto above = live.lower_bound(b[i].offset);
+      if (above != live.end() && above->first < b[i].offset + b[i].bytes)
+        return clash(i, above->second);
+      if (above != live.begin()) {
+        auto below = std::prev(above);
+        if (below->first + b[below->second].bytes > b[i].offset) return clash(i, below->second);
+      }
+      live[b[i].offset] = i;
+    }
+  }
+  if (arena_bytes > top)
+    return "an arena of " + std::to_string(arena_bytes) + " bytes where its buffers end at " +
+           std::to_string(top);
+  return "";
 }
 
 // The bound alone: a sweep over instructions with +bytes at first use and -bytes after the last.

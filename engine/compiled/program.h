@@ -862,20 +862,36 @@ class Program {
       for (uint32_t c : recomputed)
         if (std::find(e.candidates.begin(), e.candidates.end(), c) == e.candidates.end())
           throw PlanMismatch{"node " + std::to_string(c) + " cannot be recomputed"};
+      std::vector<uint32_t> sorted = recomputed;
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+        throw PlanMismatch{"a node recomputed twice"};
       l = lower(e, recomputed);
       group_into_waves(l, e.loss_buffer);
       planned_ = lifetimes(l, &slot);
       if (given_->offsets.size() != planned_.size())
         throw PlanMismatch{std::to_string(given_->offsets.size()) + " buffers placed for " +
                            std::to_string(planned_.size())};
-      plan_ = given_->plan;
+      // Nothing read from a file is trusted: every offset is checked against the lifetimes
+      // made here, and the bounds are computed again rather than read.
+      plan_ = MemoryPlan{};
+      plan_.arena_bytes = given_->plan.arena_bytes;
       for (size_t b = 0; b < planned_.size(); b++) {
         planned_[b].bytes = plan_aligned(planned_[b].bytes);
         planned_[b].offset = given_->offsets[b];
-        if (planned_[b].offset % kPlanAlign ||
-            planned_[b].offset + planned_[b].bytes > plan_.arena_bytes)
-          throw PlanMismatch{"buffer " + std::to_string(b) + " lies outside the arena"};
+        plan_.unplanned_bytes += planned_[b].bytes;
       }
+      // Any placement fits in the buffers side by side; a larger arena is not a plan's.
+      if (plan_.arena_bytes > plan_.unplanned_bytes)
+        throw PlanMismatch{"an arena of " + std::to_string(plan_.arena_bytes) +
+                           " bytes where its buffers side by side take " +
+                           std::to_string(plan_.unplanned_bytes)};
+      if (std::string why = plan_placement_error(planned_, plan_.arena_bytes); !why.empty())
+        throw PlanMismatch{why};
+      plan_.lower_bound_bytes = plan_memory_bound(planned_, time_slots(l));
+      if (budget && plan_.arena_bytes > budget)
+        throw PlanMismatch{"an arena of " + std::to_string(plan_.arena_bytes) +
+                           " bytes over the budget of " + std::to_string(budget)};
     }
     for (int attempt = 0; !given_; attempt++) {
       size_t reached = 0;
