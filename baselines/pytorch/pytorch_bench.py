@@ -485,15 +485,8 @@ def main(argv):
             corpus = models.Corpus(flags["data"])
         except OSError as e:
             usage_error(f"--data={flags['data']}: cannot open it ({e.strerror})")
-    if flags["check_out"]:  # one record per line, flushed: a crash keeps what was checked
-        with open(flags["check_out"], "w") as f:
-            f.write('{"context": ' + json.dumps(context(flags, corpus)) + ',\n "records": [')
-            for i, spec in enumerate(flags["instances"]):
-                record = json.dumps(check(spec, flags["mode"], corpus), allow_nan=False)
-                f.write(("," if i else "") + "\n  " + record)
-                f.flush()
-            f.write("\n]}\n")
-        return 0
+    if flags["check_out"]:
+        return write_check_records(flags, corpus)
     benchmarks = []
     for spec in flags["instances"]:
         try:
@@ -506,6 +499,34 @@ def main(argv):
         if flags["out"]:  # rewritten after each benchmark: a crash keeps what was measured
             with open(flags["out"], "w") as f:
                 json.dump(dict(context=context(flags, corpus), benchmarks=benchmarks), f, indent=1)
+    return 0
+
+
+def write_check_records(flags, corpus):
+    """One record per line, flushed, into <path>.tmp, renamed over <path> when all are in: a crash
+    leaves what was checked in the temporary file (the runner reads it); a failed write (a full
+    disk) removes it and is one line, exit 1. A path that is no regular file is written in place."""
+    path = flags["check_out"]
+    in_place = os.path.exists(path) and not os.path.isfile(path)
+    tmp = path if in_place else path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write('{"context": ' + json.dumps(context(flags, corpus)) + ',\n "records": [')
+            for i, spec in enumerate(flags["instances"]):
+                record = json.dumps(check(spec, flags["mode"], corpus), allow_nan=False)
+                f.write(("," if i else "") + "\n  " + record)
+                f.flush()
+            f.write("\n]}\n")
+            f.flush()
+            if not in_place:
+                os.fsync(f.fileno())
+        if not in_place:
+            os.rename(tmp, path)
+    except OSError as e:
+        if not in_place and os.path.exists(tmp):
+            os.remove(tmp)
+        print(f"error: --check_out={path}: cannot write: {e.strerror}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -18,10 +18,14 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
@@ -237,21 +241,34 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
   return context;
 }
 
-// --check_out: every instance's record, one per line, flushed as it is made, so that a crash
-// later keeps what was checked.
+// --check_out: every instance's record, one per line, flushed as it is made, into `<path>.tmp`,
+// renamed over `<path>` when every record is in: a crash leaves the records checked so far in the
+// temporary file (the runner reads it), and a write that fails (a full disk) removes it and is
+// one line and exit 1, never a file cut short under the final name. A path that is not a regular
+// file (/dev/stdout, a pipe) is written in place.
 inline int write_check_records(const std::string& path, const ContextPairs& context,
                                const std::vector<Job>& jobs) {
-  FILE* out = std::fopen(path.c_str(), "w");
+  struct stat st {};
+  const bool in_place = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string tmp = in_place ? path : path + ".tmp";
+  FILE* out = std::fopen(tmp.c_str(), "w");
   if (!out) backend_usage_error(fmt::format("--check_out={}: cannot write", path));
+  int err = 0;  // the first failure's errno
+  const auto failed = [&](bool ok) { return !ok && !err ? (err = errno ? errno : EIO) : err; };
   Json head = Json::object_of({});
   for (const auto& [key, value] : context) head.set(key, value);
   fmt::print(out, "{{\"context\": {},\n \"records\": [", head.dump());
-  for (size_t i = 0; i < jobs.size(); i++) {
+  for (size_t i = 0; i < jobs.size() && !failed(std::fflush(out) == 0); i++)
     fmt::print(out, "{}\n  {}", i ? "," : "", jobs[i].check().dump());
-    std::fflush(out);
-  }
   fmt::print(out, "\n]}}\n");
-  return std::fclose(out) == 0 ? 0 : 1;
+  failed(std::fflush(out) == 0 && (in_place || fsync(fileno(out)) == 0));
+  failed(std::fclose(out) == 0);
+  if (!err && !in_place) failed(std::rename(tmp.c_str(), path.c_str()) == 0);
+  if (!err) return 0;
+  if (!in_place) std::remove(tmp.c_str());
+  std::fprintf(stderr, "error: --check_out=%s: cannot write: %s\n", path.c_str(),
+               std::strerror(err));
+  return 1;
 }
 
 template <class B>

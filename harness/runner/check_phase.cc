@@ -26,11 +26,14 @@ Json unreadable_record(const std::string& line, const std::string& why) {
                           {"message", "its check record is not valid JSON (" + why + ")"}});
 }
 
-// A check file's records by benchmark name. A check process that died mid-way leaves a file cut
-// short; its records are one per line, so every complete one is still read.
+// A check file's records by benchmark name. A check process that died mid-way leaves its file
+// cut short under `<file>.tmp` (it renames the file when every record is in); its records are one
+// per line, so every complete one is still read.
 std::map<std::string, Json> read_check_records(const fs::path& path) {
   std::map<std::string, Json> out;
-  const std::string text = read_file(path);
+  std::error_code ec;
+  const fs::path cut_short = path.string() + ".tmp";
+  const std::string text = read_file(fs::exists(path, ec) ? path : cut_short);
   try {
     const Json doc = parse_json(text);
     for (const Json& r : doc["records"].array) out[r["name"].str_or("")] = r;

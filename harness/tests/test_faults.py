@@ -183,6 +183,29 @@ def test_a_wrong_engine_is_outvoted_not_trusted(bin_dir, tmp_path):
 # A full disk (here a file-size limit, which fails writes the same way without root): the run
 # stops with one line naming the file and the filesystem, exit 4, and every file it had written
 # keeps its last good copy.
+# A backend's check file on a full disk: one line and exit 1, no file under the final name (it
+# once was left empty) and no temporary file; a file that a crash cut short is read from
+# <file>.tmp, the name it is written under until every record is in.
+@pytest.mark.parametrize("backend", ["bench_engine", "bench_compiled", "bench_adolc", "pytorch"])
+def test_a_check_file_on_a_full_disk_is_one_line_and_no_file(bin_dir, tmp_path, backend):
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+
+    driver = os.path.join(os.path.dirname(__file__), "..", "..", "baselines", "pytorch",
+                          "pytorch_bench.py")
+    command = ["/usr/bin/python3", driver] if backend == "pytorch" else [
+        os.path.join(bin_dir, backend)]
+    out = tmp_path / "check" / f"{backend}.json"
+    out.parent.mkdir()
+    r = subprocess.run([*command, "--instance=workload=scalar_chain,size=50",
+                        f"--check_out={out}"], capture_output=True, text=True, timeout=120,
+                       preexec_fn=small_files)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.strip().splitlines()[-1] == f"error: --check_out={out}: cannot write: File too large"
+    assert not list(out.parent.iterdir()), "a file was left behind"
+
+
 def test_a_full_disk_stops_the_run_and_keeps_the_last_good_files(bin_dir, tmp_path):
     def small_files():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
