@@ -317,6 +317,21 @@ TEST(Json, StrictNumbersAndNullForNonFinite) {
   EXPECT_TRUE(j["missing"].is_null());
 }
 
+// Strings are UTF-8 both ways: \\u escapes beyond ASCII (a surrogate pair joined) are read as
+// their characters, and bytes that are not UTF-8 are written as U+FFFD, so a dump is JSON.
+TEST(Json, UnicodeEscapesAreReadAndInvalidUtf8IsNeverWritten) {
+  EXPECT_EQ(bp::parse_json(R"(["\u00e9\u4e2d\ud83d\ude00"])").array[0].string,
+            "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80");  // é, 中, an emoji
+  EXPECT_EQ(bp::parse_json(R"(["\ud83dx"])").array[0].string, "\xef\xbf\xbdx");  // unpaired
+  EXPECT_THROW(bp::parse_json(R"(["\u12"])"), std::runtime_error);
+  EXPECT_EQ(Json("caf\xc3\xa9").dump(), "\"caf\xc3\xa9\"");  // valid: as it is
+  // a stray byte, a cut sequence, an overlong '/', a surrogate: U+FFFD each, the rest kept
+  EXPECT_EQ(Json("a\xff b\xe4\xb8 c\xc0\xaf d\xed\xa0\x80").dump(),
+            R"("a\ufffd b\ufffd\ufffd c\ufffd\ufffd d\ufffd\ufffd\ufffd")");
+  const std::string round = Json("x\xff\xf0\x9f\x98\x80").dump();
+  EXPECT_EQ(bp::parse_json(round).string, "x\xef\xbf\xbd\xf0\x9f\x98\x80");
+}
+
 TEST(Protocol, InstanceFlagRoundTrips) {
   const bp::InstanceSpec s{.workload = "scalar_chain",
                            .size = 1000,

@@ -8,7 +8,8 @@
 // The one exception is parse_benchmark_json, for Google Benchmark's own files: it writes a counter
 // aggregate it cannot compute (the coefficient of variation of a counter that is always 0) as a
 // bare NaN, which that reader takes as a number.
-// Not a general library: \u escapes beyond ASCII become '?', numbers are doubles.
+// \u escapes are read as UTF-8 (a surrogate pair joined), and a string that is not valid UTF-8
+// is written with U+FFFD for each bad byte. Numbers are doubles.
 //   Tests: harness/harness_test.cc.
 #pragma once
 
@@ -101,17 +102,45 @@ struct Json {
   }
 
  private:
+  // The length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlong form, no surrogate,
+  // nothing past U+10FFFF), or 0.
+  static size_t utf8_length(std::string_view s, size_t i) {
+    const auto at = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0; };
+    const unsigned c = at(i);
+    const auto tail = [&](size_t k) { return (at(k) & 0xC0) == 0x80; };
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return tail(i + 1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned c1 = at(i + 1);
+      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;
+      return tail(i + 1) && tail(i + 2) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned c1 = at(i + 1);
+      if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;
+      return tail(i + 1) && tail(i + 2) && tail(i + 3) ? 4 : 0;
+    }
+    return 0;
+  }
+  // Invalid UTF-8 (a stray byte, a sequence cut short) is written as U+FFFD: whatever a string
+  // holds, what is written is JSON.
   static void write_string(std::string& out, std::string_view s) {
     out += '"';
-    for (char c : s) {
-      if (c == '"' || c == '\\')
-        out += '\\', out += c;
+    for (size_t i = 0; i < s.size();) {
+      const char c = s[i];
+      const size_t n = utf8_length(s, i);
+      if (n == 0)
+        out += "\\ufffd", i++;
+      else if (n > 1)
+        out.append(s.substr(i, n)), i += n;
+      else if (c == '"' || c == '\\')
+        out += '\\', out += c, i++;
       else if (c == '\n')
-        out += "\\n";
+        out += "\\n", i++;
       else if (static_cast<unsigned char>(c) < 0x20)
-        out += fmt::format("\\u{:04x}", int(c));
+        out += fmt::format("\\u{:04x}", int(c)), i++;
       else
-        out += c;
+        out += c, i++;
     }
     out += '"';
   }
@@ -257,13 +286,7 @@ class JsonParser {
           case 'r': out += '\r'; break;
           case 'b': out += '\b'; break;
           case 'f': out += '\f'; break;
-          case 'u': {
-            if (pos_ + 4 > s_.size()) fail("short \\u escape");
-            const long code = std::strtol(std::string(s_.substr(pos_, 4)).c_str(), nullptr, 16);
-            out += code < 0x80 ? char(code) : '?';
-            pos_ += 4;
-            break;
-          }
+          case 'u': append_utf8(out, code_point()); break;
           default: out += e;
         }
       } else {
@@ -273,6 +296,45 @@ class JsonParser {
     if (pos_ >= s_.size()) fail("unterminated string");
     pos_++;
     return out;
+  }
+
+  // The code point of a \\u escape after its "\\u", a surrogate pair joined; an unpaired
+  // surrogate is U+FFFD.
+  uint32_t hex4() {
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++, pos_++) {
+      const char h = pos_ < s_.size() ? s_[pos_] : 0;
+      const int d = h >= '0' && h <= '9'   ? h - '0'
+                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                           : -1;
+      if (d < 0) fail("expected 4 hex digits after \\u");
+      v = v * 16 + uint32_t(d);
+    }
+    return v;
+  }
+  uint32_t code_point() {
+    const uint32_t high = hex4();
+    if (high < 0xD800 || high > 0xDFFF) return high;
+    if (high > 0xDBFF || s_.substr(pos_, 2) != "\\u") return 0xFFFD;
+    const size_t at = pos_;
+    pos_ += 2;
+    const uint32_t low = hex4();
+    if (low < 0xDC00 || low > 0xDFFF) return pos_ = at, 0xFFFD;
+    return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+  }
+  static void append_utf8(std::string& out, uint32_t c) {
+    if (c < 0x80) {
+      out += char(c);
+    } else if (c < 0x800) {
+      out += char(0xC0 | c >> 6), out += char(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+      out += char(0xE0 | c >> 12), out += char(0x80 | (c >> 6 & 0x3F));
+      out += char(0x80 | (c & 0x3F));
+    } else {
+      out += char(0xF0 | c >> 18), out += char(0x80 | (c >> 12 & 0x3F));
+      out += char(0x80 | (c >> 6 & 0x3F)), out += char(0x80 | (c & 0x3F));
+    }
   }
 
   static constexpr int kMaxDepth = 256;

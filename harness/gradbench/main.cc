@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -27,14 +28,29 @@
 
 namespace {
 
+constexpr const char* kUsage =
+    "usage: bp_gradbench [--backend scalar|compiled|engine|compiled_tensor|libtorch]\n"
+    "                    [[--module M] FILE FUNCTION]\n"
+    "       bp_gradbench --write-input WORKLOAD SIZE\n"
+    "       bp_gradbench --help\n";
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bp_gradbench: %s\n"
-               "usage: bp_gradbench [--backend scalar|compiled|engine|compiled_tensor|libtorch]\n"
-               "                    [[--module M] FILE FUNCTION]\n"
-               "       bp_gradbench --write-input WORKLOAD SIZE\n",
-               why.c_str());
+  std::fprintf(stderr, "bp_gradbench: %s\n%s", why.c_str(), kUsage);
   std::exit(2);
+}
+
+void help() {
+  std::printf(
+      "bp_gradbench: our engine as a GradBench tool (docs/gradbench.md).\n%s\n"
+      "With no FILE it speaks GradBench's protocol: one JSON message a line on stdin, one reply a\n"
+      "line on stdout (start, define, evaluate, analysis). With FILE FUNCTION it evaluates one\n"
+      "input as GradBench's C++ tools do; run as bin/<module> it needs no --module.\n"
+      "  --backend  scalar (default) or compiled on every module; engine, compiled_tensor or\n"
+      "             libtorch on the tensor forms of lstm and gmm\n"
+      "  --module   %s\n"
+      "Sizes are bounded: past 2^27 operations on a tape (2^33 without), 10^5 runs or 600 s,\n"
+      "an evaluation is an error reply.\n",
+      kUsage, std::string(bp::gradbench::kModules).c_str());
 }
 
 int write_input(const std::string& workload, const std::string& size_text) {
@@ -59,13 +75,15 @@ int write_input(const std::string& workload, const std::string& size_text) {
 // GradBench's C++ convention: one evaluation of FILE's input, as its cpp/gradbench/main.hpp does.
 int run_file(const std::string& backend, const std::string& module, const std::string& file,
              const std::string& function) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) usage(file + ": a directory, not an input file");
   std::ifstream in(file);
   if (!in) usage(file + ": cannot open it");
   std::stringstream text;
   text << in.rdbuf();
   bp::gradbench::Session session(backend);
-  if (const std::string def =
-          session.reply(R"({"id": 0, "kind": "define", "module": ")" + module + "\"}");
+  const bp::Json define = bp::Json::object_of({{"id", 0}, {"kind", "define"}, {"module", module}});
+  if (const std::string def = session.reply(define.dump());
       bp::parse_json(def)["success"].boolean == false)
     usage(bp::parse_json(def)["error"].str_or("cannot define " + module));
   bp::Json input;
@@ -106,7 +124,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> positional;
   for (int i = 1; i < argc; i++) {
     const std::string_view arg = argv[i];
-    if (arg == "--write-input") {
+    if (arg == "--help" || arg == "-h") {
+      help();
+      return 0;
+    } else if (arg == "--write-input") {
       if (i + 3 != argc) usage("--write-input takes WORKLOAD SIZE, and nothing after them");
       return write_input(argv[i + 1], argv[i + 2]);
     } else if (arg.rfind("--backend=", 0) == 0 || arg == "--backend") {

@@ -11,6 +11,8 @@
 // Bad input is a std::invalid_argument naming the field, the sizes found and what is valid.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -78,6 +80,23 @@ inline int64_t rows_of(const Json& input, std::string_view name) {
   return int64_t(v.array.size());
 }
 
+// Bounded work. Each module estimates from its input's sizes, before anything is allocated, the
+// scalar operations one evaluation makes (`operations`, and `sizes` to name them). A scalar tape
+// records a node for each, some 32 bytes, so `--backend scalar` and `compiled` take at most 2^27
+// (about 4 GB); the primal on plain doubles and the tensor forms only compute them, and take at
+// most 2^33 (seconds). Past its limit an input is an error reply with the estimate: a 1 kB
+// message naming n = 2^40 or ell = 16 is never hours of work or a machine out of memory.
+inline constexpr double kMaxTapeOperations = double(int64_t(1) << 27);
+inline constexpr double kMaxOperations = double(int64_t(1) << 33);
+template <class M, class Input>
+void within_limit(const Input& in, double limit) {
+  const double operations = M::operations(in);
+  if (operations > limit)
+    bad_input(M::sizes(in) + ": about " + fmt::format("{:.3g}", operations) +
+              " operations, past this tool's limit of 2^" + std::to_string(std::ilogb(limit)) +
+              (limit == kMaxTapeOperations ? " on a tape" : "") + " (docs/gradbench.md)");
+}
+
 // One module: its name, its two functions, and how its JSON becomes the eval's Input and its
 // gradient becomes JSON.
 template <class W>
@@ -91,6 +110,10 @@ struct Module<Lse> {
     if (out.x.empty()) bad_input("x: expected at least one number");
     return out;
   }
+  static double operations(const Lse::Input& in) { return 4.0 * double(in.x.size()); }
+  static std::string sizes(const Lse::Input& in) {
+    return std::to_string(in.x.size()) + " numbers";
+  }
   static Json gradient_json(const Lse::Input&, std::span<const double> g) {
     return Json::numbers(g);
   }
@@ -103,6 +126,13 @@ struct Module<Llsq> {
     Llsq::Input out{numbers(field(in, "x"), "x"), whole(in, "n", 2, int64_t(1) << 40)};
     if (out.x.empty()) bad_input("x: expected at least one number");
     return out;
+  }
+  static double operations(const Llsq::Input& in) {
+    return 4.0 * double(in.n) * double(in.x.size());
+  }
+  static std::string sizes(const Llsq::Input& in) {
+    return "n = " + std::to_string(in.n) + " points of " + std::to_string(in.x.size()) +
+           " coefficients";
   }
   static Json gradient_json(const Llsq::Input&, std::span<const double> g) {
     return Json::numbers(g);
@@ -133,6 +163,12 @@ struct Module<Lstm> {
     out.sequence = matrix(in, "sequence", chars, bits);
     return out;
   }
+  static double operations(const Lstm::Input& in) {
+    return 40.0 * double(in.chars) * double(in.layers) * double(in.bits);
+  }
+  static std::string sizes(const Lstm::Input& in) {
+    return std::to_string(in.chars) + " characters of " + std::to_string(in.layers) + " layers";
+  }
   static Json gradient_json(const Lstm::Input&, std::span<const double> g) {
     return Json::numbers(g);
   }
@@ -145,6 +181,14 @@ struct Module<Ode> {
     Ode::Input out{numbers(field(in, "x"), "x"), whole(in, "s", 1, int64_t(1) << 30)};
     if (out.x.empty()) bad_input("x: expected at least one number");
     return out;
+  }
+  // Four stages of Runge-Kutta a step, each a few operations an equation.
+  static double operations(const Ode::Input& in) {
+    return 16.0 * double(in.s) * double(in.x.size());
+  }
+  static std::string sizes(const Ode::Input& in) {
+    return "s = " + std::to_string(in.s) + " steps of " + std::to_string(in.x.size()) +
+           " equations";
   }
   static Json gradient_json(const Ode::Input&, std::span<const double> g) {
     return Json::numbers(g);
@@ -162,6 +206,13 @@ struct Module<Det> {
                 " numbers, expected ell^2 = " + std::to_string(ell * ell));
     return out;
   }
+  // The expansion in minors: about 3 ell! operations (a tape of 1.2 million nodes at ell = 9).
+  static double operations(const Det::Input& in) {
+    double factorial = 1;
+    for (int64_t i = 2; i <= in.ell; i++) factorial *= double(i);
+    return 3.0 * factorial;
+  }
+  static std::string sizes(const Det::Input& in) { return "ell = " + std::to_string(in.ell); }
   static Json gradient_json(const Det::Input&, std::span<const double> g) {
     return Json::numbers(g);
   }
@@ -175,6 +226,7 @@ struct Module<Gmm> {
   static Gmm::Input input(const Json& in) {
     const int64_t d = whole(in, "d", 2, 4096), k = whole(in, "k", 1, int64_t(1) << 24),
                   n = whole(in, "n", 1, int64_t(1) << 30);
+
     Gmm::Input out{
         int32_t(d), int32_t(k), int32_t(n), {}, {}, {}, {}, {}, int32_t(whole(in, "m", 0, 1 << 20)),
         0};
@@ -191,6 +243,16 @@ struct Module<Gmm> {
     out.l = matrix(in, "l", k, d * (d - 1) / 2);
     out.x = matrix(in, "x", n, d);
     return out;
+  }
+  // Every point against every component: its triangular factor, d^2 / 2 products, and a few
+  // operations a coordinate.
+  static double operations(const Gmm::Input& in) {
+    const double d = in.d;
+    return double(in.n) * double(in.k) * (d * (d + 1) / 2 + 4 * d);
+  }
+  static std::string sizes(const Gmm::Input& in) {
+    return "n = " + std::to_string(in.n) + " points, k = " + std::to_string(in.k) +
+           " components of d = " + std::to_string(in.d);
   }
   static Json gradient_json(const Gmm::Input& in, std::span<const double> g) {
     const size_t k = size_t(in.k), d = size_t(in.d), lsz = d * (d - 1) / 2;

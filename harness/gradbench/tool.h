@@ -87,7 +87,11 @@ inline int64_t now_ns() {
       .count();
 }
 
-// GradBench's Runs: at least min_runs runs, and until min_seconds have passed.
+// GradBench's Runs: at least min_runs runs, and until min_seconds have passed, within stated
+// bounds: each run is a timing in the reply, so there are at most kMaxRuns of them (about 6 MB
+// of reply), and min_seconds is at most kMaxSeconds (an evaluation answers within ten minutes).
+inline constexpr int64_t kMaxRuns = 100000;
+inline constexpr double kMaxSeconds = 600;
 struct Runs {
   int64_t min_runs = 1;
   double min_seconds = 0;
@@ -95,21 +99,24 @@ struct Runs {
 inline Runs runs_of(const Json& input) {
   Runs r;
   if (const Json& n = input["min_runs"]; !n.is_null()) {
-    if (!n.is_number() || n.number != std::floor(n.number) || n.number < 1 || n.number > 1e9)
-      bad_input("min_runs: expected a whole number from 1 to 10^9");
+    if (!n.is_number() || n.number != std::floor(n.number) || n.number < 1 ||
+        n.number > double(kMaxRuns))
+      bad_input("min_runs: expected a whole number from 1 to 10^5");
     r.min_runs = int64_t(n.number);
   }
   if (const Json& s = input["min_seconds"]; !s.is_null()) {
-    if (!s.is_number() || !(s.number >= 0) || s.number > 1e6)
-      bad_input("min_seconds: expected a number of seconds from 0 to 10^6");
+    if (!s.is_number() || !(s.number >= 0) || s.number > kMaxSeconds)
+      bad_input("min_seconds: expected a number of seconds from 0 to 600");
     r.min_seconds = s.number;
   }
   return r;
 }
+// Stops at kMaxRuns runs even before min_seconds (a run of a microsecond would otherwise make 6
+// * 10^8 timings in ten minutes).
 template <class Fn>
 void repeat(const Runs& runs, Evaluation& e, Fn&& once) {
   double seconds = 0;
-  for (int64_t i = 0; i < runs.min_runs || seconds < runs.min_seconds; i++) {
+  for (int64_t i = 0; i < kMaxRuns && (i < runs.min_runs || seconds < runs.min_seconds); i++) {
     const int64_t start = now_ns();
     once();
     const int64_t took = now_ns() - start;
@@ -122,6 +129,7 @@ void repeat(const Runs& runs, Evaluation& e, Fn&& once) {
 template <class W>
 Evaluation primal(const Json& input) {
   const typename W::Input in = Module<W>::input(input);
+  within_limit<Module<W>>(in, kMaxOperations);
   const Runs runs = runs_of(input);
   Evaluation e;
   const int64_t start = now_ns();
@@ -146,6 +154,7 @@ template <class W, class B>
 Evaluation gradient(const Json& input) {
   using S = typename B::Scalar;
   const typename W::Input in = Module<W>::input(input);
+  within_limit<Module<W>>(in, kMaxTapeOperations);
   const Runs runs = runs_of(input);
   struct Setup {
     B be;
@@ -179,6 +188,7 @@ template <class W, class B>
 Evaluation tensor_gradient(const Json& input) {
   using Model = typename TensorFormOf<W>::type::template Model<B>;
   const typename W::Input in = Module<W>::input(input);
+  within_limit<Module<W>>(in, kMaxOperations);
   {  // inconsistent sizes refused as the scalar form refuses them
     PlainBackend plain;
     typename W::template Graph<PlainBackend> check(plain, in);
@@ -219,6 +229,13 @@ Evaluation tensor_gradient(const Json& input) {
   return e;
 }
 
+// A name from a message, as an error reply quotes it: at most 40 bytes (a 100 MB "kind" is not
+// sent back), and the writer makes any invalid UTF-8 in it U+FFFD, so the reply stays JSON.
+inline std::string shown(std::string_view name) {
+  if (name.size() <= 40) return "'" + std::string(name) + "'";
+  return "'" + std::string(name.substr(0, 40)) + "...' (" + std::to_string(name.size()) + " bytes)";
+}
+
 class Session {
  public:
   explicit Session(std::string backend) : backend_(std::move(backend)) {}
@@ -240,7 +257,8 @@ class Session {
     if (kind == "define") return define(id, message["module"].str_or(""));
     if (kind == "evaluate") return evaluate(id, message);
     if (kind == "analysis") return analysis(id, message);
-    return error_reply(id, "unknown kind '" + kind + "'; valid: start, define, evaluate, analysis");
+    return error_reply(
+        id, "unknown kind " + shown(kind) + "; valid: start, define, evaluate, analysis");
   }
 
  private:
@@ -258,7 +276,7 @@ class Session {
     if (std::string why = backend_lacks(backend_); !why.empty()) return why;
     bool tensor_form = false;
     if (!with_module(module, [&]<class W>() { tensor_form = kHasTensorForm<W>; }))
-      return "unknown module '" + std::string(module) + "'; valid: " + std::string(kModules);
+      return "unknown module " + shown(module) + "; valid: " + std::string(kModules);
     if (runs_tensor_forms(backend_) && !tensor_form)
       return "module '" + std::string(module) + "' has no tensor form for --backend " + backend_ +
              " (lstm and gmm have); --backend scalar or compiled runs it";
@@ -297,7 +315,7 @@ class Session {
         else if (function == Module<W>::gradient)
           e = gradient_on_backend<W>(message["input"]);
         else
-          error = "unknown function '" + function + "' of " + module +
+          error = "unknown function " + shown(function) + " of " + module +
                   "; valid: " + std::string(Module<W>::primal) + ", " +
                   std::string(Module<W>::gradient);
       });

@@ -208,6 +208,44 @@ TEST(GradbenchTool, EveryBadMessageGetsOneErrorAndTheSessionGoesOn) {
     // and the session is still there
     EXPECT_TRUE(ask(s, evaluate("lse", "gradient", good, 9))["success"].boolean) << line;
   }
+  // Work and memory are bounded before anything runs: sizes past 2^27 operations on a tape, 2^33
+  // without (ell = 16 ran for hours; n = 2^40 and s = 2^30 came in 1 kB messages), runs past 10^5.
+  const std::vector<std::pair<std::string, std::string>> too_much = {
+      {evaluate(
+           "det", "gradient",
+           Json::object_of({{"A", Json::numbers(std::vector<double>(256, 0.5))}, {"ell", 16}})),
+       "ell = 16: about 6.28e+13 operations, past this tool's limit of 2^27 on a tape"},
+      {evaluate(
+           "det", "primal",
+           Json::object_of({{"A", Json::numbers(std::vector<double>(256, 0.5))}, {"ell", 16}})),
+       "ell = 16: about 6.28e+13 operations, past this tool's limit of 2^33 ("},
+      {evaluate("llsq", "gradient",
+                Json::object_of({{"x", Json::array_of({1, 2})}, {"n", double(int64_t(1) << 40)}})),
+       "n = 1099511627776 points of 2 coefficients: about 8.8e+12 operations"},
+      {evaluate("ode", "primal",
+                Json::object_of({{"x", Json::array_of({1, 2})}, {"s", double(1 << 30)}})),
+       "s = 1073741824 steps of 2 equations"},
+      {evaluate("llsq", "gradient", Json::object_of({{"x", Json::array_of({1})}, {"n", 1e300}})),
+       "n: expected a whole number from 2 to 1099511627776"},
+      {evaluate("lse", "gradient", Json(good).set("min_runs", 1e9)),
+       "min_runs: expected a whole number from 1 to 10^5"},
+      {evaluate("lse", "gradient", Json(good).set("min_seconds", 1e6)),
+       "min_seconds: expected a number of seconds from 0 to 600"},
+  };
+  for (const auto& [line, says] : too_much) {
+    const Json r = ask(s, line);
+    EXPECT_FALSE(r["success"].boolean) << r.dump();
+    EXPECT_NE(r["error"].str_or("").find(says), std::string::npos)
+        << r.dump() << "\n  wants: " << says;
+  }
+  // A name sent back in an error is cut to 40 bytes, and invalid UTF-8 in it is U+FFFD: the
+  // reply stays short and is JSON.
+  const std::string long_kind(10000000, 'k');
+  const std::string reply = s.reply(R"({"id": 11, "kind": ")" + long_kind + "\"}");
+  EXPECT_LT(reply.size(), 300u) << reply.substr(0, 300);
+  EXPECT_NE(bp::parse_json(reply)["error"].str_or("").find("(10000000 bytes)"), std::string::npos);
+  const std::string bad_utf8 = s.reply("{\"id\": 12, \"kind\": \"\xff\xfe\"}");
+  EXPECT_NE(bad_utf8.find("unknown kind '\\ufffd\\ufffd'"), std::string::npos) << bad_utf8;
   // a huge input: 10^6 numbers in one line
   const std::string huge = evaluate("lse", "gradient", input_of<bp::Lse>(1000000));
   std::printf("  a message of %.1f MB\n", double(huge.size()) / 1e6);

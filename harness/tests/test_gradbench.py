@@ -194,3 +194,16 @@ def test_import_puts_gradbenchs_tools_beside_our_backends(bin_dir, tmp_path):
                           str(tmp_path / "broken.jsonl"), "--out", str(out)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "broken.jsonl:2: not a GradBench log line" in bad.stderr
+
+
+# --help is help (exit 0, on stdout); a directory given as the input file is one clear line.
+def test_help_and_a_directory_as_input(bin_dir, tmp_path):
+    tool = os.path.join(bin_dir, "bp_gradbench")
+    r = subprocess.run([tool, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.startswith("bp_gradbench: our engine as a GradBench tool")
+    assert "usage: bp_gradbench" in r.stdout and "unknown flag" not in r.stdout
+    r = subprocess.run([tool, "--module", "det", str(tmp_path), "gradient"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[0] == f"bp_gradbench: {tmp_path}: a directory, not an input file"
