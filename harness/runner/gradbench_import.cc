@@ -31,7 +31,9 @@ int import_gradbench_main(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
     if (a == "--into" || a == "--out") {
-      if (i + 1 >= args.size() || args[i + 1].empty()) import_error(a + " takes a folder");
+      if (i + 1 >= args.size() || args[i + 1].empty() || args[i + 1].rfind("--", 0) == 0)
+        import_error(a + " takes a folder" +
+                     (i + 1 < args.size() ? ", not " + args[i + 1] : std::string()));
       (a == "--into" ? into : out) = args[++i];
     } else if (a.rfind("--", 0) == 0) {
       import_error(a + ": unknown flag; valid: --into RUN, --out DIR");
@@ -59,7 +61,9 @@ int import_gradbench_main(const std::vector<std::string>& args) {
     } catch (const std::exception& e) {
       import_error((into / "summary.json").string() + ": unreadable (" + e.what() + ")");
     }
-    id = s.run_id + "+gradbench";
+    // The new folder is named after the run's own folder, never after the file's run_id (which
+    // could be "../../x" and write outside --out).
+    id = fs::weakly_canonical(into).filename().string() + "+gradbench";
   } else {
     const std::time_t now = std::time(nullptr);
     char stamp[32];
@@ -74,7 +78,9 @@ int import_gradbench_main(const std::vector<std::string>& args) {
   std::error_code ec;
   fs::create_directories(dir / "logs", ec);
   if (ec) import_error(dir.string() + ": cannot create it (" + ec.message() + ")");
-  for (const char* kept : {"check.json", "processes.json", "run.json"})
+  // An interrupted run stays marked so: its import is as incomplete as it is.
+  const bool incomplete = !into.empty() && fs::exists(into / "INCOMPLETE");
+  for (const char* kept : {"check.json", "processes.json", "run.json", "INCOMPLETE"})
     if (!into.empty() && fs::exists(into / kept)) fs::copy_file(into / kept, dir / kept, ec);
   write_atomically(dir / "summary.json", summary_json(s).dump(2, 4) + "\n");
   std::vector<std::string> log_names;
@@ -89,6 +95,11 @@ int import_gradbench_main(const std::vector<std::string>& args) {
                         imported.left_out.size());
     for (const std::string& l : imported.left_out) text += "  " + wrapped(l, 4);
   }
+  if (incomplete)
+    text += wrapped(fmt::format("incomplete: {} was interrupted, and so is this import of it; "
+                                "make bench RESUME={} finishes the run",
+                                into.string(), into.string()),
+                    2);
   text += fmt::format("results: {}\n", dir.string());
   write_atomically(dir / "summary.txt", text);
   fmt::print("{}", text);

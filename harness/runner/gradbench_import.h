@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -90,6 +91,27 @@ inline std::string gradbench_backend_name(const std::string& tool) {
   return out;
 }
 
+// The seconds of each "evaluate" timing, or what is wrong with them: GradBench writes a whole
+// number of nanoseconds, at least 0; a string ("NaN"), null, a missing value, a negative or a
+// duration past a day (1e300, or 1e999 read as infinity) is not one, and its cell is failed
+// rather than a time.
+inline std::string evaluate_seconds(const Json& timings, std::vector<double>* seconds) {
+  constexpr double kDayNanoseconds = 86400e9;
+  size_t index = 0;
+  for (const Json& t : timings.array) {
+    index++;
+    if (t["name"].str_or("") != "evaluate") continue;
+    const Json& ns = t["nanoseconds"];
+    if (!ns.is_number() || !(ns.number >= 0) || ns.number > kDayNanoseconds ||
+        ns.number != std::floor(ns.number))
+      return fmt::format("timing {} is {}, not a whole number of nanoseconds from 0 to a day",
+                         index, ns.is_null() ? "missing or null" : ns.dump());
+    seconds->push_back(ns.number / 1e9);
+  }
+  if (seconds->empty()) return "response has no evaluate timing";
+  return "";
+}
+
 // Reads one log. A line that is not JSON, or a log with no start, is an error naming the line.
 inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
   std::ifstream in(path);
@@ -152,14 +174,14 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
     } else if (!e.response["success"].boolean) {
       cell.status = "failed";
       cell.message = "GradBench: " + e.response["error"].str_or("the tool failed");
+    } else if (std::string bad = evaluate_seconds(e.response["timings"], &cell.repetition_seconds);
+               !bad.empty()) {
+      cell.status = "failed", cell.message = "the log's " + bad;
+      cell.repetition_seconds.clear();
     } else {
-      for (const Json& t : e.response["timings"].array)
-        if (t["name"].str_or("") == "evaluate")
-          cell.repetition_seconds.push_back(t["nanoseconds"].num_or(NAN) / 1e9);
       cell.median_seconds = median_of(cell.repetition_seconds);
       cell.interval = median_interval(cell.repetition_seconds);
-      cell.status = cell.repetition_seconds.empty() ? "failed" : "ok";
-      if (cell.repetition_seconds.empty()) cell.message = "the response has no evaluate timing";
+      cell.status = "ok";
       const auto a = analyses.find(id);
       cell.verified = a != analyses.end();
       if (a != analyses.end() && !a->second["valid"].boolean)
@@ -171,13 +193,21 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
   }
 }
 
-// summary.json back into a Summary, so that an import can add cells and write it again.
+// summary.json back into a Summary, so that an import can add cells and write it again. What is
+// not a summary of bench_run (`{}`, `[]`, rows that are not a list) is a runtime_error.
 inline Summary summary_from_json(const Json& j) {
+  if (j.kind != Json::Kind::object || j["run_id"].kind != Json::Kind::string ||
+      j["rows"].kind != Json::Kind::array || j["backends"].kind != Json::Kind::array)
+    throw std::runtime_error("not a summary of bench_run (no run_id, backends and rows)");
   Summary s;
   s.run_id = j["run_id"].str_or(""), s.study = j["study"].str_or("main");
   s.reference = j["reference"].str_or("");
   for (const Json& b : j["backends"].array) s.backends.push_back(b.str_or(""));
   for (const auto& [b, n] : j["threads"].object) s.threads[b] = int(n.num_or(1));
+  for (const std::string& b : s.backends)
+    if (!s.threads.count(b))
+      throw std::runtime_error("not a summary of bench_run (no thread count for backend " + b +
+                               ")");
   s.machine = j["machine"], s.options = j["options"], s.contexts = j["backend_contexts"];
   s.kernels = j["kernels"], s.intervals = j["intervals"];
   for (const Json& row : j["rows"].array) {

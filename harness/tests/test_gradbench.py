@@ -207,3 +207,62 @@ def test_help_and_a_directory_as_input(bin_dir, tmp_path):
                        text=True)
     assert r.returncode == 2
     assert r.stderr.splitlines()[0] == f"bp_gradbench: {tmp_path}: a directory, not an input file"
+
+
+# What an import must not take on trust: timings that are no durations, a summary.json that is
+# no summary, a run_id that names another folder, an interrupted run, a flag given as a folder.
+def test_an_import_takes_nothing_on_trust(bin_dir, tmp_path):
+    bench_run = os.path.join(bin_dir, "bench_run")
+    out = tmp_path / "results"
+    timings = ["NaN", None, "missing", -5, 1e300, 1.5]
+    lines = [{"response": {"id": 0, "tool": "odd"}}]
+    for i, t in enumerate(timings):
+        size = 2500 * (i + 1)
+        timing = {"name": "evaluate"} | ({} if t == "missing" else {"nanoseconds": t})
+        lines += [{"message": {"id": 10 + i, "kind": "evaluate", "module": "lse",
+                               "function": "gradient", "input": {"x": [0.5] * size}}},
+                  {"response": {"id": 10 + i, "success": True, "output": [0.1] * size,
+                                "timings": [timing]}}]
+    log = "".join(json.dumps(line) + "\n" for line in lines)
+    log = log.replace('"nanoseconds": 1e+300', '"nanoseconds": 1e999')  # read as infinity
+    (tmp_path / "odd.jsonl").write_text(log)
+    r = subprocess.run([bench_run, "import-gradbench", str(tmp_path / "odd.jsonl"), "--out",
+                        str(out)], capture_output=True, text=True)
+    assert r.returncode == 0 and "plots failed" not in r.stderr, r.stdout + r.stderr
+    summary = json.loads(next(out.glob("*-gradbench/summary.json")).read_text())
+    cells = [row["backends"]["gradbench_odd"] for row in summary["rows"]]
+    assert len(cells) == len(timings)
+    for cell in cells:
+        assert cell["status"] == "failed", cell
+        assert "not a whole number of nanoseconds" in cell["message"], cell["message"]
+    # --into a folder whose summary.json is no summary, or names another folder as its run
+    (tmp_path / "good.jsonl").write_text("".join(json.dumps(line) + "\n" for line in [
+        {"message": {"id": 1, "kind": "evaluate", "module": "lse", "function": "gradient",
+                     "input": {"x": [0.5] * 2500}}},
+        {"response": {"id": 1, "success": True, "output": [0.1] * 2500,
+                      "timings": [{"name": "evaluate", "nanoseconds": 1000}]}}]))
+    fake = tmp_path / "fake-run"
+    fake.mkdir()
+    for text in ["{}", "[]", '{"run_id": "x", "rows": {}, "backends": []}',
+                 '{"run_id": "x", "rows": [], "backends": ["engine"]}']:
+        (fake / "summary.json").write_text(text)
+        r = subprocess.run([bench_run, "import-gradbench", str(tmp_path / "good.jsonl"),
+                            "--into", str(fake), "--out", str(out)], capture_output=True,
+                           text=True)
+        assert r.returncode == 2, text
+        assert "not a summary of bench_run" in r.stderr, r.stderr
+    (fake / "summary.json").write_text(
+        '{"run_id": "../../escaped", "study": "main", "backends": ["engine"], '
+        '"threads": {"engine": 1}, "rows": []}')
+    (fake / "INCOMPLETE").write_text("")
+    r = subprocess.run([bench_run, "import-gradbench", str(tmp_path / "good.jsonl"), "--into",
+                        str(fake), "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    merged = out / "fake-run+gradbench"
+    assert (merged / "summary.json").exists() and (merged / "INCOMPLETE").exists()
+    assert not (tmp_path.parent / "escaped+gradbench").exists()
+    assert "incomplete: " in (merged / "summary.txt").read_text()
+    # a flag where a folder belongs
+    r = subprocess.run([bench_run, "import-gradbench", str(tmp_path / "good.jsonl"), "--into",
+                        "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "--into takes a folder, not --out" in r.stderr, r.stderr
