@@ -126,13 +126,14 @@ def label(instance):
 
 
 def caption(run):
-    m = run["machine"]
+    m = run["machine"] or {}  # none in a run imported from GradBench's logs alone
     env = m.get("environment", {})
     cpu = f" (family {env['cpu_family']} model {env['cpu_model_number']})" if env else ""
     threads = sorted(set(run["threads"].values()))
     t = f"{threads[0]} thread each" if len(threads) == 1 else "threads: " + ", ".join(
         f"{b} {n}" for b, n in run["threads"].items())
-    return f"{m['cpu_model']}{cpu}, {m['cpus']} CPUs; {t}; run {run['run_id']}"
+    where = f"{m['cpu_model']}{cpu}, {m['cpus']} CPUs" if m else "machine not recorded"
+    return f"{where}; {t}; run {run['run_id']}"
 
 
 def finish(fig, run, note=None, legend_axes=None):

@@ -176,9 +176,9 @@ def failures_section(run_dir, cells_not_ok):
 
 
 def environment_section(s):
-    env = s["machine"].get("environment", {})
+    env = (s["machine"] or {}).get("environment", {})
     rows = [[esc(k), esc(v)] for k, v in env.items()]
-    rows += [[esc(k), esc(v)] for k, v in s["machine"].items() if not isinstance(v, dict)]
+    rows += [[esc(k), esc(v)] for k, v in (s["machine"] or {}).items() if not isinstance(v, dict)]
     rows += [[esc("option " + k), esc(v)] for k, v in s.get("options", {}).items()]
     for backend, ctx in s.get("backend_contexts", {}).items():
         rows += [[esc(f"{backend} {k}"), esc(ctx[k])] for k in
@@ -193,7 +193,7 @@ def report(run_dir):
         raise ValueError(f"{run_dir}/summary.json missing or unreadable")
     statuses = [c["status"] for row in s["rows"] for c in row["backends"].values()]
     failed = [x for x in statuses if x not in ("ok", "skipped")]
-    m = s["machine"]
+    m = s["machine"] or {}  # none in a run imported from GradBench's logs alone
     env = m.get("environment", {})
     others = m.get("other_benchmarks") or []
     warnings = []
