@@ -425,6 +425,29 @@ TEST(Selection, DefaultSkipsApplyToDefaultSizesOnly) {
   EXPECT_TRUE((*given)[0].skipped.empty());
 }
 
+// A size key that no selected workload has is valid (another workload has it) but changes
+// nothing: one line says so (the README's own example once passed nodes=10 to mini_gpt alone).
+TEST(Selection, ASizeKeyNoSelectedWorkloadHasIsSaid) {
+  std::string error;
+  std::vector<std::string> unused;
+  auto selected = bp::select_instances({.backends = {"engine"},
+                                        .workloads = "tiny_graph,mini_gpt",
+                                        .sizes = {"nodes=10", "batch=2"},
+                                        .filter = "",
+                                        .threads_of = [](const std::string&) { return 1; },
+                                        .runs = nullptr,
+                                        .default_skip = nullptr,
+                                        .unused_sizes = &unused},
+                                       &error);
+  ASSERT_TRUE(selected) << error;
+  ASSERT_EQ(unused.size(), 1u);
+  EXPECT_EQ(unused[0].rfind("--sizes nodes=10: no selected workload is sized by 'nodes' "
+                            "(scalar_chain",
+                            0),
+            0u)
+      << unused[0];
+}
+
 TEST(Selection, BadSelectionsSayWhatIsValid) {
   std::string error;
   EXPECT_FALSE(select("resnet", {}, "", &error));

@@ -34,6 +34,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/core/arena.h"
+
 namespace bp {
 
 struct CheckpointError : std::runtime_error {
@@ -84,7 +86,7 @@ class CheckpointFile {
   // A buffer for one record, aligned for O_DIRECT; free it with std::free.
   void* new_buffer() const {
     void* p = std::aligned_alloc(kAlign, record_bytes_);
-    if (!p) throw std::bad_alloc();
+    if (!p) throw AllocationFailed(record_bytes_, "a checkpoint record");
     std::memset(p, 0, record_bytes_);
     return p;
   }

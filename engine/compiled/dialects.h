@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "engine/compiled/kernels_reference.h"
+#include "engine/core/arena.h"
 #include "engine/core/ops.h"
 #include "engine/core/threads.h"
 #include "engine/kernels/library.h"
@@ -361,7 +362,7 @@ struct KernelBench {
     n = std::max<size_t>(n, 1);
     const size_t bytes = (n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
     T* v = storage.emplace_back(static_cast<T*>(std::aligned_alloc(kAlign, bytes))).get();
-    if (!v) throw std::bad_alloc();
+    if (!v) throw AllocationFailed(bytes, "a kernel timing's operands");
     for (size_t i = 0; i < n; i++) v[i] = from + T(0.5) * T((i * 7919) % 1024) / 1024;
     return v;
   }

@@ -911,7 +911,7 @@ class Program {
     recomputed_ = recomputed;
     arena_.reset(
         static_cast<T*>(std::aligned_alloc(kPlanAlign, std::max(plan_.arena_bytes, kPlanAlign))));
-    if (!arena_) throw std::bad_alloc();
+    if (!arena_) throw AllocationFailed(plan_.arena_bytes, "the compiled program's arena");
 
     auto resolve = [&](const Ref& r) -> T* {
       if (r.buffer < 0) return const_cast<T*>(r.outside);

@@ -18,6 +18,20 @@
 
 namespace bp {
 
+// An allocation the system refused, with its size and what it was for: a std::bad_alloc (so the
+// callers that decide what out of memory means catch it as they would new's), whose what() is the
+// line a run reports ("cannot allocate 4294967296 bytes for a step's arena block").
+class AllocationFailed : public std::bad_alloc {
+ public:
+  AllocationFailed(size_t bytes, const char* what_for) {
+    std::snprintf(text_, sizeof text_, "cannot allocate %zu bytes for %s", bytes, what_for);
+  }
+  const char* what() const noexcept override { return text_; }
+
+ private:
+  char text_[160];
+};
+
 // A bump allocator over blocks that never move, so pointers into it stay valid while a step
 // grows it. A step that outgrows the blocks adds one as large as all of them; reset() and
 // rewind() only move the cursor back, keeping every block: a step like the last one then lands
@@ -95,7 +109,7 @@ class Arena {
     const size_t align = n * sizeof(T) >= kHugeFrom ? kHugePage : 64;
     const size_t bytes = (n * sizeof(T) + align - 1) / align * align;
     void* p = std::aligned_alloc(align, bytes);
-    if (!p) throw std::bad_alloc();  // as `new` would: the caller decides what it means
+    if (!p) throw AllocationFailed(bytes, "an arena block");
     if (align == kHugePage) madvise(p, bytes, MADV_HUGEPAGE);
     blocks_.push_back({static_cast<T*>(p), n, 0});
   }

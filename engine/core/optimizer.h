@@ -28,6 +28,7 @@
 #include <span>
 #include <utility>
 
+#include "engine/core/arena.h"
 #include "engine/core/ops.h"
 #include "engine/kernels/kernels.h"
 
@@ -120,7 +121,7 @@ class FlatParams {
       void* p =
           data ? mremap(data, bytes, want, MREMAP_MAYMOVE)
                : mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();  // as `new` would: the caller decides
+      if (p == MAP_FAILED) throw AllocationFailed(want, "optimizer state");
       data = static_cast<T*>(p), bytes = want;
     }
   };

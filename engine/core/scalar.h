@@ -29,6 +29,7 @@
 #include <new>
 #include <type_traits>
 
+#include "engine/core/arena.h"
 #include "engine/kernels/kernels.h"
 
 namespace bp {
@@ -367,7 +368,7 @@ class ScalarTape {
       std::abort();
     }
     void* p = std::realloc(nodes_, size_t(capacity) * sizeof(Node));
-    if (!p) throw std::bad_alloc();
+    if (!p) throw AllocationFailed(size_t(capacity) * sizeof(Node), "the scalar tape");
     nodes_ = static_cast<Node*>(p);
     capacity_ = capacity;
     growths_++;

@@ -207,6 +207,19 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
   return out;
 }
 
+// The process that started `pid`'s run: its highest ancestor (itself included) that is a
+// benchmark program, so that a run's backends count as that one run.
+inline long proc_benchmark_root(long pid) {
+  long root = pid;
+  for (long p = proc_parent_of(pid), hops = 0; p > 1 && hops < 64; p = proc_parent_of(p), hops++) {
+    std::ifstream cmd("/proc/" + std::to_string(p) + "/cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
+    if (benchmark_program_of(split(cmdline, '\0')).empty()) break;
+    root = p;
+  }
+  return root;
+}
+
 inline double load_average_1min() {
   double load[1] = {-1};
   return getloadavg(load, 1) == 1 ? load[0] : -1;

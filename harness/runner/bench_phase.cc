@@ -118,8 +118,12 @@ Json process_ended(RunState& run, const Selected& s, Running& r, Cell& c) {
     c.status = "interrupted", c.message = "interrupted; --resume runs it again";
   } else if (p.exit_code == kExitOutOfMemory) {
     c.status = "out_of_memory";
-    c.message = fmt::format("out of memory at {} under the limit of {} (see {})", s.id,
-                            human_bytes(double(run.opt.memory_limit)), r.log);
+    // The backend's own line (the protocol's "out of memory: ..."): the allocation it refused.
+    std::string said;
+    for (const std::string& line : split(read_file(run.folder.dir() / r.log), '\n'))
+      if (line.rfind("out of memory: ", 0) == 0) said = ": " + line.substr(15);
+    c.message = fmt::format("out of memory at {} under the limit of {}{} (see {})", s.id,
+                            human_bytes(double(run.opt.memory_limit)), said, r.log);
   } else if (const std::string line = p.ok() ? "" : run.memory_failure_line(r.log); !line.empty()) {
     c.status = "out_of_memory";
     c.message = fmt::format("could not start under the memory limit of {}: {} (see {})",

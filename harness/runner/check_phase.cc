@@ -149,8 +149,8 @@ bool run_checks(RunState& run, const std::vector<CheckJob>& jobs, Records& recor
   while (next < jobs.size() || !alive.empty()) {
     while (next < jobs.size() && alive.size() < size_t(run.opt.jobs) && !g_interrupted) {
       const CheckJob& job = jobs[next++];
+      run.note_other_benchmarks();  // its warning before the line below, never inside it
       if (one_at_a_time) fmt::print("check {:<11} ", job.backend), std::fflush(stdout);
-      run.note_other_benchmarks();
       alive.emplace_back(
           &job, std::make_unique<Child>(job.argv, (run.folder.dir() / job.log).string(),
                                         run.opt.timeout, run.child_env(), run.opt.memory_limit));

@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
   bp::RunState run;
   run.opt = bp::parse_options(bp::resumed_args({argv + 1, argv + argc}, bp::kResultFormat));
   std::string error;
+  std::vector<std::string> unused_sizes;
   std::optional<std::vector<bp::Selected>> selected = bp::select_instances(
       {.backends = run.opt.backends,
        .workloads = run.opt.workloads,
@@ -144,9 +145,16 @@ int main(int argc, char** argv) {
        .threads_of = [&](const std::string& b) { return bp::threads_of(b, run.opt.threads); },
        .runs = [](const std::string& b,
                   const bp::WorkloadInfo& w) { return bp::backend_runs(b, w.name); },
-       .default_skip = bp::default_size_skipped},
+       .default_skip = bp::default_size_skipped,
+       .unused_sizes = &unused_sizes},
       &error);
   if (!selected) bp::usage_error(error);
+  for (const std::string& line : unused_sizes) fmt::print(stderr, "warning: {}\n", line);
+  if (run.opt.threads > bp::process_cpus())
+    fmt::print(stderr,
+               "warning: --threads {} on {} CPUs: every backend is oversubscribed, and its times "
+               "measure that\n",
+               run.opt.threads, bp::process_cpus());
   // A variant none of whose workloads is selected has no column in any table.
   std::erase_if(run.opt.backends, [&](const std::string& b) {
     return std::none_of(selected->begin(), selected->end(),

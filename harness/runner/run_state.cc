@@ -71,12 +71,20 @@ std::vector<std::string> RunState::child_env() const {
 
 // Another benchmark on the machine makes this run's timings incomparable: say so, once, and in
 // the results.
+// One warning per other run, not per process of it (a run of 20 backends' processes was 20 lines).
 void RunState::note_other_benchmarks() {
-  for (const std::string& other : proc_other_benchmarks(getpid()))
-    if (std::find(others.begin(), others.end(), other) == others.end()) {
-      others.push_back(other);
-      fmt::print(stderr, "warning: another benchmark is running on this machine ({})\n", other);
-    }
+  for (const std::string& other : proc_other_benchmarks(getpid())) {
+    if (std::find(others.begin(), others.end(), other) != others.end()) continue;
+    others.push_back(other);
+    const long root = proc_benchmark_root(std::strtol(other.c_str(), nullptr, 10));
+    if (std::find(other_runs.begin(), other_runs.end(), root) != other_runs.end()) continue;
+    other_runs.push_back(root);
+    fmt::print(stderr, "warning: another benchmark is running on this machine ({}{})\n", other,
+               std::to_string(root) + " " == other.substr(0, other.find(' ') + 1)
+                   ? ""
+                   : fmt::format(", of the run of process {}", root));
+    std::fflush(stderr);
+  }
 }
 
 // Its record, in place of the check's, says why (status skipped, or out_of_memory for an

@@ -37,6 +37,7 @@ struct RunState {
   std::time_t start = 0;
   double load_start = -1;
   std::vector<std::string> others;  // other benchmark processes seen during the run
+  std::vector<long> other_runs;     // the runs they belong to (proc_benchmark_root), each warned of
   Json processes = Json::array_of();
   Json estimates = Json::array_of();     // sizes beyond the defaults: what each will need
   ByCell<Json> not_run;                  // the runner's own records, in place of the check's

@@ -35,6 +35,9 @@ struct SelectionRequest {
   // Why a backend leaves out one of a workload's default sizes ("": it does not); asked only
   // for sizes that came from the defaults, never for sizes given with --sizes; null: none.
   std::function<std::string(const std::string&, const WorkloadInfo&, int64_t)> default_skip;
+  // If given, gets a line for each --sizes key that no selected workload is sized by (valid, as
+  // some workload has it, but it changes nothing in this run).
+  std::vector<std::string>* unused_sizes = nullptr;
 };
 
 // One instance and its benchmark name on each backend the filter kept.
@@ -149,6 +152,19 @@ inline std::optional<std::vector<Selected>> select_instances(const SelectionRequ
       if (!s.names.empty()) out.push_back(std::move(s));
     }
   }
+  if (r.unused_sizes)
+    for (const std::string& spec : r.sizes) {
+      const std::string key = spec.substr(0, spec.find('='));
+      std::vector<std::string> sized_by;
+      for (const WorkloadInfo& w : kWorkloads)
+        if (w.sizes.key == key) sized_by.emplace_back(w.name);
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const Selected& s) { return s.workload->sizes.key == key; }))
+        r.unused_sizes->push_back(
+            fmt::format("--sizes {}: no selected workload is sized by '{}' ({}), so it changes "
+                        "nothing",
+                        spec, key, fmt::join(sized_by, ", ")));
+    }
   if (out.empty()) {
     if (every_name.size() > 6) every_name.resize(6), every_name.push_back("...");
     return fail(fmt::format("--filter '{}' matches no benchmark; names look like:\n  {}", r.filter,

@@ -202,9 +202,9 @@ void interval_sweep_phase(RunState& run) {
   run.make_folders({run.folder.dir() / "intervals", run.folder.dir() / "logs/intervals"});
   Json rows = Json::array_of();
   for (const auto& [w, s] : chosen) {
+    run.note_other_benchmarks();  // its warning before the line below, never inside it
     fmt::print("  {:<30}", s->id);
     std::fflush(stdout);
-    run.note_other_benchmarks();
     Sweep sweep;
     start_sweep(run, w, *s, sweep);
     sweep.turns.take();

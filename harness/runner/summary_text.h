@@ -88,6 +88,14 @@ inline std::string machine_lines(const Summary& s) {
   for (const auto& [n, list] : by_threads)
     threads += fmt::format("{}{} thread{}: {}", threads.empty() ? "" : "; ", n, n > 1 ? "s" : "",
                            fmt::join(list, ", "));
+  // More threads than the CPUs the run could use: said where the thread counts are.
+  const std::string affinity = env["cpu_affinity"].str_or("");
+  const int cpus = affinity.empty() || affinity == "unknown"
+                       ? 0
+                       : int(std::count(affinity.begin(), affinity.end(), ',')) + 1;
+  if (cpus > 0 && !by_threads.empty() && by_threads.rbegin()->first > cpus)
+    threads +=
+        fmt::format(" (oversubscribed: {} threads on {} CPUs)", by_threads.rbegin()->first, cpus);
   return wrapped(fmt::format("summary of {} (study {}); {}", s.run_id, s.study, threads), 2) +
          wrapped(fmt::format("machine: {} ({} family {} model {} stepping {}), CPUs {} of {}, "
                              "kernel {}, governor {}",

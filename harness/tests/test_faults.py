@@ -107,6 +107,9 @@ def test_out_of_memory_is_reported_at_its_size(bin_dir, tmp_path):
         assert big["status"] == "out_of_memory", (b, big)
         assert "out of memory in the check at step/mini_gpt_wide/batch:512 under the limit of " \
                "1572.9 MB" in big["message"], big["message"]
+    # our engine names the allocation it could not make (docs/troubleshooting.md)
+    assert re.search(r"cannot allocate \d+ bytes for ",
+                     c[("engine", "step/mini_gpt_wide/batch:512")]["message"])
     assert "out of mem" in (tmp_path / "latest" / "summary.txt").read_text()
     out = tmp_path / "injected"
     r = run(bin_dir, out, "--workloads", "mlp_width", "--sizes", "width=16", *QUICK,

@@ -253,6 +253,15 @@ def test_more_threads_than_cpus_run_and_say_oversubscribed(bin_dir, tmp_path):
         context = load(folder / "check" / f"{backend}.json")["context"]
         assert context["threads"] == str(threads), (backend, context)
         assert context["oversubscribed"] == "yes", (backend, context)
+    cpus = len(os.sched_getaffinity(0))
+    assert f"warning: --threads {threads} on {cpus} CPUs: every backend is oversubscribed" \
+        in r.stderr, r.stderr
+    timed = tmp_path / "timed"
+    r = run(bin_dir, timed, "--threads", str(threads), "--workloads", "tiny_graph", "--backends",
+            "engine", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"(oversubscribed: {threads} threads on {cpus} CPUs)" in \
+        (timed / "latest" / "summary.txt").read_text().replace("\n  ", " ")
 
 
 # Every option --help lists is one the parser takes (--warmup-steps once was listed, not parsed).
@@ -400,6 +409,9 @@ def test_concurrent_runs_keep_apart_and_say_so(bin_dir, tmp_path):
     assert all(m["load_average_start"] >= 0 and m["load_average_end"] >= 0 for m in machines)
     assert any(m["other_benchmarks"] for m in machines), machines
     assert any("another benchmark is running on this machine" in err for _, err in outputs)
+    # once per other run, however many processes it starts
+    for _, err in outputs:
+        assert err.count("another benchmark is running") <= 1, err
 
 
 # A wrapper that names bench_run in its arguments (`time`, `timeout`: make bench under them) is
