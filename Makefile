@@ -6,7 +6,8 @@
 #   make study NAME=bptt|budget|first_step|kernels|threads|optim|gradbench   (the same variables)
 #   make bench-all                        (every backend, size and study at once)
 #   make bench RESUME=results/<run-id>    (finishes an interrupted run)
-#   make compare A=results/<run-A> B=results/<run-B> [THRESHOLD=10] [FORCE=1]   (exit 1: slower)
+#   make compare BASELINE=results/<before> NEW=results/<after> [THRESHOLD=10] [FORCE=1]
+#                                         (exit 1: the new run is slower)
 #   make check (unit tests)   make test (everything, as CI)   make plots RUN=results/<run-id>
 #   make history   make format   make clean
 BUILD := build
@@ -16,7 +17,7 @@ SOURCES = $(shell find engine workloads harness baselines dev -name '*.h' -o -na
 # single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
 # on in MAKEFLAGS (the make that `cmake --build` runs would expand them).
 USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS WARMUP MEMORY FORCE RUN RESUME \
-             A B THRESHOLD CHECKPOINTS PLANS NAME
+             BASELINE NEW THRESHOLD CHECKPOINTS PLANS NAME
 unexport $(USER_VARS)
 MAKEOVERRIDES :=
 quote = '$(subst ','\'',$(1))'
@@ -28,7 +29,8 @@ BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
   $(call arg,CHECKPOINTS,--checkpoint-dir) $(call arg,PLANS,--cache-dir)
 # RESUME=results/<run-id> finishes an interrupted run with its own options (bench_run --resume).
 RUN_FOLDER = $(if $(value RESUME),--resume $(call quote,$(value RESUME)),--out results)
-COMPARE_ARGS = $(if $(value A),$(call quote,$(value A))) $(if $(value B),$(call quote,$(value B))) \
+COMPARE_ARGS = $(if $(value BASELINE),$(call quote,$(value BASELINE))) \
+  $(if $(value NEW),$(call quote,$(value NEW))) \
   $(call arg,THRESHOLD,--threshold) $(if $(value FORCE),--force)
 CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 

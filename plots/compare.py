@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """plots/compare.py: draws one comparison of two runs (bench_run compare) as a figure.
 
-A pure function of the <A>-vs-<B>.json that bench_run compare writes (harness/runner/compare.h): each
-benchmark's change B/A in percent with its interval, coloured by its verdict, the threshold band
+A pure function of the <baseline>-vs-<new>.json that bench_run compare writes (harness/runner/compare.h): each
+benchmark's change new / baseline in percent with its interval, coloured by its verdict, the threshold band
 shaded; benchmarks that could not be compared are listed by name at the right, not dropped, and
 those only one run holds are counted there.
 
-    /usr/bin/python3 plots/compare.py results/compare/<A>-vs-<B>.json out.png
+    /usr/bin/python3 plots/compare.py results/compare/<baseline>-vs-<new>.json out.png
 Tests: harness/tests/test_compare.py (from real runs), plots/tests/test_plots.py.
 """
 import json
@@ -40,7 +40,7 @@ def figure(report):
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"{r['instance']} {r['backend']}" for r in rows], fontsize=7)
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlabel("change of the median time per step, B/A - 1 (%), with its interval")
+    ax.set_xlabel("change of the median time per step, new / baseline - 1 (%), with its interval")
     counts = ", ".join(f"{n} {v}" for v, n in report["counts"].items())
     ax.set_title(f"{report['b']}\nagainst {report['a']}: {counts}", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
@@ -49,8 +49,8 @@ def figure(report):
                                                                   else "") for r in others]
     notes += [f"unreadable: {u}" for u in report["unreadable"]]
     if report.get("only_in_a") or report.get("only_in_b"):  # counted, as the table counts them
-        notes.append(f"not compared: {report.get('only_in_a', 0)} only in A, "
-                     f"{report.get('only_in_b', 0)} only in B")
+        notes.append(f"not compared: {report.get('only_in_a', 0)} only in the baseline, "
+                     f"{report.get('only_in_b', 0)} only in the new run")
     if notes:  # to the right, under the legend: outside the data
         fig.text(0.80, 0.5, "\n".join(n[:60] for n in notes[:30]), fontsize=6, va="top")
     m = report["machine"]

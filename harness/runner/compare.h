@@ -1,25 +1,28 @@
-// harness/runner/compare.h: `bench_run compare A B`, two finished runs side by side, usable as a
-// gate.
+// harness/runner/compare.h: `bench_run compare BASELINE NEW`, two finished runs side by side,
+// usable as a gate. As Google Benchmark's compare.py and asv name them: the baseline is the run
+// compared against (before a change), the new run the one judged (after it); "slower" means the
+// new run is slower. (In the code, a is the baseline and b the new run.)
 //
-// Per benchmark (the same instance on the same backend in both runs) the change B/A of the
-// median time, with an interval from the two medians' intervals (B's lowest over A's highest,
+// Per benchmark (the same instance on the same backend in both runs) the change new/baseline of
+// the median time, with an interval from the two medians' intervals (new's lowest over the
+// baseline's highest,
 // and the reverse: the runs were not paired, so this is the conservative one; when the medians'
 // intervals hold at levels p and q, the change's holds at pq or more: 10 repetitions give 95.8%),
 // and a verdict: slower when the whole interval lies beyond 1 + threshold (the slowdown exceeds
 // the threshold beyond doubt), faster in mirror (below 1 / (1 + threshold)), otherwise same. The
 // intervals come from the repetitions of each run (two rounds: two processes minutes apart); the
-// threshold covers what differs between hours (docs/reading-a-run.md). A benchmark that ran in A
-// and failed in B is broken. Only the benchmarks both runs hold are compared; the rest are
-// counted in one line. The numbers are read from the runs' own Google Benchmark files where the
-// run keeps them, so a result file that is corrupt or cut short is named and skipped and the rest
-// compared; a curated run that keeps only its summary (results/reference) is read from the
-// repetitions summary.json holds. Runs whose processors, instruction sets, CPUs, library versions
-// or runner options differ are refused unless --force, with every difference listed; the
-// differences that only inform (microcode, other CPU flags, the kernel release) are said
-// (harness/common/environment.h). Writes <out>/<A>-vs-<B>.json and .txt (never over an earlier
-// comparison's), and plots/compare.py draws <A>-vs-<B>.png.
-// Exit status: 0 nothing slower or broken; 1 something is (a CI gate); 2 bad input.
-//   build/bench_run compare results/<run-A> results/<run-B> [--threshold 10] [--force]
+// threshold covers what differs between hours (docs/reading-a-run.md). A benchmark that ran in
+// the baseline and failed in the new run is broken. Only the benchmarks both runs hold are
+// compared; the rest are counted in one line. The numbers are read from the runs' own Google
+// Benchmark files where the run keeps them, so a result file that is corrupt or cut short is named
+// and skipped and the rest compared; a curated run that keeps only its summary (results/reference)
+// is read from the repetitions summary.json holds. Runs whose processors, instruction sets, CPUs,
+// library versions or runner options differ are refused unless --force, with every difference
+// listed; the differences that only inform (microcode, other CPU flags, the kernel release) are
+// said (harness/common/environment.h). Writes <out>/<baseline>-vs-<new>.json and .txt (never over
+// an earlier comparison's), and plots/compare.py draws <baseline>-vs-<new>.png. Exit status: 0
+// nothing slower or broken; 1 something is (a CI gate); 2 bad input.
+//   build/bench_run compare results/<baseline> results/<new-run> [--threshold 10] [--force]
 //   Tests: harness/tests/test_compare.py.
 #pragma once
 
@@ -156,21 +159,21 @@ inline Change compare_entries(const std::string& instance, const std::string& ba
                               double threshold) {
   Change c{instance, backend, "not compared", ""};
   if (!a || !b) {
-    c.note = !a ? "not in A" : "not in B";
+    c.note = !a ? "not in the baseline" : "not in the new run";
     return c;
   }
   if (a->status == "unreadable" || b->status == "unreadable") {
-    c.note = a->status == "unreadable" ? "its result file in A is unreadable"
-                                       : "its result file in B is unreadable";
+    c.note = a->status == "unreadable" ? "its result file in the baseline is unreadable"
+                                       : "its result file in the new run is unreadable";
     return c;
   }
   if (a->status != "ok" || b->status != "ok") {
     if (a->status == "ok" && b->status != "skipped")
-      c.verdict = "broken", c.note = fmt::format("{} in B: {}", b->status, b->message);
+      c.verdict = "broken", c.note = fmt::format("{} in the new run: {}", b->status, b->message);
     else if (b->status == "ok" && a->status != "skipped")
-      c.verdict = "fixed", c.note = fmt::format("{} in A", a->status);
+      c.verdict = "fixed", c.note = fmt::format("{} in the baseline", a->status);
     else
-      c.note = fmt::format("{} in A, {} in B", a->status, b->status);
+      c.note = fmt::format("{} in the baseline, {} in the new run", a->status, b->status);
     return c;
   }
   c.a = a->result.median_seconds, c.b = b->result.median_seconds;
@@ -183,7 +186,7 @@ inline Change compare_entries(const std::string& instance, const std::string& ba
   return c;
 }
 
-// Every benchmark of A, then those only in B, in the runs' row order.
+// Every benchmark of the baseline, then those only in the new run, in the runs' row order.
 inline std::vector<Change> compare_runs(const RunForCompare& a, const RunForCompare& b,
                                         double threshold) {
   std::vector<Change> out;
@@ -224,8 +227,8 @@ inline CompareTable compare_table(const std::vector<Change>& changes) {
   CompareTable t;
   size_t width = 9;
   for (const Change& c : changes) width = std::max(width, c.instance.size() + c.backend.size() + 1);
-  t.text = fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}\n", "benchmark", width, "A", "B",
-                       "change", "interval", "verdict");
+  t.text = fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}\n", "benchmark", width, "baseline",
+                       "new", "change", "interval", "verdict");
   auto number = [](double x) { return std::isfinite(x) ? Json(x) : Json(); };
   for (const Change& c : changes) {
     t.count[c.verdict]++;
@@ -254,8 +257,8 @@ inline std::string compare_header(const RunForCompare& a, const RunForCompare& b
                                   const EnvironmentDifferences& d) {
   const Json& env = b.summary["machine"]["environment"];
   std::string text = fmt::format(
-      "compare A = {} (git {})\n    and B = {} (git {})\non {} (family {} model {} stepping {}); "
-      "change = B/A of the median time per step\n",
+      "compare baseline {} (git {})\n   with new run {} (git {})\non {} (family {} model {} "
+      "stepping {}); change = new / baseline of the median time per step\n",
       run_id_of(a), a.summary["machine"]["git_sha"].str_or("?"), run_id_of(b),
       b.summary["machine"]["git_sha"].str_or("?"), b.summary["machine"]["cpu_model"].str_or("?"),
       env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
@@ -271,13 +274,13 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
                                     const std::vector<Change>& all, double threshold,
                                     const EnvironmentDifferences& differences) {
   // What only one run holds is counted, not listed: a default run against a run of every backend
-  // would otherwise be a page of "not in B".
+  // would otherwise be a page of "not in the new run".
   std::vector<Change> changes;
   int only_a = 0, only_b = 0;
   for (const Change& c : all) {
-    if (c.note == "not in B")
+    if (c.note == "not in the new run")
       only_a++;
-    else if (c.note == "not in A")
+    else if (c.note == "not in the baseline")
       only_b++;
     else
       changes.push_back(c);
@@ -288,7 +291,8 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
   r.text = compare_header(a, b, differences) + "\n" + table.text;
   if (only_a || only_b)
     r.text +=
-        fmt::format("not compared: {} benchmark(s) only in A, {} only in B\n", only_a, only_b);
+        fmt::format("not compared: {} benchmark(s) only in the baseline, {} only in the new run\n",
+                    only_a, only_b);
   Json skipped = Json::array_of();
   for (const RunForCompare* run : {&a, &b})
     for (const std::string& u : run->unreadable) {
@@ -333,19 +337,22 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
 }
 
 inline const char* kCompareUsage =
-    R"(usage: bench_run compare A B [options]   (make compare A=... B=...)
-  A, B                 two finished runs (folders such as results/<run-id>, or results/latest)
+    R"(usage: bench_run compare BASELINE NEW [options]   (make compare BASELINE=... NEW=...)
+  BASELINE             the run compared against (before a change): a finished run's folder,
+                       such as results/<run-id>
+  NEW                  the run judged (after the change), such as results/latest
   --threshold PCT      slower (faster) only when the change's whole interval lies beyond this
                        (default 10)
   --force              compare runs made on different processors, instruction sets, CPUs,
                        library versions or runner options (each difference is printed as a
                        warning); differences that change no step's cost need no --force
-  --out DIR            the folder <A>-vs-<B>.txt, .json and .png go to (default results/compare);
+  --out DIR            the folder <baseline>-vs-<new>.txt, .json and .png go to (default
+                       results/compare);
                        an earlier comparison's files are never overwritten (-2, -3 ... added)
   --no-plots           do not draw the plot (plots/compare.py)
-Per benchmark: B/A of the median time with its interval, and a verdict (faster, slower, same;
-broken: ran in A, failed in B). Exit status: 0 nothing slower or broken; 1 something is; 2 bad
-input.
+Per benchmark: new / baseline of the median time with its interval, and a verdict for the new
+run (faster, slower, same; broken: ran in the baseline, failed in the new run). Exit status: 0
+nothing slower or broken; 1 something is; 2 bad input.
 )";
 
 // One line on stderr, exit 2, as bench_run's own bad input.
@@ -393,21 +400,23 @@ inline CompareOptions parse_compare_options(const std::vector<std::string>& args
     }
   }
   if (o.runs.size() != 2)
-    compare_error(fmt::format(
-        "needs two runs, A and B (given {}): bench_run compare results/<run-A> results/<run-B>",
-        o.runs.size()));
+    compare_error(
+        fmt::format("needs two runs, a baseline and a new one (given {}): bench_run compare "
+                    "results/<baseline> results/<new-run>",
+                    o.runs.size()));
   std::error_code ec;
   if (fs::equivalent(o.runs[0], o.runs[1], ec))
-    compare_error(fmt::format("A and B are the same run ({}); compare two runs",
-                              fs::canonical(o.runs[0], ec).string()));
+    compare_error(
+        fmt::format("the baseline and the new run are the same run ({}); compare two runs",
+                    fs::canonical(o.runs[0], ec).string()));
   if (fs::exists(o.out, ec) && !fs::is_directory(o.out, ec))
     compare_error(fmt::format("--out {}: is a file; name a folder for the comparison's files",
                               o.out.string()));
   return o;
 }
 
-// <out>/<A>-vs-<B>.txt and .json (never over an earlier comparison's: -2, -3 ...), and the plot;
-// returns the stem, or exits 4 when a file cannot be written.
+// <out>/<baseline>-vs-<new>.txt and .json (never over an earlier comparison's: -2, -3 ...), and the
+// plot; returns the stem, or exits 4 when a file cannot be written.
 inline std::string write_comparison(const CompareOptions& o, const std::string& id_a,
                                     const std::string& id_b, const CompareReport& report,
                                     const std::string& plotter) {
@@ -454,11 +463,13 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
     if (!run) compare_error(error);
     loaded.push_back(std::move(*run));
   }
-  const std::string id_a = loaded[0].summary["run_id"].str_or("A"),
-                    id_b = loaded[1].summary["run_id"].str_or("B");
+  const std::string id_a = loaded[0].summary["run_id"].str_or("baseline"),
+                    id_b = loaded[1].summary["run_id"].str_or("new");
   if (id_a == id_b)
-    compare_error(fmt::format("A and B are the same run ({}: {} is a copy of {}); compare two runs",
-                              id_a, o.runs[1].string(), o.runs[0].string()));
+    compare_error(
+        fmt::format("the baseline and the new run are the same run ({}: {} is a copy of "
+                    "{}); compare two runs",
+                    id_a, o.runs[1].string(), o.runs[0].string()));
   const EnvironmentDifferences differences = run_differences(loaded[0], loaded[1]);
   if (!differences.decisive.empty() && !o.force)
     compare_error(fmt::format(

@@ -1,4 +1,4 @@
-"""harness/tests/test_compare.py: `bench_run compare A B` (harness/runner/compare.h) on real runs.
+"""harness/tests/test_compare.py: `bench_run compare BASELINE NEW` (harness/runner/compare.h) on real runs.
 
 A run compared with an exact copy of itself is the same everywhere (exit 0); a run whose engine
 was slowed on purpose (BACKPROP_BENCH_FAULT=slow10:..., every timed step done ten times, far
@@ -69,6 +69,9 @@ def test_a_slowed_engine_is_caught(bin_dir, one_run, tmp_path):
     r = compare(bin_dir, one_run, run_dirs(tmp_path / "slow")[0], out=tmp_path / "cmp")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "SLOWER:" in r.stdout
+    # the sides named for what they are: the new run (the slowed one) is the slower
+    assert f"compare baseline {load(one_run / 'summary.json')['run_id']}" in r.stdout
+    assert "with new run " in r.stdout and "change = new / baseline" in r.stdout
     [line] = [l for l in r.stdout.splitlines() if l.startswith("grad/small_graph engine")]
     assert line.endswith("slower"), line
     report = load(next((tmp_path / "cmp").glob("*.json")))
@@ -99,14 +102,14 @@ def test_a_corrupt_result_file_is_named_and_skipped(bin_dir, one_run, tmp_path):
 
 
 @pytest.mark.parametrize("case, message", [
-    ("same", "A and B are the same run"),
+    ("same", "the baseline and the new run are the same run"),
     ("missing", "no such run folder"),
     ("partial", "the run is incomplete (interrupted or still running); finish it first"),
     ("format1", "written in result format 1, and this bench_run reads format 2"),
     ("machine", "the runs differ in what their numbers depend on (cpu_family: {family} vs 1"),
     ("force-in-make", "add --force (make compare ... FORCE=1) to compare anyway"),
     ("options", "option repetitions: 10 vs 12"),
-    ("one", "compare: needs two runs, A and B (given 1)"),
+    ("one", "compare: needs two runs, a baseline and a new one (given 1)"),
     ("bad-summary", "summary.json: unreadable"),
 ])
 def test_bad_input_is_one_clear_line(bin_dir, one_run, tmp_path, case, message):
@@ -140,7 +143,8 @@ def test_a_plain_copy_is_the_same_run(bin_dir, one_run, tmp_path):
     plain = tmp_path / "plain-copy"
     shutil.copytree(one_run, plain)
     r = compare(bin_dir, one_run, plain, out=tmp_path / "cmp")
-    assert r.returncode == 2 and "A and B are the same run" in r.stderr, r.stdout + r.stderr
+    assert r.returncode == 2 and "the baseline and the new run are the same run" in r.stderr, \
+        r.stdout + r.stderr
     assert "is a copy of" in r.stderr and not (tmp_path / "cmp").exists()
 
 
@@ -185,8 +189,9 @@ def test_only_what_both_hold_is_compared_and_a_summary_alone_suffices(bin_dir, o
         shutil.rmtree(b / backend)  # result files gone: the summary is all B keeps
     r = compare(bin_dir, one_run, b, "--no-plots", out=tmp_path / "cmp")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "not compared: 2 benchmark(s) only in A, 0 only in B" in r.stdout, r.stdout
-    assert "not in B" not in r.stdout and "OK: 4 benchmarks in both runs: 4 same" in r.stdout
+    assert "not compared: 2 benchmark(s) only in the baseline, 0 only in the new run" in r.stdout, \
+        r.stdout
+    assert "not in the new run:" not in r.stdout and "OK: 4 benchmarks in both runs: 4 same" in r.stdout
 
 
 def test_different_machines_compare_with_force_and_say_so(bin_dir, one_run, tmp_path):

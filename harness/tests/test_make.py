@@ -43,7 +43,7 @@ def test_every_variable_is_one_argument_and_runs_nothing(tmp_path):
         value = text.format(p=pwned)
         argv = shlex.split(make("-n", "bench", f"RESUME={value}").stdout.strip().splitlines()[-1])
         assert argv[argv.index("--resume") + 1] == value
-        r = make("-n", "compare", f"A={value}", f"B={value}x", f"THRESHOLD={value}")
+        r = make("-n", "compare", f"BASELINE={value}", f"NEW={value}x", f"THRESHOLD={value}")
         argv = shlex.split(r.stdout.strip().splitlines()[-1])
         assert argv[argv.index("compare") + 1:] == [value, value + "x", "--threshold", value]
     assert not pwned.exists()
