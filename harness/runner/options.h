@@ -30,8 +30,8 @@ inline const char* kUsage =
     R"(usage: bench_run [options]            (bench_run compare --help: comparing two runs)
   --study NAME         what to measure (default main: every workload on engine, compiled,
                        libtorch, pytorch and torchscript at the sizes that show who wins);
-                       bptt, budget, first_step, kernels, threads: the seed papers'
-                       experiments, each with its own table and figure; all: everything
+                       each study its own table and figure (docs/studies.md), one of:
+{studies}
   --out DIR            results folder (default: results); the run goes to DIR/<run-id>/ and
                        DIR/latest points at it
   --backends A,B       backends to run, in any order (default: the study's); tables and the
@@ -249,7 +249,13 @@ inline Options parse_options(const std::vector<std::string>& args) {
       return args[++i];
     };
     if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", kUsage);
+      std::string studies, line;  // the registry's names, wrapped under the option's text
+      for (const Study& study : kStudies) {
+        if (line.size() + study.name.size() > 70) studies += line + "\n", line.clear();
+        line += (line.empty() ? std::string(23, ' ') : " ") + std::string(study.name) +
+                (&study == std::end(kStudies) - 1 ? "" : ",");
+      }
+      fmt::print(fmt::runtime(kUsage), fmt::arg("studies", studies + line));
       std::exit(0);
     }
     if (arg == "--list") {

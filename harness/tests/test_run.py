@@ -269,6 +269,13 @@ def test_every_documented_option_is_accepted(bin_dir, tmp_path):
     usage = subprocess.run([os.path.join(bin_dir, "bench_run"), "--help"], capture_output=True,
                            text=True).stdout
     options = [line.split()[0:2] for line in usage.splitlines() if line.startswith("  --")]
+    listed = subprocess.run([os.path.join(bin_dir, "bench_run"), "--list"], capture_output=True,
+                            text=True).stdout
+    studies = [line.split()[1] for line in listed.splitlines() if line.startswith("study ")]
+    assert {"main", "bptt", "optim", "gradbench", "gradbench_tensor", "all"} <= set(studies)
+    for study in studies:
+        assert re.search(rf"\b{study}\b", usage), f"--help leaves out the study {study}"
+    assert max(len(line) for line in usage.splitlines()) <= 100
     assert len(options) >= 14, usage
     for option in options:
         args = [option[0]] + (["1"] if len(option) > 1 and option[1].isupper() else [])
