@@ -32,6 +32,7 @@ plots/report.py writes <run>/report.html, the page that shows the figures with t
 Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh real run.
 """
 import json
+import math
 import os
 import sys
 import textwrap
@@ -346,10 +347,12 @@ def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
     fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 3.2 * rows + 1.2), squeeze=False)
     for k, w in enumerate(panels):
         ax = axes[k // cols, k % cols]
+        values = []
         for b in series:
             pts = sorted((c["size"], value_of(c)) for c in run["cells"]
                          if c["workload"] == w and c["backend"] == b and c["status"] == "ok"
                          and value_of(c))
+            values += [p[1] for p in pts]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], MARKERS.get(b, "o") + "-",
                         label=b, color=COLORS.get(b), markersize=4)
@@ -366,6 +369,7 @@ def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(f"{w}: {key} (log)", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
+        label_log_axis(ax.yaxis, values)
         ax.grid(which="major", alpha=0.3)
     for k in range(len(panels), rows * cols):
         axes[k // cols, k % cols].set_visible(False)
@@ -373,16 +377,64 @@ def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
     return finish(fig, run, note)
 
 
+def label_log_axis(axis, values):
+    """Every point between two labelled ticks: the axis runs from the labelled tick at or below
+    the lowest value to the one at or above the highest, its ticks each decade, or 1, 2 and 5 of
+    each on a span under two decades (one decade had one label, or none, beside its lines)."""
+    values = [v for v in values if v and v > 0]
+    if not values:
+        return
+    subs = (1.0,) if max(values) / min(values) >= 100 else (1.0, 2.0, 5.0)
+
+    def ticks_around(v):
+        decade = 10.0 ** math.floor(math.log10(v))
+        ticks = [decade * s for s in subs] + [decade * 10]
+        return max(t for t in ticks if t <= v * (1 + 1e-9)), min(t for t in ticks
+                                                                 if t >= v * (1 - 1e-9))
+    lo, hi = ticks_around(min(values))[0], ticks_around(max(values))[1]
+    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=subs))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+        lambda v, _: f"{v:g}" if len(subs) > 1 else f"$10^{{{round(math.log10(v))}}}$"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axis.axes.set_ylim(lo / 1.05, hi * 1.05)
+
+
+def crossover_note(run, workloads, series):
+    """The runner's crossovers of these panels in few words: each backend that becomes faster
+    than the reference, where; and in one sentence, those it never does (each said once)."""
+    ref, found, never = run["reference"], [], {}
+    for c in run["crossovers"]:
+        if c["workload"] not in workloads or c["baseline"] not in series:
+            continue
+        if c["from"] is None:
+            never.setdefault(c["baseline"], []).append(c["workload"])
+            continue
+        smallest = min(x["size"] for x in run["cells"] if x["workload"] == c["workload"])
+        where = ("at every size" if c["from"] == smallest
+                 else f"from {c['size_key']} {c['from']} on")
+        line = f"{c['baseline']} faster than {ref} {where} of {c['workload']}"
+        if line not in found:
+            found.append(line)
+    if not found and not never:
+        return None
+    everywhere = [b for b, ws in never.items() if set(ws) >= set(workloads) & {
+        c["workload"] for c in run["crossovers"]}]
+    parts = ["dotted: a backend faster than the reference from that size on"] + found
+    if everywhere:
+        parts.append(f"{ref} faster than {', '.join(everywhere)} at every size of every panel")
+    for b, ws in never.items():
+        if b not in everywhere:
+            parts.append(f"{ref} faster than {b} at every size of {', '.join(ws)}")
+    return "; ".join(parts)
+
+
 def model_sizes_figure(run):
     models = ["char_mlp", "mini_gpt", "mini_gpt_wide", "mlp_width"]
-    lines = [f"{w}: {line}" for w in models for line in crossover_lines(run, w)
-             if line.split()[0].rstrip(":") in main_backends(run)]
     return size_panels(run, models, main_backends(run),
                        lambda c: c["median_seconds"] and c["median_seconds"] * 1e3,
                        "time per step (ms, log)",
                        "How does a training step's time grow with the model's size?",
-                       note="dotted: a backend faster than the reference from that size on; "
-                            + "; ".join(lines) if lines else None)
+                       note=crossover_note(run, models, main_backends(run)))
 
 
 def chain_figure(run):

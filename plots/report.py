@@ -31,7 +31,8 @@ white-space: normal; max-width: 60em; overflow-wrap: anywhere; }
 figure { margin: 1em 0; } figure img { display: block; max-width: 100%; height: auto; }
 figcaption { font-size: 12px; color: #555; }
 .banner { padding: 0.5em 0.8em; border-radius: 4px; background: #e3f4e1; }
-.banner.bad { background: #fde0dc; }
+.banner.noisy { background: #fff4d6; } .banner.bad { background: #fde0dc; }
+td.name { text-align: left; white-space: nowrap; }
 """
 
 
@@ -64,6 +65,13 @@ def human_time(s):
     return f"{s * 1e9:.3g} ns"
 
 
+def human_ratio(r):
+    """As summary.txt writes ratios: 412x, 32.3x, 2.5x, 0.23x (never 1.81e+03x)."""
+    if r is None:
+        return "-"
+    return f"{r:.0f}x" if r >= 100 else f"{r:.1f}x" if r >= 1 else f"{r:.2f}x"
+
+
 def table(head, rows, classes=None):
     out = ["<div class='scroll'><table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
            + "</tr>"]
@@ -79,7 +87,7 @@ def summary_section(s):
     head = ["instance"] + backends + [f"{b}/{ref}" for b in backends if b != ref]
     rows, classes = [], []
     for row in s["rows"]:
-        cells, cls = [esc(row["instance"])], ["text"]
+        cells, cls = [esc(row["instance"])], ["name"]  # never wrapped inside a name
         for b in backends:
             c = row["backends"].get(b)
             if c is None:
@@ -99,9 +107,9 @@ def summary_section(s):
             c = row["backends"].get(b) or {}
             r = c.get("ratio_to_reference")
             lo, hi = c.get("ratio_interval") or [None, None]
-            interval = (f"<br><span class='interval'>{lo:.3g} to {hi:.3g}</span>"
-                        if lo is not None else "")
-            cells.append("-" if r is None else f"{r:.3g}x" + interval)
+            interval = (f"<br><span class='interval'>{human_ratio(lo)} to {human_ratio(hi)}"
+                        "</span>" if lo is not None else "")
+            cells.append("-" if r is None else human_ratio(r) + interval)
             cls.append("")
         rows.append(cells), classes.append(cls)
     memory = [[esc(row["instance"])] + [
@@ -118,13 +126,23 @@ def summary_section(s):
             "(from the repetitions' pairs: the backends of a row took turns); ? unverified.</p>"
             + table(head, rows, classes)
             + "<h2>Peak RSS of each benchmark's process</h2>"
-            + table(["instance"] + backends, memory)
+            + table(["instance"] + backends, memory,
+                    [["name"] + [""] * len(backends)] * len(memory))
             + (f"<h2>Crossovers</h2><ul>{crossovers}</ul>" if crossovers else ""))
+
+
+# The headline first (the README's figure), then time and memory, then the rest by name.
+FIGURE_ORDER = ["speedup.png", "time.png", "memory.png", "model_sizes.png"]
+
+
+def figure_order(names):
+    return sorted(names, key=lambda n: (FIGURE_ORDER.index(n) if n in FIGURE_ORDER
+                                        else len(FIGURE_ORDER), n))
 
 
 def figures_section(run_dir):
     folder = os.path.join(run_dir, "plots")
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".png")) if os.path.isdir(
+    names = figure_order(n for n in os.listdir(folder) if n.endswith(".png")) if os.path.isdir(
         folder) else []
     parts = []
     for name in names:
@@ -205,8 +223,16 @@ def report(run_dir):
     for name in ("check.json", "processes.json"):
         if load_saying(os.path.join(run_dir, name))[1]:
             warnings.append(load_saying(os.path.join(run_dir, name))[1])
-    bad = failed or warnings
-    banner = (f"<p class='banner{' bad' if bad else ''}'>{len(statuses)} benchmarks: "
+    bad = failed or warnings  # a failure, another benchmark, a file unreadable: red
+    # Wide intervals on most cells: the numbers are there, but a loaded machine made them.
+    ok_cells = [c for row in s["rows"] for c in row["backends"].values() if c["status"] == "ok"]
+    wide = sum(1 for c in ok_cells if c.get("wide"))
+    if ok_cells and wide * 2 > len(ok_cells):
+        warnings.append(f"{wide} of {len(ok_cells)} medians have an interval wider than 10%: "
+                        "the machine was noisy (load, other processes); compare ratios within "
+                        "this run, or run again on a quieter machine or with more repetitions")
+    level = " bad" if bad else " noisy" if warnings else ""
+    banner = (f"<p class='banner{level}'>{len(statuses)} benchmarks: "
               f"{statuses.count('ok')} ran"
               + (f", {len(failed)} did not ({esc(', '.join(sorted(set(failed))))})" if failed
                  else "") + "".join(f"<br>{esc(w)}" for w in warnings) + "</p>")

@@ -153,3 +153,24 @@ def test_the_warning_of_other_benchmarks_is_on_the_page(run_dir):
     page = report.report(str(run_dir))
     assert "other benchmarks ran on this machine during this run (4242 bench_run)" in page
     assert "timings may be inflated" in page and "class='banner bad'" in page
+
+
+# The headline figure first; ratios as the summary writes them; names never broken inside; a run
+# whose medians are mostly noisy is not shown under a green banner.
+def test_figures_in_order_ratios_readable_names_whole_noise_said(run_dir):
+    page = (run_dir / "report.html").read_text()
+    shown = re.findall(r"<figcaption>([^<]+)</figcaption>", page)
+    assert shown[0] == "speedup.png" and shown == report.figure_order(shown), shown
+    assert not re.search(r"\de[+-]\d+x", page), "a ratio written in exponent form"
+    assert report.human_ratio(1810.4) == "1810x" and report.human_ratio(32.31) == "32.3x"
+    assert report.human_ratio(0.2345) == "0.23x"
+    assert "<td class='name'>grad/tiny_graph</td>" in page
+    assert "banner noisy" not in page  # one wide cell of many
+    s = json.loads((run_dir / "summary.json").read_text())
+    for row in s["rows"]:
+        for cell in row["backends"].values():
+            cell["wide"] = True
+    (run_dir / "summary.json").write_text(json.dumps(s))
+    noisy = report.report(str(run_dir))
+    assert "medians have an interval wider than 10%: the machine was noisy" in noisy
+    assert "class='banner bad'" in noisy or "class='banner noisy'" in noisy
