@@ -12,7 +12,7 @@
 #   make history   make format   make clean
 BUILD := build
 PYTHON := /usr/bin/python3
-SOURCES = $(shell find engine workloads harness baselines dev -name '*.h' -o -name '*.cc' | sort)
+SOURCES = $(shell find apps engine workloads harness baselines studies dev -name '*.h' -o -name '*.cc' | sort)
 # User strings never reach a shell or make's own expansion: each is read unexpanded ($(value)),
 # single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
 # on in MAKEFLAGS (the make that `cmake --build` runs would expand them).

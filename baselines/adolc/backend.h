@@ -74,7 +74,7 @@ class AdolcBackend {
   AdolcBackend(const AdolcBackend&) = delete;  // Scalars point here
   AdolcBackend& operator=(const AdolcBackend&) = delete;
 
-  // --taping=every_step (baselines/adolc/main.cc).
+  // --taping=every_step (apps/bench_adolc.cc).
   bool tape_every_step = false;
   // The first tape's buffers, in operations (later tapes are sized by the last one's counts).
   size_t first_tape_entries = size_t(1) << 26;

@@ -10,7 +10,7 @@
 // have requires_grad, `backward()` on the root, gradients read with `.grad().item<double>()`, and
 // reset between steps by setting each parameter's gradient to undefined (set_to_none, the cheaper
 // of the two ways PyTorch documents for zero_grad). Thread counts are fixed by the harness
-// (baselines/libtorch/main.cc) before any work.
+// (apps/bench_libtorch.cc) before any work.
 #pragma once
 
 #include <torch/torch.h>

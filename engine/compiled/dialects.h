@@ -316,7 +316,7 @@ std::string shape_text(TensorOp op, const OpArgs<T>& a) {
 }
 
 // Buffers of one op's shapes with every pointer of its OpArgs set, for running kernels apart from
-// any program: auto's timing, and the kernel benchmarks (engine/compiled/kernel_rows.h). Operands
+// any program: auto's timing, and the kernel benchmarks (studies/kernels/kernel_rows.h). Operands
 // are positive (log's too) and indices 0 (valid for any operand); scratch fits every kernel given.
 template <class T>
 struct KernelBench {

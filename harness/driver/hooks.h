@@ -3,8 +3,8 @@
 //
 // The driver (harness/driver/backend_main.h) knows workloads and the protocol, never a backend:
 // everything particular to one, its version, its threads, its own flags (the compiled mode's
-// --dialect and --memory_budget), its counters, is a hook its main() fills in (engine/main.cc,
-// engine/compiled/main.cc, baselines/libtorch/main.cc). A hook left empty is a capability the
+// --dialect and --memory_budget), its counters, is a hook its main() fills in (apps/bench_engine.cc,
+// apps/bench_compiled.cc, apps/bench_libtorch.cc). A hook left empty is a capability the
 // backend lacks, and the flag that needs it is refused.
 #pragma once
 
@@ -53,7 +53,7 @@ struct BackendHooks {
   // --verdicts=FILE: the run's file of kernel verdicts, handed over once; null: refused.
   std::function<void(const SharedLines&)> share_verdicts;
   // --kernel_rows: registers kernel benchmarks on the instances' shapes instead of their steps
-  // (engine/compiled/kernel_rows.h); null: refused.
+  // (studies/kernels/kernel_rows.h); null: refused.
   std::function<void(const std::vector<InstanceSpec>&, const Corpus&)> kernel_rows;
 };
 

@@ -29,32 +29,24 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/backend.h"
-#if !defined(BP_GRADBENCH_LIBTORCH)  // there, libtorch's BLAS alone: no dialect library beside it
-#include "engine/compiled/backend.h"
-#endif
 #include "harness/common/json.h"
 #include "harness/gradbench/modules.h"
 #include "workloads/gradbench_tensor.h"
 #include "workloads/plain_backend.h"
-#if defined(BP_GRADBENCH_LIBTORCH)
-#include "baselines/libtorch/backend.h"
-#endif
 
 namespace bp::gradbench {
 
-// Which way computes the gradients. Every eval is a scalar graph (workloads/gradbench.h):
-// `scalar` (our engine's eager tape) and `compiled` (its compiled scalar program) run them all.
-// lstm and gmm also have tensor forms (workloads/gradbench_tensor.h): `engine` (our eager tensor
-// graph), `compiled_tensor` (its compiled mode) and `libtorch` (libtorch's ops, in
-// bp_gradbench_libtorch: this binary links no libtorch) run those.
-inline constexpr std::string_view kBackends = "scalar, compiled, engine, compiled_tensor, libtorch";
-inline bool runs_tensor_forms(std::string_view backend) {
-  return backend == "engine" || backend == "compiled_tensor" || backend == "libtorch";
-}
-inline std::string backend_lacks(std::string_view backend) {
-  if (backend == "scalar" || backend == "compiled" || runs_tensor_forms(backend)) return "";
-  return "unknown backend '" + std::string(backend) + "'; valid: " + std::string(kBackends);
+// Which ways compute the gradients is the program's choice, not this file's: a Session is made
+// over a Backends policy (apps/gradbench_backends.h, our engine's and libtorch's), which says
+//   static constexpr std::string_view kNames;                 // the valid --backend values
+//   static bool known(std::string_view backend);
+//   static bool runs_tensor_forms(std::string_view backend);  // lstm and gmm's tensor forms only
+//   template <class W> static Evaluation gradient(const std::string& backend, const Json& input);
+// with gradient() calling gradient<W, B> or tensor_gradient<W, B> below for its backend type B.
+template <class Backends>
+std::string backend_lacks(std::string_view backend) {
+  if (Backends::known(backend)) return "";
+  return "unknown backend '" + std::string(backend) + "'; valid: " + std::string(Backends::kNames);
 }
 
 // An eval's tensor form, or void.
@@ -236,6 +228,7 @@ inline std::string shown(std::string_view name) {
   return "'" + std::string(name.substr(0, 40)) + "...' (" + std::to_string(name.size()) + " bytes)";
 }
 
+template <class Backends>
 class Session {
  public:
   explicit Session(std::string backend) : backend_(std::move(backend)) {}
@@ -273,29 +266,14 @@ class Session {
   }
   // Why this tool cannot evaluate `module`, or "".
   std::string lacks(std::string_view module) const {
-    if (std::string why = backend_lacks(backend_); !why.empty()) return why;
+    if (std::string why = backend_lacks<Backends>(backend_); !why.empty()) return why;
     bool tensor_form = false;
     if (!with_module(module, [&]<class W>() { tensor_form = kHasTensorForm<W>; }))
       return "unknown module " + shown(module) + "; valid: " + std::string(kModules);
-    if (runs_tensor_forms(backend_) && !tensor_form)
+    if (Backends::runs_tensor_forms(backend_) && !tensor_form)
       return "module '" + std::string(module) + "' has no tensor form for --backend " + backend_ +
              " (lstm and gmm have); --backend scalar or compiled runs it";
     return "";
-  }
-  template <class W>
-  Evaluation gradient_on_backend(const Json& input) const {
-    if (backend_ == "scalar") return gradient<W, EngineBackend>(input);
-    if constexpr (kHasTensorForm<W>)
-      if (backend_ == "engine") return tensor_gradient<W, EngineBackend>(input);
-#if defined(BP_GRADBENCH_LIBTORCH)
-    if constexpr (kHasTensorForm<W>)
-      if (backend_ == "libtorch") return tensor_gradient<W, LibtorchBackend>(input);
-#else
-    if (backend_ == "compiled") return gradient<W, CompiledBackend>(input);
-    if constexpr (kHasTensorForm<W>)
-      if (backend_ == "compiled_tensor") return tensor_gradient<W, CompiledBackend>(input);
-#endif
-    throw std::invalid_argument("--backend " + backend_ + " is not in this binary");
   }
   std::string define(const Json& id, const std::string& module) const {
     if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
@@ -313,7 +291,7 @@ class Session {
         if (function == Module<W>::primal)
           e = primal<W>(message["input"]);
         else if (function == Module<W>::gradient)
-          e = gradient_on_backend<W>(message["input"]);
+          e = Backends::template gradient<W>(backend_, message["input"]);
         else
           error = "unknown function " + shown(function) + " of " + module +
                   "; valid: " + std::string(Module<W>::primal) + ", " +

@@ -12,13 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "apps/gradbench_backends.h"
+#include "engine/backend.h"
+#include "engine/compiled/backend.h"
+
 namespace {
 
 using bp::Json;
+// bp_gradbench's own backends (apps/gradbench_backends.h), libtorch aside.
+using Session =
+    bp::gradbench::Session<bp::gradbench::EngineBackends<bp::EngineBackend, bp::CompiledBackend>>;
 
-Json ask(bp::gradbench::Session& s, const std::string& line) {
-  return bp::parse_json(s.reply(line));
-}
+Json ask(Session& s, const std::string& line) { return bp::parse_json(s.reply(line)); }
 
 std::string evaluate(const std::string& module, const std::string& function, const Json& input,
                      int id = 2) {
@@ -46,7 +51,7 @@ std::vector<double> flat(const Json& v) {
 
 TEST(GradbenchTool, EachModuleAnswersAsOurEngineInGradbenchsShapes) {
   for (const char* backend : {"scalar", "compiled"}) {
-    bp::gradbench::Session s(backend);
+    Session s(backend);
     EXPECT_EQ(ask(s, R"({"id": 0, "kind": "start", "eval": "lse"})")["tool"].str_or(""),
               "backprop-bench");
     auto check = [&]<class W>(const std::string& module, const std::string& function,
@@ -111,7 +116,7 @@ std::vector<double> gmm_flat(const Json& out) {
 // test holds gmm to 2e-4. A module without a tensor form is refused at define with the reason.
 TEST(GradbenchTool, TensorFormsAgreeWithTheScalarGraphsByGradbenchsMeasure) {
   for (const char* backend : {"engine", "compiled_tensor"}) {
-    bp::gradbench::Session s(backend);
+    Session s(backend);
     const Json lstm = ask(s, evaluate("lstm", "jacobian", input_of<bp::Lstm>(40, 2)));
     ASSERT_TRUE(lstm["success"].boolean) << lstm.dump();
     const double lstm_error =
@@ -139,7 +144,7 @@ TEST(GradbenchTool, TensorFormsAgreeWithTheScalarGraphsByGradbenchsMeasure) {
 
 // ode's primal is GradBench's vector (y at t = 2), its gradient that of y's last element.
 TEST(GradbenchTool, OdesPrimalIsTheWholeSolution) {
-  bp::gradbench::Session s("compiled");
+  Session s("compiled");
   const Json y = ask(s, evaluate("ode", "primal", input_of<bp::Ode>(5)));
   ASSERT_TRUE(y["success"].boolean) << y.dump();
   ASSERT_EQ(y["output"].array.size(), size_t(5));
@@ -151,7 +156,7 @@ TEST(GradbenchTool, OdesPrimalIsTheWholeSolution) {
 
 // Each run its "evaluate" timing; what is done once is timed apart.
 TEST(GradbenchTool, RunsAtLeastMinRunsAndMinSecondsWithSetupTimedApart) {
-  bp::gradbench::Session scalar("scalar"), compiled("compiled");
+  Session scalar("scalar"), compiled("compiled");
   Json r = ask(scalar, evaluate("lse", "gradient", input_of<bp::Lse>(100, 3)));
   std::vector<std::string> names;
   for (const Json& t : r["timings"].array) names.push_back(t["name"].str_or(""));
@@ -171,7 +176,7 @@ TEST(GradbenchTool, RunsAtLeastMinRunsAndMinSecondsWithSetupTimedApart) {
 
 // A bad message gets one error response naming what is wrong, and the next message is answered.
 TEST(GradbenchTool, EveryBadMessageGetsOneErrorAndTheSessionGoesOn) {
-  bp::gradbench::Session s("scalar");
+  Session s("scalar");
   const Json good = input_of<bp::Lse>(4);
   Json lstm = input_of<bp::Lstm>(5);
   lstm.set("state", Json::array_of({Json::numbers(std::vector<double>{1, 2})}));
@@ -254,7 +259,7 @@ TEST(GradbenchTool, EveryBadMessageGetsOneErrorAndTheSessionGoesOn) {
   EXPECT_EQ(r["output"].array.size(), size_t(1000000));
   // analysis and unknown backends
   EXPECT_EQ(s.reply(R"({"id": 10, "kind": "analysis", "of": 9, "valid": true})"), R"({"id": 10})");
-  bp::gradbench::Session unknown("tensorflow");
+  Session unknown("tensorflow");
   EXPECT_NE(
       ask(unknown, R"({"id": 1, "kind": "define", "module": "lse"})")["error"].str_or("").find(
           "unknown backend 'tensorflow'"),

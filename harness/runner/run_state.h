@@ -2,7 +2,7 @@
 // run folder, the environment it started in, and what each phase found so far), and how a
 // backend process is started: its command line, its environment, its line in processes.json.
 //
-// The phases, in the order bench_run runs them (harness/runner/main.cc): the memory estimate
+// The phases, in the order bench_run runs them (harness/runner/run.cc): the memory estimate
 // (memory_phase.cc), the check (check_phase.cc), the benchmarks (bench_phase.cc), a study's
 // extra measurements (study_phases.cc), the summary (summary_phase.cc). Resuming an interrupted
 // run and stopping one are resume.cc.
@@ -98,6 +98,8 @@ void summary_phase(RunState& run);
 void plot_phase(const RunState& run);
 void reopen_run(RunState& run);
 int stopped_run(RunState& run);
+// bench_run's whole command line (harness/runner/run.cc); apps/bench_run.cc is its main().
+int bench_run_main(int argc, char** argv);
 
 // A benchmark's result file's stem: its name with '/' and ':' made safe.
 std::string file_stem(const std::string& bench_name);

@@ -19,7 +19,7 @@ struct Study {
   std::string_view backends;   // its backends ("": every one but the two-thread variants)
   std::string_view workloads;  // its workloads ("": every one)
   std::string_view sizes;      // its sizes, as --sizes values separated by spaces ("": defaults)
-  bool kernel_rows = false;  // the matmul dialects kernel by kernel (engine/compiled/kernel_rows.h)
+  bool kernel_rows = false;  // the matmul dialects kernel by kernel (studies/kernels/kernel_rows.h)
   bool interval_sweep = false;  // multistage against its checkpoint interval (arXiv 1806.01117)
 };
 

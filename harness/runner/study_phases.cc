@@ -1,6 +1,6 @@
 // harness/runner/study_phases.cc: the measurements some studies add after the benchmarks.
 //  - kernel rows (study kernels): every matmul dialect kernel by kernel on the op shapes of the
-//    largest selected char_mlp and mlp_width, with the FMA peak (engine/compiled/kernel_rows.h):
+//    largest selected char_mlp and mlp_width, with the FMA peak (studies/kernels/kernel_rows.h):
 //    kernels.json, a table in the summary, kernel_dialects.png. The rows' repetitions run in
 //    random order (Google Benchmark's random interleaving), so that the dialects of a shape are
 //    timed over the same minutes.

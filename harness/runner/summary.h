@@ -188,7 +188,7 @@ inline Json summary_json(const Summary& s) {
                           {"intervals", s.intervals}});
 }
 
-// The kernel rows of bench_compiled --kernel_rows (engine/compiled/kernel_rows.h), per op shape:
+// The kernel rows of bench_compiled --kernel_rows (studies/kernels/kernel_rows.h), per op shape:
 // each dialect's median seconds, the one auto chose in its setup, and how auto's choice compares
 // with the fastest here; then the FMA peak; and each dialect's GFLOP/s per thread as a fraction of
 // the FMA loop timed in turn with it (median over repetitions; a repetition whose FMA loop ran

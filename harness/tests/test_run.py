@@ -544,8 +544,8 @@ def test_compiled_flags_are_checked_and_the_kernels_reported(bin_dir):
 def test_results_record_the_flags_the_compiler_was_given(bin_dir):
     with open(os.path.join(bin_dir, "compile_commands.json")) as f:
         commands = {os.path.relpath(c["file"], SOURCE): c["command"] for c in json.load(f)}
-    for binary, source in [("bench_engine", "engine/main.cc"),
-                           ("bench_libtorch", "baselines/libtorch/main.cc")]:
+    for binary, source in [("bench_engine", "apps/bench_engine.cc"),
+                           ("bench_libtorch", "apps/bench_libtorch.cc")]:
         r = subprocess.run([os.path.join(bin_dir, binary), "--benchmark_filter=grad/empty/",
                             "--benchmark_format=json", "--benchmark_min_time=0.001"],
                            capture_output=True, text=True, timeout=120)

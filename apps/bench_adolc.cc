@@ -1,4 +1,4 @@
-// baselines/adolc/main.cc: bench_adolc, the scalar graphs on ADOL-C (baselines/adolc/backend.h)
+// apps/bench_adolc.cc: bench_adolc, the scalar graphs on ADOL-C (baselines/adolc/backend.h)
 // through the generic driver (harness/driver/backend_main.h). Links neither libtorch nor our
 // engine, so its peak RSS is ADOL-C's own.
 //

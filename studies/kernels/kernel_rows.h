@@ -1,4 +1,4 @@
-// engine/compiled/kernel_rows.h: `bench_compiled --kernel_rows`, the matmul dialects kernel by
+// studies/kernels/kernel_rows.h: `bench_compiled --kernel_rows`, the matmul dialects kernel by
 // kernel on the shapes of real steps, and the core's FMA peak beside them in the same process.
 //
 // For each instance given, the workload is set up on the compiled backend under auto and stepped

@@ -1,4 +1,5 @@
-// harness/gradbench/main.cc: bp_gradbench, our engine as a GradBench tool (harness/gradbench/).
+// harness/gradbench/cli.h: bp_gradbench's command line (its main() and backends are
+// apps/bp_gradbench.cc; the protocol is harness/gradbench/tool.h).
 //
 //   bp_gradbench [--backend B]                           GradBench's protocol on stdin/stdout
 //   bp_gradbench [--backend B] [--module M] FILE FUNCTION
@@ -6,10 +7,12 @@
 //       of stdout, then one {"name", "nanoseconds"} line per timing; run as `bin/<module>` (a
 //       link named after the module) it needs no --module
 //   bp_gradbench --write-input WORKLOAD SIZE             our seeded input (bench_run's) as JSON
-// B: scalar (default: our engine's eager tape) or compiled (its compiled scalar program), on every
-// eval; engine (our eager tensor graph), compiled_tensor or libtorch on the tensor forms of lstm
-// and gmm. Built twice: bp_gradbench links no libtorch and runs bp_gradbench_libtorch, beside it,
-// for --backend libtorch (one thread, as GradBench times tools).
+//   bp_gradbench --help
+// B: one of the program's Backends (tool.h says what such a policy holds). A program may hand a
+// backend to another binary (`elsewhere`: bp_gradbench execs bp_gradbench_libtorch for
+// --backend libtorch, so that it links no libtorch itself).
+#pragma once
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,20 +29,20 @@
 #include "harness/gradbench/tool.h"
 #include "workloads/registry.h"
 
-namespace {
+namespace bp::gradbench {
 
-constexpr const char* kUsage =
+inline constexpr const char* kToolUsage =
     "usage: bp_gradbench [--backend scalar|compiled|engine|compiled_tensor|libtorch]\n"
     "                    [[--module M] FILE FUNCTION]\n"
     "       bp_gradbench --write-input WORKLOAD SIZE\n"
     "       bp_gradbench --help\n";
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "bp_gradbench: %s\n%s", why.c_str(), kUsage);
+[[noreturn]] inline void usage(const std::string& why) {
+  std::fprintf(stderr, "bp_gradbench: %s\n%s", why.c_str(), kToolUsage);
   std::exit(2);
 }
 
-void help() {
+inline void help() {
   std::printf(
       "bp_gradbench: our engine as a GradBench tool (docs/gradbench.md).\n%s\n"
       "With no FILE it speaks GradBench's protocol: one JSON message a line on stdin, one reply a\n"
@@ -50,18 +53,18 @@ void help() {
       "  --module   %s\n"
       "Sizes are bounded: past 2^27 operations on a tape (2^33 without), 10^5 runs or 600 s,\n"
       "an evaluation is an error reply.\n",
-      kUsage, std::string(bp::gradbench::kModules).c_str());
+      kToolUsage, std::string(kModules).c_str());
 }
 
-int write_input(const std::string& workload, const std::string& size_text) {
-  const std::optional<int64_t> size = bp::parse_whole(size_text);
-  const bp::WorkloadInfo* w = bp::find_workload(workload);
+inline int write_input(const std::string& workload, const std::string& size_text) {
+  const std::optional<int64_t> size = parse_whole(size_text);
+  const WorkloadInfo* w = find_workload(workload);
   bool written = false;
-  if (w && size && bp::size_error(*w, *size).empty())
-    bp::for_each_workload([&]<class W>() {
-      if constexpr (requires { bp::gradbench::input_json(W::input(1)); })
+  if (w && size && size_error(*w, *size).empty())
+    for_each_workload([&]<class W>() {
+      if constexpr (requires { input_json(W::input(1)); })
         if (W::name == workload) {
-          std::cout << bp::gradbench::input_json(W::input(*size)).dump() << '\n';
+          std::cout << input_json(W::input(*size)).dump() << '\n';
           written = true;
         }
     });
@@ -69,10 +72,11 @@ int write_input(const std::string& workload, const std::string& size_text) {
   usage("--write-input " + workload + " " + size_text +
         ": expected a GradBench eval of the registry (lse, llsq, lstm, gmm_d2, gmm_d10) and a "
         "size it accepts" +
-        (w && size ? " (" + bp::size_error(*w, *size) + ")" : ""));
+        (w && size ? " (" + size_error(*w, *size) + ")" : ""));
 }
 
 // GradBench's C++ convention: one evaluation of FILE's input, as its cpp/gradbench/main.hpp does.
+template <class Backends>
 int run_file(const std::string& backend, const std::string& module, const std::string& file,
              const std::string& function) {
   std::error_code ec;
@@ -81,45 +85,35 @@ int run_file(const std::string& backend, const std::string& module, const std::s
   if (!in) usage(file + ": cannot open it");
   std::stringstream text;
   text << in.rdbuf();
-  bp::gradbench::Session session(backend);
-  const bp::Json define = bp::Json::object_of({{"id", 0}, {"kind", "define"}, {"module", module}});
+  Session<Backends> session(backend);
+  const Json define = Json::object_of({{"id", 0}, {"kind", "define"}, {"module", module}});
   if (const std::string def = session.reply(define.dump());
-      bp::parse_json(def)["success"].boolean == false)
-    usage(bp::parse_json(def)["error"].str_or("cannot define " + module));
-  bp::Json input;
+      parse_json(def)["success"].boolean == false)
+    usage(parse_json(def)["error"].str_or("cannot define " + module));
+  Json input;
   try {
-    input = bp::parse_json(text.str());
+    input = parse_json(text.str());
   } catch (const std::exception& e) {
     usage(file + ": " + e.what());
   }
-  bp::Json message = bp::Json::object_of(
+  Json message = Json::object_of(
       {{"id", 1}, {"kind", "evaluate"}, {"module", module}, {"function", function}});
   message.set("input", std::move(input));
-  const bp::Json response = bp::parse_json(session.reply(message.dump()));
+  const Json response = parse_json(session.reply(message.dump()));
   if (!response["success"].boolean) {
     std::fprintf(stderr, "bp_gradbench: %s\n", response["error"].str_or("failed").c_str());
     return 1;
   }
   std::cout << response["output"].dump() << '\n';
-  for (const bp::Json& t : response["timings"].array) std::cout << t.dump() << '\n';
+  for (const Json& t : response["timings"].array) std::cout << t.dump() << '\n';
   return 0;
 }
 
-#if !defined(BP_GRADBENCH_LIBTORCH)
-// --backend libtorch from the binary without libtorch: the same arguments to its sibling.
-[[noreturn]] void run_libtorch_binary(char** argv) {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string path = n > 0 ? std::string(self, size_t(n)) : std::string(argv[0]);
-  path = path.substr(0, path.rfind('/') + 1) + "bp_gradbench_libtorch";
-  execv(path.c_str(), argv);  // argv[0] unchanged: run as bin/<module>, it names the module
-  usage("--backend libtorch: cannot run " + path + ": " + std::strerror(errno));
-}
-#endif
-
-}  // namespace
-
-int main(int argc, char** argv) {
+// The whole command line. `elsewhere(backend)`: true if another binary runs it (then it is
+// exec'd with the same arguments, `hand_over(argv)`, which does not return).
+template <class Backends>
+int tool_main(int argc, char** argv, bool (*elsewhere)(std::string_view) = nullptr,
+              void (*hand_over)(char** argv) = nullptr) {
   std::string backend = "scalar", module;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; i++) {
@@ -142,26 +136,22 @@ int main(int argc, char** argv) {
       positional.emplace_back(arg);
     }
   }
-  if (std::string why = bp::gradbench::backend_lacks(backend);
+  if (std::string why = backend_lacks<Backends>(backend);
       !why.empty() && why.rfind("unknown", 0) == 0)
     usage("--backend " + why);
-#if defined(BP_GRADBENCH_LIBTORCH)
-  torch::set_num_threads(1);
-#else
-  if (backend == "libtorch") run_libtorch_binary(argv);
-#endif
+  if (elsewhere && elsewhere(backend)) hand_over(argv);
   if (!positional.empty()) {
     if (positional.size() != 2) usage("expected FILE FUNCTION");
     if (module.empty()) {  // run as bin/<module>
       const std::string_view self = argv[0];
       module = std::string(self.substr(self.rfind('/') + 1));
-      if (!bp::gradbench::with_module(module, []<class W>() {}))
-        usage("name the module (--module M, one of " + std::string(bp::gradbench::kModules) +
+      if (!with_module(module, []<class W>() {}))
+        usage("name the module (--module M, one of " + std::string(kModules) +
               ") or run as bin/<module>");
     }
-    return run_file(backend, module, positional[0], positional[1]);
+    return run_file<Backends>(backend, module, positional[0], positional[1]);
   }
-  bp::gradbench::Session session(backend);
+  Session<Backends> session(backend);
   std::ios::sync_with_stdio(false);
   for (std::string line; std::getline(std::cin, line);) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line
@@ -169,3 +159,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace bp::gradbench

@@ -1,6 +1,6 @@
-// engine/main.cc: bench_engine, every workload on our engine (engine/backend.h), eager, through
-// the generic driver (harness/driver/backend_main.h). Does not link libtorch, so its peak RSS is
-// the engine's own (a few MB) and not libtorch's ~170 MB floor.
+// apps/bench_engine.cc: bench_engine, every workload on our engine (engine/backend.h), eager,
+// through the generic driver (harness/driver/backend_main.h). Does not link libtorch, so its peak
+// RSS is the engine's own (a few MB) and not libtorch's ~170 MB floor.
 //
 //   build/bench_engine --benchmark_filter=tiny_graph
 //   build/bench_engine --instance=workload=char_rnn,size=1000 --strategy=multistage --snapshots=8

@@ -1,4 +1,4 @@
-// baselines/libtorch/main.cc: bench_libtorch, every workload on libtorch eager (baselines/).
+// apps/bench_libtorch.cc: bench_libtorch, every workload on libtorch eager (baselines/).
 //
 // Thread counts are fixed before any tensor exists: intra-op threads from --threads (default 1),
 // inter-op threads 1, OpenBLAS's own pool to the same count, and OpenMP's idle threads waiting

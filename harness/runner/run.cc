@@ -1,4 +1,5 @@
-// harness/runner/main.cc: bench_run, the one runner over every backend.
+// harness/runner/run.cc: bench_run, the one runner over every backend (its main() is
+// apps/bench_run.cc).
 //
 // It (1) expands the selection (--study, --workloads, --sizes, --filter) over the workload
 // registry, validates it and names every benchmark (harness/runner/selection.h), without asking
@@ -8,7 +9,7 @@
 // parent's wait4 peak RSS is that benchmark's alone; (5) a study's extra measurements; (6) writes
 // the summary and draws the figures. What it writes under <out>/<run-id>/ is docs/results.md;
 // every file is written as soon as its numbers exist, so an interrupted run keeps what it
-// measured. `bench_run compare A B` is harness/runner/compare.h.
+// measured. `bench_run compare BASELINE NEW` is harness/runner/compare.h.
 //   build/bench_run --filter small_graph --repetitions 3      # `build/bench_run --help` for all
 #include <fmt/format.h>
 #include <signal.h>
@@ -123,52 +124,52 @@ void check_corpus(const Options& o, const std::vector<Selected>& selected) {
 }
 
 }  // namespace
-}  // namespace bp
 
-int main(int argc, char** argv) {
-  signal(SIGINT, bp::interrupt_children);
-  signal(SIGTERM, bp::interrupt_children);
+int bench_run_main(int argc, char** argv) {
+  signal(SIGINT, interrupt_children);
+  signal(SIGTERM, interrupt_children);
   signal(SIGPIPE, SIG_IGN);  // a backend that ended mid-turn: the write fails, the runner goes on
   if (argc > 1 && std::string(argv[1]) == "compare")
-    return bp::compare_main({argv + 2, argv + argc}, BP_SOURCE_DIR "/plots/compare.py");
+    return compare_main({argv + 2, argv + argc}, BP_SOURCE_DIR "/plots/compare.py");
   if (argc > 1 && std::string(argv[1]) == "import-gradbench")
-    return bp::import_gradbench_main({argv + 2, argv + argc});
-  bp::RunState run;
-  run.opt = bp::parse_options(bp::resumed_args({argv + 1, argv + argc}, bp::kResultFormat));
+    return import_gradbench_main({argv + 2, argv + argc});
+  RunState run;
+  run.opt = parse_options(resumed_args({argv + 1, argv + argc}, kResultFormat));
   std::string error;
   std::vector<std::string> unused_sizes;
-  std::optional<std::vector<bp::Selected>> selected = bp::select_instances(
+  std::optional<std::vector<Selected>> selected = select_instances(
       {.backends = run.opt.backends,
        .workloads = run.opt.workloads,
        .sizes = run.opt.sizes,
        .filter = run.opt.filter,
-       .threads_of = [&](const std::string& b) { return bp::threads_of(b, run.opt.threads); },
-       .runs = [](const std::string& b,
-                  const bp::WorkloadInfo& w) { return bp::backend_runs(b, w.name); },
-       .default_skip = bp::default_size_skipped,
+       .threads_of = [&](const std::string& b) { return threads_of(b, run.opt.threads); },
+       .runs = [](const std::string& b, const WorkloadInfo& w) { return backend_runs(b, w.name); },
+       .default_skip = default_size_skipped,
        .unused_sizes = &unused_sizes},
       &error);
-  if (!selected) bp::usage_error(error);
+  if (!selected) usage_error(error);
   for (const std::string& line : unused_sizes) fmt::print(stderr, "warning: {}\n", line);
-  if (run.opt.threads > bp::process_cpus())
+  if (run.opt.threads > process_cpus())
     fmt::print(stderr,
                "warning: --threads {} on {} CPUs: every backend is oversubscribed, and its times "
                "measure that\n",
-               run.opt.threads, bp::process_cpus());
+               run.opt.threads, process_cpus());
   // A variant none of whose workloads is selected has no column in any table.
   std::erase_if(run.opt.backends, [&](const std::string& b) {
     return std::none_of(selected->begin(), selected->end(),
-                        [&](const bp::Selected& s) { return s.names.count(b) > 0; });
+                        [&](const Selected& s) { return s.names.count(b) > 0; });
   });
-  bp::check_corpus(run.opt, *selected);
+  check_corpus(run.opt, *selected);
   run.selected = std::move(*selected);
-  for (const bp::Selected& s : run.selected)  // sizes beyond a backend's default sweep
+  for (const Selected& s : run.selected)  // sizes beyond a backend's default sweep
     for (const auto& [b, why] : s.skipped) run.decide_not_to_run(s, b, "skipped", why);
   try {
-    return bp::run_main(run);
-  } catch (const bp::WriteError& e) {  // a full disk: stop, keeping every file as last written
+    return run_main(run);
+  } catch (const WriteError& e) {  // a full disk: stop, keeping every file as last written
     fmt::print(stderr, "error: {}; the run stopped, and its files keep their last good copy\n",
                e.what());
     return 4;
   }
 }
+
+}  // namespace bp

@@ -1,4 +1,4 @@
-// engine/compiled/main.cc: bench_compiled, every workload on our engine's compiled mode
+// apps/bench_compiled.cc: bench_compiled, every workload on our engine's compiled mode
 // (engine/compiled/backend.h), through the generic driver (harness/driver/backend_main.h): the
 // first step captured and planned, every later step a replay of that program. Does not link
 // libtorch, like bench_engine, so its peak RSS is its own.
@@ -15,7 +15,7 @@
 //   --library-memory=M    saving (default): auto keeps a library only while its resident memory
 //                         fits in what the plan saves over the eager tape; any: whenever faster
 // and the driver's --time_first_step (cold starts), --verdicts=FILE (a run's shared kernel
-// verdicts) and --kernel_rows (engine/compiled/kernel_rows.h).
+// verdicts) and --kernel_rows (studies/kernels/kernel_rows.h).
 //   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
 //   build/bench_compiled --instance=workload=char_mlp,size=1024 --dialect=matmul:blis
 //   build/bench_compiled --kernel_rows --instance=workload=char_mlp,size=1024
@@ -27,8 +27,8 @@
 #include <string_view>
 
 #include "engine/compiled/backend.h"
-#include "engine/compiled/kernel_rows.h"
 #include "harness/driver/backend_main.h"
+#include "studies/kernels/kernel_rows.h"
 
 namespace {
 
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     bp::thread_pool().resize(threads);
     bp::set_library_threads(threads);
   };
-  // As bench_engine (engine/main.cc says why): freed large blocks go back to the system.
+  // As bench_engine (apps/bench_engine.cc says why): freed large blocks go back to the system.
   hooks.before_work = [] { mallopt(M_MMAP_THRESHOLD, 256 * 1024); };
   hooks.flag = [](std::string_view arg) {
     auto value_of = [&](std::string_view flag) {

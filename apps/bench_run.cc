@@ -1,0 +1,6 @@
+// apps/bench_run.cc: bench_run, the runner over every backend (harness/runner/run.cc; its
+// options: `build/bench_run --help`).
+//   build/bench_run --filter small_graph --repetitions 3
+#include "harness/runner/run_state.h"
+
+int main(int argc, char** argv) { return bp::bench_run_main(argc, argv); }

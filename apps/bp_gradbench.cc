@@ -1,0 +1,35 @@
+// apps/bp_gradbench.cc: bp_gradbench, our engine as a GradBench tool: GradBench's protocol on
+// stdin and stdout, or one input file as GradBench's C++ tools run (harness/gradbench/cli.h;
+// `build/bp_gradbench --help`). Links no libtorch: --backend libtorch execs
+// bp_gradbench_libtorch, beside it, with the same arguments.
+//   echo '{"id": 0, "kind": "start"}' | build/bp_gradbench --backend compiled
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "apps/gradbench_backends.h"
+#include "engine/backend.h"
+#include "engine/compiled/backend.h"
+#include "harness/gradbench/cli.h"
+
+namespace {
+
+[[noreturn]] void run_libtorch_binary(char** argv) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string path = n > 0 ? std::string(self, size_t(n)) : std::string(argv[0]);
+  path = path.substr(0, path.rfind('/') + 1) + "bp_gradbench_libtorch";
+  execv(path.c_str(), argv);  // argv[0] unchanged: run as bin/<module>, it names the module
+  bp::gradbench::usage("--backend libtorch: cannot run " + path + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using Backends = bp::gradbench::EngineBackends<bp::EngineBackend, bp::CompiledBackend>;
+  return bp::gradbench::tool_main<Backends>(
+      argc, argv, [](std::string_view b) { return b == "libtorch"; }, run_libtorch_binary);
+}
