@@ -4,7 +4,7 @@
 // libtorch, like bench_engine, so its peak RSS is its own.
 //
 // Its own flags:
-//   --dialect=SPEC        how kernels are chosen (engine/compiled/dialects.h): auto (default),
+//   --dialect=SPEC        how kernels are chosen (engine/dialects/dialects.h): auto (default),
 //                         priority, or FAMILY:NAME forced, e.g. matmul:blis
 //   --memory_budget=X     the planned arena's budget: bytes (a whole number above 1) or a fraction
 //                         of the unbudgeted plan's peak in (0, 1] (engine/compiled/program.h)
@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "engine/compiled/backend.h"
+#include "harness/common/proc.h"
 #include "harness/driver/backend_main.h"
 #include "studies/kernels/kernel_rows.h"
 
@@ -75,9 +76,9 @@ int main(int argc, char** argv) {
   // least wait, 2^4 cycles.)
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
-  // Auto times library candidates in a child, so that an unchosen library never adds to this
-  // process's peak memory (engine/compiled/dialects.h).
-  bp::DialectSelector<float>::time_libraries_apart() = true;
+  // Auto measures each library's resident memory, and times library candidates in a child, so
+  // that an unchosen library never adds to this process's peak memory (engine/dialects/dialects.h).
+  bp::process_hooks() = {bp::proc_resident_bytes, bp::run_in_child};
   using bp::CompiledBackend;
   static CompiledOptions options;
   bp::BackendHooks<CompiledBackend> hooks;
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
     if (bp::dialect_in_build<float>(bp::OpFamily::matmul, name))
       in_build += (in_build.empty() ? "" : ", ") + name;
   hooks.context = {{"matmul", "per op and shape from the dialects " + in_build +
-                                  " (engine/compiled/dialects.h; each result's label names the "
+                                  " (engine/dialects/dialects.h; each result's label names the "
                                   "choice)"},
                    {"omp_wait_policy", "PASSIVE"},
                    {"openblas_thread_timeout", "4"}};

@@ -13,6 +13,7 @@
 #include "apps/gradbench_backends.h"
 #include "engine/backend.h"
 #include "engine/compiled/backend.h"
+#include "harness/common/proc.h"
 #include "harness/gradbench/cli.h"
 
 namespace {
@@ -29,6 +30,9 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The compiled mode weighs a library's resident memory against what its plan saves; the
+  // candidates are timed here (a session is one process, as GradBench runs tools).
+  bp::process_hooks().resident_bytes = bp::proc_resident_bytes;
   using Backends = bp::gradbench::EngineBackends<bp::EngineBackend, bp::CompiledBackend>;
   return bp::gradbench::tool_main<Backends>(
       argc, argv, [](std::string_view b) { return b == "libtorch"; }, run_libtorch_binary);

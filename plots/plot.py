@@ -65,7 +65,7 @@ TENSOR_FORM = "_tensor"
 for _b, _color in (("engine", "#00441b"), ("compiled", "#6b8e23"), ("libtorch", "#a63603"),
                   ("pytorch", "#253494"), ("torchscript", "#ae017e")):
     COLORS[_b + " tensor"], MARKERS[_b + " tensor"] = _color, "*"
-# The compiled mode's matmul dialects (engine/compiled/dialects.h), in kernel_dialects.png.
+# The compiled mode's matmul dialects (engine/dialects/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
                   "onednn": "#7570b3", "libxsmm": "#e7298a"}
 FAMILIES = [("scalar graphs", ["empty", "tiny_graph", "small_graph", "scalar_chain"]),

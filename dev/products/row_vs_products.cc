@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/compiled/dialects.h"
+#include "engine/dialects/dialects.h"
 #include "linear_buffers.h"
 using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {

@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/arena.h"
+#include "engine/runtime/arena.h"
 
 namespace bp {
 

@@ -21,7 +21,7 @@
 // budget_fraction of the plan's own peak) activations are dropped after the forward and
 // recomputed before the backward that needs them until the plan fits (engine/compiled/program.h).
 //
-// Kernels: chosen per op at compile time by `dialects` (engine/compiled/dialects.h): by priority
+// Kernels: chosen per op at compile time by `dialects` (engine/dialects/dialects.h): by priority
 // (the eager engine's own), by timing every candidate on the op's shape (auto), or forced per
 // family; under a memory budget, among kernels that open no library unless one is forced; without
 // one, auto keeps a library only while its resident memory fits in what the plan saves over the
@@ -91,13 +91,13 @@ struct CompiledBackend : EngineTensorInputs {
   // fraction of the plan's peak without one (0: no budget).
   size_t budget_bytes = 0;
   double budget_fraction = 0;
-  DialectSpec dialects;  // how kernels are chosen (engine/compiled/dialects.h); priority unless set
+  DialectSpec dialects;  // how kernels are chosen (engine/dialects/dialects.h); priority unless set
   // Auto keeps a library only while its resident memory fits in what the plan saves over the
   // eager tape, so that this mode never holds more than eager; false: whenever it is faster.
   bool libraries_within_saving = true;
   double selection_seconds = 0;  // of compile_seconds, what choosing kernels took
   std::string
-      libraries_left_out;  // by auto, as not worth their memory (engine/compiled/dialects.h)
+      libraries_left_out;  // by auto, as not worth their memory (engine/dialects/dialects.h)
   // Time to first step: from the first op of the captured step to its program being ready
   // (capture, planning), and to the end of its first backward (running it once too).
   std::chrono::steady_clock::time_point capture_started;
@@ -302,7 +302,7 @@ struct CompiledBackend : EngineTensorInputs {
   Program<float> compile_program() {
     try {
       // Under a memory budget no library is opened unless forced: its resident code and tables
-      // would sit outside the budget (engine/compiled/dialects.h).
+      // would sit outside the budget (engine/dialects/dialects.h).
       const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
       DialectSelector<float> selector(dialects, !budgeted);
       const ArenaBudget budget{budget_bytes, budget_fraction};
@@ -354,7 +354,7 @@ struct CompiledBackend : EngineTensorInputs {
     }
   }
   // Auto keeps a library only while its resident memory fits in what the plan saves over the
-  // eager tape (engine/compiled/dialects.h, keep_what_fits): false if it left one out.
+  // eager tape (engine/dialects/dialects.h, keep_what_fits): false if it left one out.
   static bool keep_libraries_that_fit(const Program<float>& p, DialectSelector<float>& selector) {
     std::vector<DialectSelector<float>::LibraryUse> uses;
     for (const auto& k : p.kernels())

@@ -26,7 +26,7 @@
 // step whose ops or shapes differ from the captured ones.
 //
 // Kernels: each node's forward and backward come from the dialect chosen for it
-// (engine/compiled/dialects.h); the op's rule still says what the planner needs (aux, reads, in
+// (engine/dialects/dialects.h); the op's rule still says what the planner needs (aux, reads, in
 // place). Not here: capture and the replay guard (engine/compiled/backend.h). Tests:
 // engine/compiled/compiled_test.cc.
 #pragma once
@@ -45,10 +45,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/compiled/dialects.h"
 #include "engine/compiled/planner.h"
 #include "engine/core/ops.h"
 #include "engine/core/tensor.h"
+#include "engine/dialects/dialects.h"
 
 namespace bp {
 
@@ -120,7 +120,7 @@ class Program {
   // Compiles nodes [num_params, root] of the record-only graph `g`; root is the loss (1, 1). With
   // a budget, activations are recomputed until the plan fits, or BudgetError says the smallest
   // it reached.
-  // Kernels: chosen per node by `dialects` (engine/compiled/dialects.h); without one, by priority,
+  // Kernels: chosen per node by `dialects` (engine/dialects/dialects.h); without one, by priority,
   // which is the eager engine's own kernels.
   // With `given` decisions (a plan cache's), nothing is chosen or searched: PlanMismatch if they
   // do not fit.
@@ -292,7 +292,7 @@ class Program {
     std::vector<Pending>& code = e.code;
 
     // Whether each library pays for its memory, weighed over the whole step
-    // (engine/compiled/dialects.h).
+    // (engine/dialects/dialects.h).
     std::vector<std::pair<TensorOp, OpArgs<T>>> ops;
     for (uint32_t i = P; i < N; i++)
       if (g.node_at(i).op != TensorOp::view && g.node_at(i).op != TensorOp::leaf)

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "engine/core/threads.h"
+#include "engine/runtime/threads.h"
 
 enum class Forced { nothing, every_split, products_side_by_side, ops_side_by_side };
 inline constexpr Forced kEveryWayOfSplitting[] = {

@@ -1,5 +1,5 @@
 // engine/core/op_cases_test.h: the tensor ops' test cases, shared by engine/core/tensor_test.cc
-// (eager and compiled, against finite differences) and engine/compiled/dialects_test.cc (every
+// (eager and compiled, against finite differences) and engine/dialects/dialects_test.cc (every
 // dialect of every op).
 //
 // A case is parameters with value ranges kept away from the op's kinks and poles, and the op

@@ -9,7 +9,7 @@
 // running a step use this one table: the eager graph (engine/core/tensor.h) fills an OpArgs per
 // node as it goes; the compiled program (engine/compiled/program.h) fills them once, at planned
 // addresses, and calls the same functions as its `engine` dialect, or another kernel of the op's
-// (engine/compiled/dialects.h: the matmul and linear functions here are templates over the product
+// (engine/dialects/dialects.h: the matmul and linear functions here are templates over the product
 // kernel, so a dialect replaces only that).
 //
 // Not here: operand checking (engine/core/tensor.h does it, with the shapes in its messages),
@@ -29,9 +29,9 @@
 #include <iterator>
 #include <type_traits>
 
-#include "engine/core/threads.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/products.h"
+#include "engine/runtime/threads.h"
 
 namespace bp {
 
@@ -136,8 +136,8 @@ inline bool relu_passes(T out) {
   return !(out <= T(0));
 }
 
-// ---- splitting an op over the pool's threads (engine/core/threads.h) ----
-// Below split_thresholds().elems elements an op runs inline (engine/core/threads.h).
+// ---- splitting an op over the pool's threads (engine/runtime/threads.h) ----
+// Below split_thresholds().elems elements an op runs inline (engine/runtime/threads.h).
 // Elementwise work goes in chunks of whole vectors (kChunk elements), so that every element takes
 // the same code (a loop's vector body or its remainder) at any thread count; rows go whole, and a
 // sum down the rows (a broadcast operand's gradient, a bias's) goes by chunks of columns, each
@@ -167,7 +167,7 @@ void for_columns(int32_t cols, int64_t rows, F&& f) {
 }
 
 // ---- matmul and linear, over a product policy G (engine/kernels/products.h's TiledGemm by
-// default; the other matmul dialects in engine/compiled/dialects.h) ----
+// default; the other matmul dialects in engine/dialects/dialects.h) ----
 
 // One product c (M, N) += op(a) (M, K) op(b) (K, N).
 struct Product {

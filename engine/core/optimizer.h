@@ -28,9 +28,9 @@
 #include <span>
 #include <utility>
 
-#include "engine/core/arena.h"
 #include "engine/core/ops.h"
 #include "engine/kernels/kernels.h"
+#include "engine/runtime/arena.h"
 
 namespace bp {
 

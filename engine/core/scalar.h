@@ -29,8 +29,8 @@
 #include <new>
 #include <type_traits>
 
-#include "engine/core/arena.h"
 #include "engine/kernels/kernels.h"
+#include "engine/runtime/arena.h"
 
 namespace bp {
 

@@ -4,7 +4,7 @@
 // Every tensor is a row-major matrix (rows, cols); sequences are (B*T, C) and a view changes the
 // shape without copying. Building ops records nodes on a tape and computes forward at once;
 // `backward` walks the tape once in reverse creation order. Memory comes from two arenas
-// (engine/core/arena.h): one for constants (kept), one for the step's activations and their
+// (engine/runtime/arena.h): one for constants (kept), one for the step's activations and their
 // gradients (reset after each step, consolidated to one block, so steady-state steps allocate
 // nothing). Trained parameters, their gradients and the optimizer's state live in flat buffers
 // (engine/core/optimizer.h): SGD and AdamW are one pass each, and a step with a NaN or Inf
@@ -22,11 +22,11 @@
 // naming the op, the operands' shapes and what is valid. A second backward in one step is refused,
 // as PyTorch refuses it.
 //
-// Threads: the kernels split themselves over engine/core/threads.h's pool (bitwise the same at any
-// thread count); the graph is built and walked by one thread.
-// Not here: broadcasting beyond "one row against every row",
-// more than two dimensions, a static-graph mode (engine/compiled/backend.h).
-// T is float for benchmarks and double for the finite-difference tests.
+// Threads: the kernels split themselves over engine/runtime/threads.h's pool (bitwise the same at
+// any thread count); the graph is built and walked by one thread. Not here: broadcasting beyond
+// "one row against every row", more than two dimensions, a static-graph mode
+// (engine/compiled/backend.h). T is float for benchmarks and double for the finite-difference
+// tests.
 //
 //   bp::TensorGraph<float> g;
 //   auto W = g.param(4, 3, init), x = g.input(2, 3, data);        // (OC, C), (N, C)
@@ -50,9 +50,9 @@
 #include <span>
 #include <vector>
 
-#include "engine/core/arena.h"
 #include "engine/core/ops.h"
 #include "engine/core/optimizer.h"
+#include "engine/runtime/arena.h"
 
 namespace bp {
 

@@ -4,7 +4,7 @@
 // a backward adds (+=) into the gradients it is given. Nothing here knows about graphs, handles or
 // shapes' validity: engine/core/tensor.h checks every operand and calls these. Kept apart so that
 // every way of running a step (the eager tape, the compiled program) shares one copy of each
-// kernel: these are the `engine` dialect (engine/compiled/dialects.h). T is float for benchmarks
+// kernel: these are the `engine` dialect (engine/dialects/dialects.h). T is float for benchmarks
 // and double for the finite-difference tests.
 //
 // The matrix products, the largest of these kernels, are engine/kernels/products.h.

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/compiled/kernels_reference.h"
+#include "engine/dialects/kernels_reference.h"
 #include "engine/kernels/products.h"
 
 namespace {
@@ -75,7 +75,7 @@ TEST(Kernels, ExpEdges) {
 // matmul_accumulate's paths on shapes the op cases are too small for: b transposed by a copy or
 // through c^T, and gemm's packed blocks (M >= kPackMinRows; b in one block or several), in double
 // against the reference dialect's one-dot-product-per-element loop
-// (engine/compiled/kernels_reference.h).
+// (engine/dialects/kernels_reference.h).
 TEST(Kernels, MatmulPathsMatchAPlainProductOnLargeShapes) {
   struct Shape {
     int32_t M, N, K;

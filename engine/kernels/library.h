@@ -1,5 +1,5 @@
 // engine/kernels/library.h: matrix products from the libraries Debian packages, as product
-// policies for the matmul dialects (engine/compiled/dialects.h).
+// policies for the matmul dialects (engine/dialects/dialects.h).
 //
 // Each policy runs c (M, N) += op(a) op(b) for row-major buffers, as engine/kernels/products.h's
 // TiledGemm does, and says for which element types and shapes it can: OpenBLAS (cblas), BLIS (its
@@ -17,7 +17,7 @@
 //
 // Threads: set_library_threads gives every library the run's thread count as it opens, so that
 // a dialect never brings more cores to a comparison than the other backends have.
-// Tests: engine/compiled/dialects_test.cc.
+// Tests: engine/dialects/dialects_test.cc.
 #pragma once
 
 #include <dlfcn.h>
@@ -54,7 +54,7 @@ inline int& library_threads() {
 
 // Whether this process has run any library's code yet (opened one, or had LIBXSMM generate a
 // kernel): auto then times candidates in a child process only while it has not
-// (engine/compiled/dialects.h), since a library's threads do not survive fork().
+// (engine/dialects/dialects.h), since a library's threads do not survive fork().
 inline bool& libraries_entered() {
   static bool entered = false;
   return entered;

@@ -1,7 +1,7 @@
 // engine/kernels/products.h: the matrix products of the matmul and linear ops, c (M, N) += op(a)
 // op(b) over raw row-major buffers: register tiles, BLIS-style blocking and packing, the few-row
 // path, transposes, and TiledGemm, the product policy of the `engine` dialect
-// (engine/compiled/dialects.h; the libraries' policies are engine/kernels/library.h). Shared by the
+// (engine/dialects/dialects.h; the libraries' policies are engine/kernels/library.h). Shared by the
 // eager tape and the compiled program as every kernel of engine/kernels/kernels.h is.
 //
 // Tests: engine/core/tensor_test.cc (every path, blocked and packed ones included, against a plain
@@ -20,8 +20,8 @@
 #include <immintrin.h>
 #endif
 
-#include "engine/core/threads.h"
 #include "engine/kernels/kernels.h"  // madd
+#include "engine/runtime/threads.h"
 
 namespace bp {
 
@@ -526,7 +526,7 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
     gemm_panel<T, NR / 4>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
   for (; n < N; n++) gemm_panel<T, 1>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
 }
-// ---- the products over the pool's threads (engine/core/threads.h) ----
+// ---- the products over the pool's threads (engine/runtime/threads.h) ----
 // A product of at least split_thresholds().macs multiply-adds is split, one part per thread: by
 // bands of rows when each part gets at least split_thresholds().rows (each part packs b's blocks
 // for itself, which that many rows repay), else by panels of columns (each part streams its own
@@ -644,7 +644,7 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
 
 // A product kernel as the matmul and linear ops call it: c (M, N) += op(a) op(b) (c uninitialised
 // and written when fresh, OpArgs::fresh), and the scratch it needs. The ops are templates over such
-// a policy (engine/core/ops.h), so every matmul dialect (engine/compiled/dialects.h) runs the ops'
+// a policy (engine/core/ops.h), so every matmul dialect (engine/dialects/dialects.h) runs the ops'
 // own code around its products; this one is the engine's.
 struct TiledGemm {
   static constexpr bool in_build = true;

@@ -16,15 +16,19 @@
 #include <dirent.h>
 #include <sched.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -218,6 +222,45 @@ inline long proc_benchmark_root(long pid) {
     root = p;
   }
   return root;
+}
+
+// This process's resident memory now (VmRSS), in bytes.
+inline size_t proc_resident_bytes() {
+  return size_t(std::max<int64_t>(0, proc_status_bytes("VmRSS")));
+}
+
+// Runs `work` in a child process (fork) and returns what it returned, sent back through a pipe;
+// nothing if the child could not be made or did not exit 0. The child shares nothing afterwards
+// with this process: what `work` loads (a library) never enters it. Threads are not forked: work
+// must restart any it needs.
+inline std::optional<std::string> run_in_child(const std::function<std::string()>& work) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    const std::string out = work();
+    for (size_t at = 0; at < out.size();) {
+      const ssize_t n = write(fds[1], out.data() + at, out.size() - at);
+      if (n <= 0) _exit(1);
+      at += size_t(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string in;
+  char buf[4096];
+  for (ssize_t n; pid > 0 && (n = read(fds[0], buf, sizeof buf)) != 0;)
+    if (n > 0)
+      in.append(buf, size_t(n));
+    else if (errno != EINTR)
+      break;
+  close(fds[0]);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return std::nullopt;
+  return in;
 }
 
 inline double load_average_1min() {

@@ -2,7 +2,7 @@
 // written whole by one write(2) in append mode, so that processes adding lines at once never tear
 // one. The compiled mode's kernel verdicts go through one (`--verdicts=FILE`): the first process
 // that times a shape (the check's) writes its verdict, and every later one reads it instead of
-// timing again (engine/compiled/dialects.h says what a line holds; this file does not know).
+// timing again (engine/dialects/dialects.h says what a line holds; this file does not know).
 // An unreadable or unwritable file is no error: the process keeps its verdicts to itself.
 //   Tests: harness/harness_test.cc (SharedLines).
 #pragma once

@@ -44,7 +44,7 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
     argv.push_back("--checkpoint_dir=" +
                    (opt.checkpoint_dir.empty() ? folder : opt.checkpoint_dir));
   // Kernel verdicts are shared through the run folder: measured once, by the first process that
-  // meets a shape (the check's), read by every later one (engine/compiled/dialects.h); one file
+  // meets a shape (the check's), read by every later one (engine/dialects/dialects.h); one file
   // per thread count, since a kernel's speed depends on it (a library's threads wake per call).
   const int threads = threads_of(backend, opt.threads);
   if (spec.shares_verdicts)

@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "engine/compiled/backend.h"
-#include "engine/compiled/dialects.h"
-#include "engine/core/threads.h"
+#include "engine/dialects/dialects.h"
 #include "engine/kernels/products.h"  // FloatVector: the vector the peak loop runs
+#include "engine/runtime/threads.h"
 #include "harness/common/names.h"
 #include "harness/common/protocol.h"
 #include "workloads/registry.h"

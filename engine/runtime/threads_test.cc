@@ -1,9 +1,9 @@
-// engine/core/threads_test.cc: the pool (engine/core/threads.h), and the kernels split over it
-// bitwise the same at 1, 2, 3 and 4 threads: products on every path (rows, columns, few rows,
+// engine/runtime/threads_test.cc: the pool (engine/runtime/threads.h), and the kernels split over
+// it bitwise the same at 1, 2, 3 and 4 threads: products on every path (rows, columns, few rows,
 // transposes), and every op case, eager and compiled, with every kernel forced to split.
 // (Every model workload at 1 to 4 threads: engine/compiled/compiled_test.cc.)
 //   build/engine_tests --gtest_filter='Threads*'
-#include "engine/core/threads.h"
+#include "engine/runtime/threads.h"
 
 #include <gtest/gtest.h>
 

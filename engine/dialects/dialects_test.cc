@@ -1,4 +1,4 @@
-// engine/compiled/dialects_test.cc: every kernel of every dialect (engine/compiled/dialects.h)
+// engine/dialects/dialects_test.cc: every kernel of every dialect (engine/dialects/dialects.h)
 // proven like the engine's own, and the choice among them.
 //
 // Each op case of engine/core/op_cases_test.h runs compiled with each dialect of each op family it
@@ -9,7 +9,7 @@
 // each refused with one line. Which dialects this build lacks is printed, not failed: a build
 // without the optional libraries passes (make sanitize builds so).
 //   build/engine_tests --gtest_filter='Dialects*'    (or ctest -R Dialects)
-#include "engine/compiled/dialects.h"
+#include "engine/dialects/dialects.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +23,12 @@
 
 #include "engine/compiled/program.h"
 #include "engine/core/op_cases_test.h"
+#include "harness/common/proc.h"
+
+// The engine's tests measure libraries' resident memory as bench_compiled does (the engine
+// reads no /proc itself: engine/dialects/dialects.h, ProcessHooks).
+[[maybe_unused]] const bool g_resident_measured =
+    (bp::process_hooks().resident_bytes = bp::proc_resident_bytes, true);
 
 namespace {
 
@@ -307,7 +313,7 @@ TEST(Dialects, ALibraryIsKeptOnlyWhileItsResidentMemoryFitsThePlansSaving) {
   bp::OpArgs<float> a;
   a.rows = 48, a.cols = 96, a.in_rows[0] = 48, a.in_cols[0] = 64, a.in_rows[1] = 64;
   a.in_cols[1] = 96;
-  DialectSelector<float>::time_libraries_apart() = true;
+  bp::process_hooks().run_apart = bp::run_in_child;  // as bench_compiled sets it
   DialectSelector<float> dialects(*bp::parse_dialect_spec<float>("auto", &error));
   dialects.weigh_libraries({{bp::TensorOp::matmul, a}});
   bool ok = !bp::libraries_entered();

@@ -1,4 +1,4 @@
-// engine/core/arena.h: the bump allocator every tensor buffer comes from.
+// engine/runtime/arena.h: the bump allocator every tensor buffer comes from.
 //
 // A TensorGraph holds two: one for parameters and optimizer state (kept for the graph's life), one
 // for a step's activations, gradients and scratch (reset after every step). Not a general

@@ -1,11 +1,11 @@
-// engine/core/threads.h: the engine's one pool of threads, made once at start (--threads), and
+// engine/runtime/threads.h: the engine's one pool of threads, made once at start (--threads), and
 // parallel_for, which splits a kernel's independent pieces (output tiles, rows, chunks) over it.
 //
 // A job is split into at most `size()` contiguous parts; the calling thread runs part 0 and the
 // workers the rest, each part writing outputs no other part writes. The kernels keep every sum in
 // one fixed order whatever the split (a row's reduction stays in one part; cross-row reductions
 // run after, in row order), so results are bitwise the same at any thread count
-// (engine/core/threads_test.cc checks products and every op at 1 to 4 threads,
+// (engine/runtime/threads_test.cc checks products and every op at 1 to 4 threads,
 // engine/compiled/compiled_test.cc every model workload).
 //
 // Between jobs a worker spins a while (kSpinRounds pauses: ops follow each other that closely in a

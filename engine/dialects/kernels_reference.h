@@ -1,12 +1,12 @@
-// engine/compiled/kernels_reference.h: the reference dialect, a plain kernel for every hot op.
+// engine/dialects/kernels_reference.h: the reference dialect, a plain kernel for every hot op.
 //
 // Each is the textbook loop: libm's exp, tanh and erf, sums accumulated in double, no blocking,
 // no fusion beyond what the op itself is. They are the dialect any other is checked against
-// (engine/compiled/dialects_test.cc) and the floor that `--dialect=auto` must beat; they run the
+// (engine/dialects/dialects_test.cc) and the floor that `--dialect=auto` must beat; they run the
 // same OpArgs, aux layout and backward reads as the engine's own kernels (engine/core/ops.h), so a
 // node can run either. Double for T = float (long double for T = double) keeps their rounding apart
 // from the fast kernels', which is what a reference should be. Tests:
-// engine/compiled/dialects_test.cc (finite differences in double, and every dialect against these).
+// engine/dialects/dialects_test.cc (finite differences in double, and every dialect against these).
 #pragma once
 
 #include <algorithm>

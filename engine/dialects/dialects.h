@@ -1,4 +1,4 @@
-// engine/compiled/dialects.h: operator dialects, several kernels per op and the choice among them.
+// engine/dialects/dialects.h: operator dialects, several kernels per op and the choice among them.
 //
 // RAF's dialects (arXiv 2303.04759, section 4): every op may have several implementations, each
 // with a priority and a rule saying where it can run; the compiler picks one per op before the
@@ -12,7 +12,7 @@
 //   openblas,
 //       blis, libxsmm, onednn (engine/kernels/library.h): the op's own code around the product.
 //   attention, layernorm, softmax, cross_entropy, eltwise (add mul tanh relu gelu exp log):
-//       engine (fused and vectorised) and reference (engine/compiled/kernels_reference.h).
+//       engine (fused and vectorised) and reference (engine/dialects/kernels_reference.h).
 // embedding, sum and mean have the engine's kernel only.
 //
 // Choice per node, by DialectSpec: `priority` takes the highest-priority kernel available (the
@@ -25,15 +25,12 @@
 // program (weigh_libraries): one that gains under 2% of the step is left out, so that its
 // resident memory is not paid for nothing; and for the compiled backend, whose programs may hold
 // no more than the eager tape would, one whose resident memory does not fit what the plan saves
-// (keep_libraries_within_saving). Library candidates may be timed in a child process
-// (time_libraries_apart), so that an unchosen library never enters this one. A selector told to
+// (keep_libraries_within_saving). Library candidates may be timed in a child process (a program's
+// ProcessHooks::run_apart), so that an unchosen library never enters this one. A selector told to
 // leave libraries out (a program under a memory budget) chooses only among the kernels that run
 // no library's code.
-// Tests: engine/compiled/dialects_test.cc.
+// Tests: engine/dialects/dialects_test.cc.
 #pragma once
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -57,11 +54,11 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/compiled/kernels_reference.h"
-#include "engine/core/arena.h"
 #include "engine/core/ops.h"
-#include "engine/core/threads.h"
+#include "engine/dialects/kernels_reference.h"
 #include "engine/kernels/library.h"
+#include "engine/runtime/arena.h"
+#include "engine/runtime/threads.h"
 
 namespace bp {
 
@@ -371,6 +368,24 @@ struct KernelBench {
 };
 
 // Chooses every node's kernel under one spec; auto's measurements are cached per op and shape.
+// What the selector asks of the process it runs in, which the engine does not do itself (it
+// forks nothing and reads nothing of /proc): a program sets these (apps/bench_compiled.cc, from
+// harness/common/proc.h). Unset, auto times every kernel in this process and measures no
+// library's resident memory (such a library counts as unmeasured, and under the saving rule is
+// left out).
+struct ProcessHooks {
+  size_t (*resident_bytes)() = nullptr;  // this process's resident memory now (VmRSS)
+  // Runs `work` in a child process made for it and returns its result, or nothing if the child
+  // failed. Set, auto times library candidates in such a child while this process has run no
+  // library's code (a library's threads would not survive a fork), so that a library it does not
+  // choose never enters this process, and each library's resident memory is measured there.
+  std::optional<std::string> (*run_apart)(const std::function<std::string()>& work) = nullptr;
+};
+inline ProcessHooks& process_hooks() {
+  static ProcessHooks hooks;
+  return hooks;
+}
+
 template <class T>
 class DialectSelector {
  public:
@@ -403,7 +418,7 @@ class DialectSelector {
   static constexpr double kLibraryGain = 0.02;
   void weigh_libraries(const std::vector<std::pair<TensorOp, OpArgs<T>>>& nodes) {
     if (!spec_.timed || !libraries_) return;
-    if (time_libraries_apart() && !libraries_entered()) time_in_child(nodes);
+    if (process_hooks().run_apart && !libraries_entered()) time_in_child(nodes);
     std::map<std::string, double>& gain = gains_;
     gain.clear();
     double total = 0;
@@ -442,14 +457,6 @@ class DialectSelector {
   // The libraries left out, each with why, for results.
   const std::map<std::string, std::string>& libraries_left_out() const { return excluded_; }
 
-  // Auto times library candidates in a child process (fork) while this one has run no library's
-  // code: a library it does not choose then never enters this process, and each library's
-  // resident memory is measured there. Off unless a program turns it on (bench_compiled does);
-  // a library's threads would not survive a fork, so once one has run here, auto times here.
-  static bool& time_libraries_apart() {
-    static bool apart = false;
-    return apart;
-  }
   // A library's resident memory (code, tables, first buffers): VmRSS's growth across its
   // opening and its first run on each shape, where it was timed (this process, the child that
   // timed for it, or another process of the run); nullopt when none has timed it.
@@ -569,28 +576,21 @@ class DialectSelector {
     static std::map<std::string, size_t> bytes;
     return bytes;
   }
-  static size_t rss_bytes() {
-    long pages = 0, resident = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-      std::fclose(f);
-    }
-    return size_t(resident) * size_t(sysconf(_SC_PAGESIZE));
-  }
   // f(), with what VmRSS grew by charged to k's library when k runs one whose memory no other
-  // process reported (a read of /proc each time: not once the child has measured it).
+  // process reported (the hook reads /proc each time: not once the child has measured it).
   template <class F>
   static auto charge_resident(const Kernel<T>& k, F&& f) {
-    if (!k.library || resident_reported().count(k.dialect)) return f();
-    const size_t before = rss_bytes();
+    size_t (*resident)() = process_hooks().resident_bytes;
+    if (!k.library || !resident || resident_reported().count(k.dialect)) return f();
     struct Charge {
       const char* dialect;
+      size_t (*resident)();
       size_t before;
       ~Charge() {
-        const size_t now = rss_bytes();
+        const size_t now = resident();
         if (now > before) resident_here()[dialect] += now - before;
       }
-    } charge{k.dialect, before};
+    } charge{k.dialect, resident, resident()};
     return f();
   }
   // Asking a library kernel whether it can run opens its library (charged to it).
@@ -654,13 +654,9 @@ class DialectSelector {
     }
     if (untimed.empty()) return;
     const auto started = std::chrono::steady_clock::now();
-    int fds[2];
-    if (pipe(fds) != 0) return;
     std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      thread_pool().restart_after_fork();
+    const std::optional<std::string> in = process_hooks().run_apart([&] {
+      thread_pool().restart_after_fork();  // a fork carries no threads
       exchange() = {};
       std::string out;
       for (const auto& [op, a] : untimed) {
@@ -670,29 +666,13 @@ class DialectSelector {
       }
       for (const auto& [d, b] : resident_here())
         out += "resident " + d + " " + std::to_string(b) + "\n";
-      for (size_t at = 0; at < out.size();) {
-        const ssize_t n = write(fds[1], out.data() + at, out.size() - at);
-        if (n <= 0) _exit(1);
-        at += size_t(n);
-      }
-      _exit(0);
-    }
-    close(fds[1]);
-    std::string in;
-    char buf[4096];
-    for (ssize_t n; pid > 0 && (n = read(fds[0], buf, sizeof buf)) != 0;)
-      if (n > 0)
-        in.append(buf, size_t(n));
-      else if (errno != EINTR)
-        break;
-    close(fds[0]);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
+      return out;
+    });
+    if (!in) {
       std::fprintf(stderr, "warning: timing kernels in a child process failed; timing here\n");
       return;
     }
-    std::istringstream lines(in);
+    std::istringstream lines(*in);
     for (std::string line; std::getline(lines, line);)
       if (take_line(line) && exchange().publish) exchange().publish(line);
     seconds_measuring_ +=
