@@ -27,8 +27,10 @@
 //
 // Kernels: each node's forward and backward come from the dialect chosen for it
 // (engine/dialects/dialects.h); the op's rule still says what the planner needs (aux, reads, in
-// place). Not here: capture and the replay guard (engine/compiled/backend.h). Tests:
-// engine/compiled/compiled_test.cc.
+// place). In files of their own: the program before placement (engine/compiled/lowered.h), the
+// waves it runs in at two threads or more (engine/compiled/waves.h) and the choice of what to
+// recompute (engine/compiled/recompute.h). Not here: capture and the replay guard
+// (engine/compiled/backend.h). Tests: engine/compiled/compiled_test.cc.
 #pragma once
 
 #include <algorithm>
@@ -45,7 +47,10 @@
 #include <utility>
 #include <vector>
 
+#include "engine/compiled/lowered.h"
 #include "engine/compiled/planner.h"
+#include "engine/compiled/recompute.h"
+#include "engine/compiled/waves.h"
 #include "engine/core/ops.h"
 #include "engine/core/tensor.h"
 #include "engine/dialects/dialects.h"
@@ -151,14 +156,14 @@ class Program {
     if (waves_.empty())
       for (size_t i = 0; i < forward_end_; i++) code_[i].run(code_[i].args);
     else
-      run_waves(0, forward_waves_);
+      waves_.run(code_, 0, waves_.forward_waves);
   }
   void backward() const {
     check_threads();
     if (waves_.empty())
       for (size_t i = forward_end_; i < code_.size(); i++) code_[i].run(code_[i].args);
     else
-      run_waves(forward_waves_, waves_.size());
+      waves_.run(code_, waves_.forward_waves, waves_.waves.size());
   }
   // Scratch is planned for the parts a kernel splits into, so a plan runs at its own threads only.
   void check_threads() const {
@@ -212,69 +217,19 @@ class Program {
   const std::vector<PlannedBuffer>& buffers() const { return planned_; }  // placed, for the tests
   size_t num_instructions() const { return code_.size(); }
   // Instructions that run side by side with others (in waves of more than one part).
-  size_t side_by_side() const {
-    size_t n = 0;
-    for (const Wave& w : waves_) n += w.parts > 1 ? w.end - w.begin : 0;
-    return n;
-  }
+  size_t side_by_side() const { return waves_.side_by_side(); }
 
  private:
-  // Where a pointer of an instruction goes: a planned buffer, or memory outside the arena
-  // (parameters, constants), or nowhere.
-  struct Ref {
-    int32_t buffer = -1;
-    const T* outside = nullptr;
-  };
-  struct Buffer {
-    size_t elems;
-    bool zeroed;          // accumulated into: filled with zeros right before its first use
-    int32_t parent = -1;  // merged into another buffer (an op in place)
-  };
-  struct Pending {
-    void (*run)(const OpArgs<T>&);
-    OpArgs<T> args;  // shapes and op arguments; pointers come from the refs
-    Ref out, dout, aux, in[3], din[3], scratch;
-    TensorOp op;
-    bool backward;
-    uint32_t node;
-    bool recompute = false;  // a forward again, right before the backward that needs its output
-    uint8_t fresh_ok = 0;    // the din[k] (bit k) the kernel's backward can write fresh
-  };
-  template <class F>
-  static void for_each_ref(const Pending& p, F&& f) {
-    f(p.out), f(p.dout), f(p.aux), f(p.scratch);
-    for (int k = 0; k < 3; k++) f(p.in[k]), f(p.din[k]);
-  }
-  // The operand k through which `p` may write the gradient `is_it` picks out fresh
-  // (OpArgs::fresh), or -1: p's kernel can write din[k] so, and p touches that memory through
-  // din[k] alone (add(x, x) adds both halves into one).
-  template <class F>
-  static int fresh_operand(const Pending& p, F&& is_it) {
-    int refs = 0, operand = -1;
-    for_each_ref(p, [&](const Ref& r) { refs += is_it(r); });
-    for (int k = 0; k < 3; k++)
-      if (is_it(p.din[k])) operand = k;
-    return refs == 1 && operand >= 0 && (p.fresh_ok >> operand & 1) ? operand : -1;
-  }
-
-  static int32_t find(const std::vector<Buffer>& buffers, int32_t b) {
-    while (buffers[b].parent >= 0) b = buffers[b].parent;
-    return b;
-  }
+  // The program before placement (engine/compiled/lowered.h).
+  using Ref = program_ir::Ref<T>;
+  using Buffer = program_ir::Buffer;
+  using Pending = program_ir::Pending<T>;
+  using Emitted = program_ir::Emitted<T>;
+  using Lowered = program_ir::Lowered<T>;
   int32_t new_buffer(size_t elems, bool zeroed) {
     buffers_.push_back({elems, zeroed, -1});
     return int32_t(buffers_.size() - 1);
   }
-
-  // The step as emitted: forward, seed, backward; each node's buffers; what may be recomputed.
-  struct Emitted {
-    std::vector<Pending> code;
-    size_t forward_count = 0;
-    int32_t loss_buffer = -1;
-    std::vector<uint32_t> candidates;  // nodes whose output may be dropped and recomputed
-    std::vector<int32_t> forward_of;   // node - P -> its forward in code
-    std::vector<double> cost;          // node - P -> FLOPs of its forward (a model, for choosing)
-  };
 
   Emitted emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>& dialects) {
     const uint32_t P = uint32_t(g.num_params());
@@ -402,12 +357,6 @@ class Program {
   // The program in its final order, with `recomputed` nodes' outputs dropped after their last
   // forward use and recomputed before their first backward use; ops in place where they may be;
   // each zeroed buffer's fill right before its first use. Buffers come back merged (`buffers`).
-  struct Lowered {
-    std::vector<Pending> code;
-    std::vector<Buffer> buffers;
-    std::vector<int32_t> first, last;
-    size_t forward_end = 0;
-  };
   Lowered lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const {
     Lowered l;
     l.buffers = buffers_;
@@ -470,18 +419,19 @@ class Program {
 
     // In place: an elementwise forward writes over an operand of its size that nothing reads
     // later (not the loss, which is read after the step).
-    touches(code, l.buffers, l.first, l.last);
+    program_ir::touches(code, l.buffers, l.first, l.last);
     for (size_t t = 0; t < e.forward_count; t++) {
       Pending& p = code[t];
       if (!op_rules<T>[int(p.op)].elementwise) continue;
-      const int32_t out = find(l.buffers, p.out.buffer);
+      const int32_t out = program_ir::find(l.buffers, p.out.buffer);
       for (int k = 0; k < 3; k++) {
         if (p.in[k].buffer < 0) continue;
-        const int32_t in = find(l.buffers, p.in[k].buffer);
+        const int32_t in = program_ir::find(l.buffers, p.in[k].buffer);
         if (in != out && l.buffers[in].elems == l.buffers[out].elems && l.last[in] == int32_t(t) &&
             l.first[out] == int32_t(t) && out != e.loss_buffer) {
-          // The merged buffer's lifetime is the union of both (what touches() would find again,
-          // without a pass over the whole program per merge: an unrolled RNN has 10^4 of them).
+          // The merged buffer's lifetime is the union of both (what program_ir::touches() would
+          // find again, without a pass over the whole program per merge: an unrolled RNN has 10^4
+          // of them).
           l.buffers[out].parent = in;
           l.first[in] = std::min(l.first[in], l.first[out]);
           l.last[in] = std::max(l.last[in], l.last[out]);
@@ -495,8 +445,9 @@ class Program {
     for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
       if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0) {
         Pending& p = code[l.first[b]];
-        const int k = fresh_operand(
-            p, [&](const Ref& r) { return r.buffer >= 0 && find(l.buffers, r.buffer) == b; });
+        const int k = program_ir::fresh_operand(p, [&](const Ref& r) {
+          return r.buffer >= 0 && program_ir::find(l.buffers, r.buffer) == b;
+        });
         if (k >= 0)
           p.args.fresh |= uint8_t(1 << k);
         else
@@ -522,321 +473,10 @@ class Program {
       l.code.push_back(code[t]);
     }
     if (e.forward_count == code.size()) l.forward_end = l.code.size();
-    touches(l.code, l.buffers, l.first, l.last);
-    const int32_t loss = find(l.buffers, e.loss_buffer);
+    program_ir::touches(l.code, l.buffers, l.first, l.last);
+    const int32_t loss = program_ir::find(l.buffers, e.loss_buffer);
     l.last[loss] = int32_t(l.code.size()) - 1;  // read after the step
     return l;
-  }
-
-  // Inter-op parallelism, from the program's dependencies: each instruction gets a level after
-  // every instruction it must follow (it reads what they write, or writes what they read or
-  // write: gradients accumulated into one buffer keep their order), first as early as it can be,
-  // then as late (so nothing is made long before it is used and kept live), never more than
-  // kWindow instructions from where it was. A level's instructions are independent: those that
-  // split over the pool themselves run one after another, the rest side by side as a wave, each
-  // whole on one thread (a parallel_for inside it runs inline) in at most threads_ contiguous
-  // parts of even modelled work, or in order when a part would be under side_by_side elements'
-  // work. Each computes what it would alone, so a step's bits do not change. The planner sees
-  // each wave as one instruction; the program keeps its own order unless some wave runs in parts
-  // at a small cost in memory (dev/notes.md, "Inter-op").
-  struct Wave {
-    uint32_t begin, end;  // positions in order_
-    uint32_t parts = 1;
-    uint32_t cut_at = 0;  // parts + 1 positions in cuts_
-  };
-  void run_waves(size_t first, size_t last) const {
-    for (size_t w = first; w < last; w++) {
-      const Wave& v = waves_[w];
-      if (v.parts == 1) {
-        for (uint32_t at = v.begin; at < v.end; at++) code_[order_[at]].run(code_[order_[at]].args);
-        continue;
-      }
-      const uint32_t* cut = &cuts_[v.cut_at];
-      thread_pool().run(int(v.parts), [&](int part, int) {
-        for (uint32_t at = cut[part]; at < cut[part + 1]; at++)
-          code_[order_[at]].run(code_[order_[at]].args);
-      });
-    }
-  }
-  // What an instruction touches: a logical buffer (its root) or memory outside the arena (a
-  // parameter's values or gradient, an input), read or written.
-  struct Touch {
-    int32_t buffer;  // -1: outside, from `outside`
-    const T* outside;
-    bool write;
-  };
-  static void touches_of(const Lowered& l, const Pending& p, std::vector<Touch>& t) {
-    t.clear();
-    auto add = [&](const Ref& r, bool write) {
-      if (r.buffer >= 0)
-        t.push_back({find(l.buffers, r.buffer), nullptr, write});
-      else if (r.outside)
-        t.push_back({-1, r.outside, write});
-    };
-    add(p.out, true), add(p.dout, true), add(p.aux, true), add(p.scratch, true);
-    for (int k = 0; k < 3; k++) add(p.in[k], false), add(p.din[k], true);
-  }
-  // Modelled work, in elements (a multiply-add is a sixteenth: the split thresholds' ratio), and
-  // whether the kernel splits over the pool itself (or runs its backward's two products side by
-  // side), as engine/core/ops.h decides.
-  static double work_of(const Pending& p, bool* alone) {
-    const OpArgs<T>& a = p.args;
-    const SplitThresholds& at = split_thresholds();
-    const double out = double(a.rows) * a.cols;
-    if (p.op == TensorOp::matmul || p.op == TensorOp::linear) {
-      const bool two = p.backward && !p.recompute;
-      const double macs = out * a.in_cols[0];
-      *alone = macs >= double(two ? at.pair_macs : at.macs);
-      return (two ? 2 : 1) * macs / 16;
-    }
-    *alone = out >= double(at.elems);
-    return out;
-  }
-  static constexpr uint32_t kWindow = 8;
-  // Each instruction's level: as early as its dependencies allow, then as late as those that
-  // need it allow (so that nothing is made long before it is used, which would keep it live:
-  // activations, zeroed gradients, recomputations), within kWindow instructions of its place;
-  // the backward after the whole forward.
-  std::vector<int32_t> levels_of(const Lowered& l) const {
-    const uint32_t n = uint32_t(l.code.size());
-    std::vector<int32_t> early(n);
-    struct Since {
-      int32_t write = -1, read = -1;  // the last write's level; the latest read's since it
-      int32_t writer = -1;            // the last write's instruction
-      std::vector<uint32_t> readers;  // the instructions that read since it
-    };
-    std::vector<Since> buffer_state(l.buffers.size());
-    std::unordered_map<const T*, Since> outside_state;
-    std::vector<std::pair<uint32_t, uint32_t>> edges;  // (instruction, one it must follow)
-    std::vector<Touch> t;
-    int32_t floor = 0, top = -1, forward_top = -1;
-    for (uint32_t i = 0; i < n; i++) {
-      if (i == l.forward_end) forward_top = top, floor = top + 1;
-      touches_of(l, l.code[i], t);
-      int32_t at = std::max(floor, i >= kWindow ? early[i - kWindow] : 0);
-      for (const Touch& x : t) {
-        Since& s = x.buffer >= 0 ? buffer_state[x.buffer] : outside_state[x.outside];
-        at = std::max(at, (x.write ? std::max(s.write, s.read) : s.write) + 1);
-        if (s.writer >= 0) edges.push_back({i, uint32_t(s.writer)});
-        if (x.write)
-          for (uint32_t r : s.readers) edges.push_back({i, r});
-      }
-      for (const Touch& x : t) {
-        Since& s = x.buffer >= 0 ? buffer_state[x.buffer] : outside_state[x.outside];
-        if (x.write)
-          s.write = at, s.read = -1, s.writer = int32_t(i), s.readers.clear();
-        else
-          s.read = std::max(s.read, at), s.readers.push_back(i);
-      }
-      early[i] = at, top = std::max(top, at);
-    }
-    if (l.forward_end >= n) forward_top = top;
-    std::vector<int32_t> late(n);
-    for (uint32_t i = 0; i < n; i++) late[i] = i < l.forward_end ? forward_top : top;
-    size_t e = edges.size();
-    for (uint32_t i = n; i-- > 0;) {
-      if (i + kWindow < n && (i < l.forward_end) == (i + kWindow < l.forward_end))
-        late[i] = std::min(late[i], late[i + kWindow]);
-      late[i] = std::max(late[i], early[i]);
-      for (; e > 0 && edges[e - 1].first == i; e--)
-        late[edges[e - 1].second] = std::min(late[edges[e - 1].second], late[i] - 1);
-    }
-    return late;
-  }
-  // One wave of `members` (independent instructions, in order), cut into at most threads_
-  // contiguous parts of about even work, at least one instruction each; fewer parts while the
-  // smallest would be under side_by_side.
-  void add_wave(std::span<const uint32_t> members, const std::vector<double>& work) {
-    Wave w{uint32_t(order_.size()), uint32_t(order_.size() + members.size())};
-    double total = 0;
-    for (uint32_t i : members) total += work[i];
-    order_.insert(order_.end(), members.begin(), members.end());
-    for (uint32_t parts = std::min<uint32_t>(uint32_t(threads_), uint32_t(members.size()));
-         parts > 1; parts--) {
-      std::vector<uint32_t> cut{w.begin};
-      double done = 0, last = 0, smallest = total;
-      uint32_t k = 0;
-      for (uint32_t part = 1; part < parts; part++) {
-        do done += work[members[k++]];
-        while (k < members.size() - (parts - part) && done < total * part / parts);
-        cut.push_back(w.begin + k), smallest = std::min(smallest, done - last), last = done;
-      }
-      cut.push_back(w.end), smallest = std::min(smallest, total - last);
-      if (smallest < double(split_thresholds().side_by_side)) continue;
-      w.parts = parts, w.cut_at = uint32_t(cuts_.size());
-      cuts_.insert(cuts_.end(), cut.begin(), cut.end());
-      break;
-    }
-    waves_.push_back(w);
-  }
-  void group_into_waves(Lowered& l, int32_t loss_buffer) {
-    waves_.clear(), cuts_.clear(), order_.clear(), forward_waves_ = 0;
-    // Under a memory budget the program keeps its order: recomputation was chosen for it.
-    if (threads_ < 2 || budget_bytes_) return;
-    const uint32_t n = uint32_t(l.code.size());
-    const std::vector<int32_t> level = levels_of(l);
-    std::vector<double> work(n);
-    std::vector<bool> alone(n);
-    for (uint32_t i = 0; i < n; i++) {
-      bool a = false;
-      work[i] = work_of(l.code[i], &a), alone[i] = a;
-    }
-    // Levels in order (a counting sort); in each, the instructions that split themselves first,
-    // then the wave of the rest.
-    const int32_t top = n ? *std::max_element(level.begin(), level.end()) : -1;
-    std::vector<uint32_t> level_start(size_t(top + 2), 0), by_level(n);
-    for (uint32_t i = 0; i < n; i++) level_start[size_t(level[i]) + 1]++;
-    for (size_t v = 1; v < level_start.size(); v++) level_start[v] += level_start[v - 1];
-    {
-      std::vector<uint32_t> next(level_start.begin(), level_start.end() - 1);
-      for (uint32_t i = 0; i < n; i++) by_level[next[size_t(level[i])]++] = i;
-    }
-    std::vector<uint32_t> together;
-    for (size_t v = 0; v + 1 < level_start.size(); v++) {
-      const std::span<const uint32_t> members(by_level.data() + level_start[v],
-                                              level_start[v + 1] - level_start[v]);
-      if (!members.empty() && members[0] >= l.forward_end && order_.size() == l.forward_end &&
-          forward_waves_ == 0)
-        forward_waves_ = waves_.size();
-      together.clear();
-      for (const uint32_t& i : members)
-        if (alone[i])
-          add_wave({&i, 1}, work);
-        else
-          together.push_back(i);
-      if (!together.empty()) add_wave(together, work);
-    }
-    if (l.forward_end == n) forward_waves_ = waves_.size();
-    // Lifetimes in waves: every buffer an instruction touches is live through its wave. Kept only
-    // if some wave runs in parts and the bytes live at once grow by at most kWaveMemory (the
-    // order moved things; a wave keeps all its buffers live): else the program's own order.
-    bool parallel = false;
-    std::vector<int32_t> wave_of(n);
-    for (size_t w = 0; w < waves_.size(); w++) {
-      parallel |= waves_[w].parts > 1;
-      for (uint32_t at = waves_[w].begin; at < waves_[w].end; at++)
-        wave_of[order_[at]] = int32_t(w);
-    }
-    const std::vector<int32_t> first = l.first, last = l.last;
-    const size_t in_order = plan_memory_bound(lifetimes(l, nullptr), int32_t(n));
-    std::fill(l.first.begin(), l.first.end(), -1), std::fill(l.last.begin(), l.last.end(), -1);
-    std::vector<Touch> t;
-    for (uint32_t i = 0; i < n; i++) {
-      touches_of(l, l.code[i], t);
-      for (const Touch& x : t)
-        if (x.buffer >= 0) {
-          int32_t& f = l.first[x.buffer];
-          f = f < 0 ? wave_of[i] : std::min(f, wave_of[i]);
-          l.last[x.buffer] = std::max(l.last[x.buffer], wave_of[i]);
-        }
-    }
-    l.last[find(l.buffers, loss_buffer)] = int32_t(waves_.size()) - 1;  // read after the step
-    if (!parallel || double(plan_memory_bound(lifetimes(l, nullptr), time_slots(l))) >
-                         kWaveMemory * double(in_order)) {
-      l.first = first, l.last = last;
-      waves_.clear(), cuts_.clear(), order_.clear(), forward_waves_ = 0;
-    }
-  }
-  static constexpr double kWaveMemory = 1.02;
-  // The planner's clock: instructions, or waves when they run side by side.
-  int32_t time_slots(const Lowered& l) const {
-    return int32_t(waves_.empty() ? l.code.size() : waves_.size());
-  }
-
-  // Planner input: every root buffer in use, with its lifetime; slot[b]: its index there.
-  static std::vector<PlannedBuffer> lifetimes(const Lowered& l, std::vector<int32_t>* slot) {
-    std::vector<PlannedBuffer> planned;
-    if (slot) slot->assign(l.buffers.size(), -1);
-    for (int32_t b = 0; b < int32_t(l.buffers.size()); b++) {
-      if (l.buffers[b].parent >= 0 || l.first[b] < 0) continue;
-      if (slot) (*slot)[b] = int32_t(planned.size());
-      planned.push_back({l.buffers[b].elems * sizeof(T), l.first[b], l.last[b]});
-    }
-    return planned;
-  }
-  static size_t lower_bound_of(const Lowered& l, double* mean_live = nullptr) {
-    std::vector<PlannedBuffer> b = lifetimes(l, nullptr);
-    return plan_memory_bound(b, int32_t(l.code.size()), mean_live);
-  }
-
-  // Rematerialisation (RAF, arXiv 2303.04759, after Chen et al. 2016's checkpointing): drop an
-  // activation after the forward and recompute it before the backward that needs it. RAF's
-  // greedy choice: the candidate that lowers the peak the most per unit of recomputation cost.
-  // When no single candidate lowers it (two instructions tie at the peak), the one that lowers
-  // the bytes live on average the most per unit of cost, so that the next can. A recomputation
-  // that needs another dropped value has it recomputed first (lower() places them), so chains of
-  // cheap ops can go together. Two uses:
-  //  - a memory budget (`budget` bytes): choose until the plan fits, at whatever cost;
-  //  - without one, what costs almost nothing (ArenaBudget::free_recomputation): elementwise ops
-  //    and layernorm only, a pass over memory each (a FLOP model prices attention's exp and
-  //    softmax at a tenth of their time: recomputing two of mini_gpt_wide's made its step 7-9%
-  //    slower), each lowering the peak by at least kFreeMinBytes, all of them together costing
-  //    at most kFreeCost of the step; the choices are kept up to the one that reached the lowest
-  //    peak.
-  // Cost: the forward's FLOPs (flops()) plus kCallCost for the kernel call itself.
-  static constexpr double kCallCost = 1e4;   // a small kernel's fixed cost, in FLOPs
-  static constexpr double kFreeCost = 0.01;  // of the step's modelled cost
-  static constexpr size_t kFreeMinBytes = 256 << 10;
-  static constexpr size_t kFreeMaxCandidates = 512;  // the search is candidates x program long
-  std::vector<uint32_t> choose_recomputation(const Emitted& e, size_t budget, size_t* unbudgeted,
-                                             size_t* reached) const {
-    const bool free = budget == 0;
-    std::vector<uint32_t> chosen;
-    double mean = 0;
-    size_t peak = lower_bound_of(lower(e, chosen), &mean);
-    *unbudgeted = *reached = peak;
-    if (free && e.candidates.size() > kFreeMaxCandidates) return chosen;
-    double allowance = 1e300;
-    if (free) {
-      allowance = 0;
-      for (double c : e.cost) allowance += 3 * c;  // forward and backward, roughly
-      allowance = kFreeCost * (allowance + kCallCost * double(e.code.size()));
-    }
-    std::vector<bool> dropped(e.cost.size(), false);
-    size_t lowest = peak, lowest_at = 0;
-    while (free || peak > budget) {
-      double best_peak_score = 0, best_mean_score = 0;
-      int64_t best_peak = -1, best_mean = -1;
-      size_t peak_of_best = peak;
-      double mean_of_best = mean, mean_of_best_mean = mean;
-      size_t peak_of_best_mean = peak;
-      for (uint32_t c : e.candidates) {
-        const double cost = e.cost[c - first_node_] + kCallCost;
-        if (dropped[c - first_node_] || cost > allowance) continue;
-        if (free) {
-          // A pass over memory, and one that frees at least kFreeMinBytes itself (its output and
-          // aux), or trying it is wasted: an unrolled RNN has hundreds of 2 KiB candidates.
-          const Pending& f = e.code[e.forward_of[c - first_node_]];
-          if (!op_rules<T>[int(f.op)].elementwise && f.op != TensorOp::layernorm) continue;
-          size_t frees = buffers_[f.out.buffer].elems;
-          if (f.aux.buffer >= 0) frees += buffers_[f.aux.buffer].elems;
-          if (frees * sizeof(T) < kFreeMinBytes) continue;
-        }
-        std::vector<uint32_t> trial = chosen;
-        trial.push_back(c);
-        double m = 0;
-        const size_t p = lower_bound_of(lower(e, trial), &m);
-        if (p < peak && (!free || peak - p >= kFreeMinBytes) &&
-            double(peak - p) / cost > best_peak_score)
-          best_peak_score = double(peak - p) / cost, best_peak = c, peak_of_best = p,
-          mean_of_best = m;
-        if (p <= peak && m < mean && (mean - m) / cost > best_mean_score &&
-            (!free || mean - m >= double(kFreeMinBytes)))
-          best_mean_score = (mean - m) / cost, best_mean = c, peak_of_best_mean = p,
-          mean_of_best_mean = m;
-      }
-      const int64_t best = best_peak >= 0 ? best_peak : best_mean;
-      if (best < 0) break;
-      chosen.push_back(uint32_t(best));
-      dropped[best - first_node_] = true;
-      if (free) allowance -= e.cost[best - first_node_] + kCallCost;
-      peak = best_peak >= 0 ? peak_of_best : peak_of_best_mean;
-      mean = best_peak >= 0 ? mean_of_best : mean_of_best_mean;
-      if (peak < lowest) lowest = peak, lowest_at = chosen.size();
-    }
-    if (free) chosen.resize(lowest_at), peak = lowest;
-    *reached = peak;
-    return chosen;
   }
 
   void compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit,
@@ -848,7 +488,8 @@ class Program {
     size_t budget = limit.bytes;
     // A fraction so small it rounds to no bytes is still a budget (one no plan meets), never none.
     if (limit.fraction > 0)
-      budget = std::max<size_t>(1, size_t(limit.fraction * double(lower_bound_of(lower(e, {})))));
+      budget = std::max<size_t>(
+          1, size_t(limit.fraction * double(program_ir::lower_bound_of(lower(e, {})))));
     budget_bytes_ = budget;
     std::vector<uint32_t> recomputed;
     Lowered l;
@@ -867,8 +508,8 @@ class Program {
       if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
         throw PlanMismatch{"a node recomputed twice"};
       l = lower(e, recomputed);
-      group_into_waves(l, e.loss_buffer);
-      planned_ = lifetimes(l, &slot);
+      waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
+      planned_ = program_ir::lifetimes(l, &slot);
       if (given_->offsets.size() != planned_.size())
         throw PlanMismatch{std::to_string(given_->offsets.size()) + " buffers placed for " +
                            std::to_string(planned_.size())};
@@ -888,7 +529,7 @@ class Program {
                            std::to_string(plan_.unplanned_bytes)};
       if (std::string why = plan_placement_error(planned_, plan_.arena_bytes); !why.empty())
         throw PlanMismatch{why};
-      plan_.lower_bound_bytes = plan_memory_bound(planned_, time_slots(l));
+      plan_.lower_bound_bytes = plan_memory_bound(planned_, waves_.time_slots(l));
       if (budget && plan_.arena_bytes > budget)
         throw PlanMismatch{"an arena of " + std::to_string(plan_.arena_bytes) +
                            " bytes over the budget of " + std::to_string(budget)};
@@ -896,11 +537,14 @@ class Program {
     for (int attempt = 0; !given_; attempt++) {
       size_t reached = 0;
       if (budget || limit.free_recomputation)
-        recomputed = choose_recomputation(e, target, &unbudgeted, &reached);
+        recomputed = choose_recomputation(
+            e, buffers_, first_node_,
+            [&](const Emitted& em, const std::vector<uint32_t>& r) { return lower(em, r); }, target,
+            &unbudgeted, &reached);
       l = lower(e, recomputed);
-      group_into_waves(l, e.loss_buffer);
-      planned_ = lifetimes(l, &slot);
-      plan_ = plan_memory(planned_, time_slots(l));
+      waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
+      planned_ = program_ir::lifetimes(l, &slot);
+      plan_ = plan_memory(planned_, waves_.time_slots(l));
       smallest = std::min(smallest, plan_.arena_bytes);
       if (!budget || plan_.arena_bytes <= budget) break;
       if (reached > target || attempt == 8 || plan_.arena_bytes - budget >= target)
@@ -915,7 +559,8 @@ class Program {
 
     auto resolve = [&](const Ref& r) -> T* {
       if (r.buffer < 0) return const_cast<T*>(r.outside);
-      return arena_.get() + planned_[slot[find(l.buffers, r.buffer)]].offset / sizeof(T);
+      return arena_.get() +
+             planned_[slot[program_ir::find(l.buffers, r.buffer)]].offset / sizeof(T);
     };
     code_.clear();
     forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
@@ -929,7 +574,8 @@ class Program {
         (p.backward ? backward_at_ : forward_at_)[p.node - P] = int32_t(code_.size());
       code_.push_back({p.run, a});
     }
-    loss_ = arena_.get() + planned_[slot[find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
+    loss_ = arena_.get() +
+            planned_[slot[program_ir::find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
     find_param_first_writes(g, l.code);
     if (given_ && given_->instructions != code_.size())
       throw PlanMismatch{std::to_string(code_.size()) + " instructions where the plan made " +
@@ -977,7 +623,7 @@ class Program {
         if (!grad || it == params.end() || it->first != grad) continue;
         const size_t i = size_t(it - params.begin());
         if (start[i] != unwritten) continue;
-        const bool fresh = fresh_operand(code[t], [&](const Ref& r) {
+        const bool fresh = program_ir::fresh_operand(code[t], [&](const Ref& r) {
                              return r.buffer < 0 && r.outside == grad;
                            }) == k;
         if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
@@ -988,19 +634,6 @@ class Program {
         const auto& p = g.node_at(params[i].second);
         param_fills_.push_back({p.grad, size_t(p.rows) * p.cols});
       }
-  }
-
-  // first[b], last[b]: the first and last instruction touching buffer b (merged ones: their root).
-  static void touches(std::vector<Pending>& code, const std::vector<Buffer>& buffers,
-                      std::vector<int32_t>& first, std::vector<int32_t>& last) {
-    first.assign(buffers.size(), -1), last.assign(buffers.size(), -1);
-    for (int32_t t = 0; t < int32_t(code.size()); t++)
-      for_each_ref(code[t], [&](const Ref& r) {
-        if (r.buffer < 0) return;
-        const int32_t b = find(buffers, r.buffer);
-        if (first[b] < 0) first[b] = t;
-        last[b] = t;
-      });
   }
 
   static size_t numel(const typename TensorGraph<T>::Node& n) { return size_t(n.rows) * n.cols; }
@@ -1025,10 +658,7 @@ class Program {
   std::vector<PlannedBuffer> planned_;
   std::vector<Instr<T>> code_;
   size_t forward_end_ = 0;
-  std::vector<Wave> waves_;      // none at one thread (group_into_waves)
-  std::vector<uint32_t> order_;  // the instructions in the order the waves run them
-  std::vector<uint32_t> cuts_;
-  size_t forward_waves_ = 0;
+  Waves<T> waves_;  // the schedule at two threads or more (engine/compiled/waves.h)
   std::vector<int32_t> forward_at_, backward_at_;  // node - first_node_ -> its instruction
   uint32_t first_node_ = 0;
   // Parameters' gradients (start_gradients): the instruction that writes each first, and the
