@@ -437,7 +437,8 @@ TEST(Selection, ASizeKeyNoSelectedWorkloadHasIsSaid) {
                                         .threads_of = [](const std::string&) { return 1; },
                                         .runs = nullptr,
                                         .default_skip = nullptr,
-                                        .unused_sizes = &unused},
+                                        .unused_sizes = &unused,
+                                        .given_sizes = {"nodes=10", "batch=2"}},
                                        &error);
   ASSERT_TRUE(selected) << error;
   ASSERT_EQ(unused.size(), 1u);

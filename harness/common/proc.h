@@ -212,9 +212,11 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
 }
 
 // The process that started `pid`'s run: its highest ancestor (itself included) that is a
-// benchmark program, so that a run's backends count as that one run.
+// benchmark program, so that a run's backends count as that one run; 0 if `pid` is gone (a
+// child that ended between the listing and now).
 inline long proc_benchmark_root(long pid) {
   long root = pid;
+  if (proc_parent_of(pid) == 0) return 0;
   for (long p = proc_parent_of(pid), hops = 0; p > 1 && hops < 64; p = proc_parent_of(p), hops++) {
     std::ifstream cmd("/proc/" + std::to_string(p) + "/cmdline");
     const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});

@@ -3,9 +3,9 @@
 //
 // The driver (harness/driver/backend_main.h) knows workloads and the protocol, never a backend:
 // everything particular to one, its version, its threads, its own flags (the compiled mode's
-// --dialect and --memory_budget), its counters, is a hook its main() fills in (apps/bench_engine.cc,
-// apps/bench_compiled.cc, apps/bench_libtorch.cc). A hook left empty is a capability the
-// backend lacks, and the flag that needs it is refused.
+// --dialect and --memory_budget), its counters, is a hook its main() fills in
+// (apps/bench_engine.cc, apps/bench_compiled.cc, apps/bench_libtorch.cc). A hook left empty is a
+// capability the backend lacks, and the flag that needs it is refused.
 #pragma once
 
 #include <benchmark/benchmark.h>

@@ -110,9 +110,10 @@ struct Options {
   const Study* study = &kStudies[0];
   std::vector<std::string> backends;  // in kBackends order
   std::string filter, workloads, data = kDefaultCorpus;
-  std::string checkpoint_dir;  // engine_multistage's checkpoint files; empty: the run's folder
-  std::string cache_dir;       // the compiled mode's plan cache; empty: off
-  std::vector<std::string> sizes;
+  std::string checkpoint_dir;      // engine_multistage's checkpoint files; empty: the run's folder
+  std::string cache_dir;           // the compiled mode's plan cache; empty: off
+  std::vector<std::string> sizes;  // the run's --sizes, then the study's for other keys
+  std::vector<std::string> given_sizes;  // the run's own --sizes
   // 10 repetitions: the median's interval is then the 2nd to the 9th of them at 97.9%, and a
   // ratio's the 2nd to 9th of its 10 pairs. 2 rounds: each benchmark's repetitions come from two
   // processes, minutes apart (bench_phase.h); 0 until given: then 2, or 1 for one repetition.
@@ -287,6 +288,7 @@ inline Options parse_options(const std::vector<std::string>& args) {
   }
   o.backends = parse_backends(backends);
   if (o.workloads.empty()) o.workloads = std::string(o.study->workloads);
+  o.given_sizes = o.sizes;
   for (const std::string& s : fields(std::string(o.study->sizes), ' ')) {
     const std::string key = s.substr(0, s.find('='));
     if (std::none_of(o.sizes.begin(), o.sizes.end(),

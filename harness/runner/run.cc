@@ -145,7 +145,8 @@ int bench_run_main(int argc, char** argv) {
        .threads_of = [&](const std::string& b) { return threads_of(b, run.opt.threads); },
        .runs = [](const std::string& b, const WorkloadInfo& w) { return backend_runs(b, w.name); },
        .default_skip = default_size_skipped,
-       .unused_sizes = &unused_sizes},
+       .unused_sizes = &unused_sizes,
+       .given_sizes = run.opt.given_sizes},
       &error);
   if (!selected) usage_error(error);
   for (const std::string& line : unused_sizes) fmt::print(stderr, "warning: {}\n", line);

@@ -77,7 +77,8 @@ void RunState::note_other_benchmarks() {
     if (std::find(others.begin(), others.end(), other) != others.end()) continue;
     others.push_back(other);
     const long root = proc_benchmark_root(std::strtol(other.c_str(), nullptr, 10));
-    if (std::find(other_runs.begin(), other_runs.end(), root) != other_runs.end()) continue;
+    if (root == 0 || std::find(other_runs.begin(), other_runs.end(), root) != other_runs.end())
+      continue;  // gone already, or of a run said before
     other_runs.push_back(root);
     fmt::print(stderr, "warning: another benchmark is running on this machine ({}{})\n", other,
                std::to_string(root) + " " == other.substr(0, other.find(' ') + 1)

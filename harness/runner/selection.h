@@ -35,9 +35,10 @@ struct SelectionRequest {
   // Why a backend leaves out one of a workload's default sizes ("": it does not); asked only
   // for sizes that came from the defaults, never for sizes given with --sizes; null: none.
   std::function<std::string(const std::string&, const WorkloadInfo&, int64_t)> default_skip;
-  // If given, gets a line for each --sizes key that no selected workload is sized by (valid, as
-  // some workload has it, but it changes nothing in this run).
+  // If given, gets a line for each of `given_sizes` (the user's --sizes, not a study's) whose key
+  // no selected workload is sized by (valid, as some workload has it, but it changes nothing).
   std::vector<std::string>* unused_sizes = nullptr;
+  std::vector<std::string> given_sizes = {};
 };
 
 // One instance and its benchmark name on each backend the filter kept.
@@ -153,7 +154,7 @@ inline std::optional<std::vector<Selected>> select_instances(const SelectionRequ
     }
   }
   if (r.unused_sizes)
-    for (const std::string& spec : r.sizes) {
+    for (const std::string& spec : r.given_sizes) {
       const std::string key = spec.substr(0, spec.find('='));
       std::vector<std::string> sized_by;
       for (const WorkloadInfo& w : kWorkloads)

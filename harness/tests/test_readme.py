@@ -48,8 +48,8 @@ def test_every_path_named_exists(page):
     text = read(page)
     named = set(re.findall(r"\]\(([^)#]+)\)", text))  # links and images
     named |= {p for p in re.findall(r"`([\w./-]+/[\w./-]*\.(?:h|cc|py|md|sh|txt))`", text)}
-    named |= {p.rstrip("/") for p in re.findall(r"`((?:engine|workloads|baselines|harness|"
-                                                r"plots|dev|docs)/[\w./-]*)`", text)}
+    named |= {p.rstrip("/") for p in re.findall(r"`((?:apps|studies|engine|workloads|baselines|"
+                                                r"harness|plots|dev|docs)/[\w./-]*)`", text)}
     base = os.path.dirname(os.path.join(SOURCE, page))
     missing = [p for p in sorted(named) if not p.startswith("http")
                and not os.path.exists(os.path.join(SOURCE, p))
