@@ -1,0 +1,11 @@
+// engine/core/ops.cc: the op table for float and double, made once (engine/core/ops.h says why).
+#include "engine/core/ops.h"
+
+namespace bp {
+
+template <class T>
+constinit const OpRuleTable<T> OpRules<T>::table = make_op_rules<T>();
+template struct OpRules<float>;
+template struct OpRules<double>;
+
+}  // namespace bp
