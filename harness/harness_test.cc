@@ -772,14 +772,18 @@ pid_t start_named(const std::string& program) {
   return pid;
 }
 
-// Every backend's program is another benchmark unless it is the runner's own child; other
-// programs are not. Seen from this test's parent, this test's children are nobody's children.
+// Every backend's program is another benchmark unless it descends from the runner (its child, or
+// a child of that child, named bench_run until its exec); other programs are not. Seen from a
+// sibling of theirs, this test's children are another run's.
 TEST(Proc, EveryBackendProgramIsAnotherBenchmark) {
   std::vector<std::pair<std::string, pid_t>> started;
   for (const char* name : {"/x/bench_run", "/x/bench_engine", "/x/bench_compiled",
                            "/x/bench_libtorch", "/x/pytorch_bench.py", "/x/bench_other"})
     started.push_back({name, start_named(name)});
-  const std::vector<std::string> others = bp::proc_other_benchmarks(getppid());
+  const pid_t sibling = start_named("/x/observer");
+  const std::vector<std::string> others = bp::proc_other_benchmarks(sibling);
+  EXPECT_TRUE(bp::proc_descends_from(started[0].second, getpid()));
+  EXPECT_FALSE(bp::proc_descends_from(started[0].second, sibling));
   const std::vector<std::string> mine = bp::proc_other_benchmarks(getpid());
   for (const auto& [name, pid] : started) {
     const std::string seen = std::to_string(pid) + " " + name.substr(3);
@@ -789,6 +793,8 @@ TEST(Proc, EveryBackendProgramIsAnotherBenchmark) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
+  kill(sibling, SIGKILL);
+  waitpid(sibling, nullptr, 0);
 }
 
 // A wrapper names a benchmark in its arguments and is none itself; Python runs the driver.

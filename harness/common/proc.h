@@ -186,8 +186,16 @@ inline std::string benchmark_program_of(const std::vector<std::string>& argv) {
   return "";
 }
 
-// "pid NAME" of every benchmark process on the machine that is not `self`, its child, or one of
-// its ancestors.
+// Whether `pid` is a descendant of `ancestor` (a child, or a child's child: a process the runner
+// forks may fork again before its exec, and until then it is named bench_run too).
+inline bool proc_descends_from(long pid, long ancestor) {
+  for (long p = proc_parent_of(pid), hops = 0; p > 1 && hops < 64; p = proc_parent_of(p), hops++)
+    if (p == ancestor) return true;
+  return false;
+}
+
+// "pid NAME" of every benchmark process on the machine that is not `self`, one of its
+// descendants, or one of its ancestors.
 inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
   std::vector<long> ancestors;
   for (long p = proc_parent_of(self); p > 1 && ancestors.size() < 64; p = proc_parent_of(p))
@@ -204,7 +212,7 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
     std::ifstream cmd(dir + "/cmdline");
     const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
     const std::string name = benchmark_program_of(split(cmdline, '\0'));
-    if (!name.empty() && proc_parent_of(pid) != self)
+    if (!name.empty() && !proc_descends_from(pid, self))
       out.push_back(std::to_string(pid) + " " + name);
   }
   closedir(proc);
