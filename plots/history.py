@@ -22,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot import COLORS, RunError, label, load_run, save  # noqa: E402
+from plot import RunError, color_of, label, load_run, save  # noqa: E402
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -115,7 +115,7 @@ def figures(runs):
                 ax.errorbar(xs, [m * 1e6 for m in ms],
                             yerr=[[(m - lo) * 1e6 for m, lo in zip(ms, los)],
                                   [(hi - m) * 1e6 for m, hi in zip(ms, his)]],
-                            fmt="o-", color=COLORS.get(backend, "black"), markersize=3, capsize=2,
+                            fmt="o-", color=color_of(runs[-1][0], backend), markersize=3, capsize=2,
                             label=backend)
             for i in changes:
                 ax.axvline(i - 0.5, color="black", linestyle=":", linewidth=1)

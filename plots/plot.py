@@ -40,42 +40,47 @@ import textwrap
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
+import matplotlib.colors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 import report  # noqa: E402
 
-MAIN = ["engine", "compiled", "libtorch", "pytorch", "torchscript"]
 MAX_SERIES = 6
-COLORS = {"engine": "#1b9e77", "compiled": "#66a61e", "compiled_budget": "#a6d854",
-          "compiled_first_step": "#b3b3b3", "compiled_warm_start": "#a6d854",
-          "torchscript_first_step": "#f4a6c8", "libtorch": "#d95f02", "pytorch": "#7570b3",
-          "torchscript": "#e7298a",
-          # variants, each near its backend's colour
-          "engine_revolve": "#e6ab02", "engine_multistage": "#a6761d",
-          "libtorch_segments": "#fc8d62", "pytorch_checkpoint": "#8da0cb",
-          "libtorch_2t": "#fc8d62", "pytorch_2t": "#8da0cb", "torchscript_2t": "#f4a6c8",
-          "engine_2t": "#66c2a5", "compiled_2t": "#b3de69",
-          # ADOL-C, the operator-overloading baseline: taped once, taped every step
-          "adolc": "#377eb8", "adolc_retape": "#a6cee3"}
-MARKERS = {"engine": "o", "compiled": "D", "libtorch": "s", "pytorch": "^", "torchscript": "v",
-           "adolc": "P", "adolc_retape": "X"}
-# An eval's tensor form (workloads/gradbench_tensor.h) shares its eval's panel in gradbench.png.
+# A backend's colour and marker come from the run (summary.json's backend_styles, from the
+# runner's rows: harness/runner/backends.h), so this file retypes no backend. An eval's tensor form
+# (workloads/gradbench_tensor.h) is drawn as "<backend> tensor", darker, with a star; a series the
+# run has no style for (a tool imported from GradBench's logs) gets a colour of its own.
 TENSOR_FORM = "_tensor"
-for _b, _color in (("engine", "#00441b"), ("compiled", "#6b8e23"), ("libtorch", "#a63603"),
-                  ("pytorch", "#253494"), ("torchscript", "#ae017e")):
-    COLORS[_b + " tensor"], MARKERS[_b + " tensor"] = _color, "*"
+OTHER_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
+
+
+def style_of(run, b):
+    """(colour, marker) of series `b` in `run`."""
+    styles = run.get("backend_styles") or {}
+    if b in styles:
+        return styles[b]["color"], styles[b].get("marker", "o")
+    if b.endswith(" tensor") and b[:-len(" tensor")] in styles:
+        rgb = matplotlib.colors.to_rgb(styles[b[:-len(" tensor")]]["color"])
+        return matplotlib.colors.to_hex([0.55 * x for x in rgb]), "*"
+    others = sorted({x for x in backends_of(run) if x not in styles} | {b})
+    return OTHER_COLORS[others.index(b) % len(OTHER_COLORS)], "o"
+
+
+def color_of(run, b):
+    return style_of(run, b)[0]
+
+
+def marker_of(run, b):
+    return style_of(run, b)[1]
+
+
 # The compiled mode's matmul dialects (engine/dialects/dialects.h), in kernel_dialects.png.
 DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
                   "onednn": "#7570b3", "libxsmm": "#e7298a"}
-FAMILIES = [("scalar graphs", ["empty", "tiny_graph", "small_graph", "scalar_chain"]),
-            ("MLPs", ["char_mlp", "mlp_width"]),
-            ("transformers", ["mini_gpt", "mini_gpt_wide"]),
-            ("recurrent", ["char_rnn", "char_rnn_wide"]),
-            ("optimizer", ["adamw"]),
-            ("GradBench evals", ["lse", "llsq", "lstm", "lstm_tensor", "gmm_d2", "gmm_d10",
-                                 "gmm_d2_tensor", "gmm_d10_tensor"])]
-GRADBENCH = FAMILIES[-1][1]
+# Workloads are grouped in panels by their family, a fact of the registry each row of summary.json
+# carries (workloads/workload.h): a new workload is drawn with its family, never left out.
+GRADBENCH_FAMILY = "GradBench evals"
 ROW_INCHES = 0.16  # one point's row in a dot plot: a 7 pt label fits beside it
 WIDTH = 11.0
 
@@ -100,10 +105,15 @@ def load_run(run_dir):
         for backend, cell in row["backends"].items():
             cells.append(dict(cell, backend=backend, instance=row["instance"], phase=row["phase"],
                               workload=row["workload"], size_key=row["size_key"],
-                              size=row["size"]))
+                              size=row["size"], family=row.get("family") or family_of(row)))
     if not cells:
         raise RunError(f"{path} holds no benchmark")
     return dict(summary, cells=cells)
+
+
+def family_of(row):
+    """A run written before rows named their family: its kind's, as the registry's default."""
+    return "scalar graphs" if row["phase"] == "grad" else "models"
 
 
 def backends_of(run):
@@ -111,9 +121,11 @@ def backends_of(run):
 
 
 def main_backends(run):
-    """The backends of the main figures: the main ones the run has; without any, its first six."""
+    """The backends of the main figures: those the run's styles mark main; without any, its
+    first six."""
     present = backends_of(run)
-    main = [b for b in present if b in MAIN]
+    styles = run.get("backend_styles") or {}
+    main = [b for b in present if styles.get(b, {}).get("main")]
     return (main or present)[:MAX_SERIES]
 
 
@@ -179,11 +191,16 @@ def cell_map(run):
     return {(c["instance"], c["backend"]): c for c in run["cells"]}
 
 
+def workloads_in_family(run, family):
+    """The run's workloads of `family`, in registry (row) order."""
+    return list(dict.fromkeys(c["workload"] for c in run["cells"] if c["family"] == family))
+
+
 def families_in(run):
-    """[(family, instances)] with at least one instance, in the families' order."""
+    """[(family, instances)] with at least one instance, in the order of the run's rows."""
     out = []
-    for family, workloads in FAMILIES:
-        instances = instances_of(run, workloads)
+    for family in dict.fromkeys(c["family"] for c in run["cells"]):
+        instances = instances_of(run, workloads_in_family(run, family))
         if instances:
             out.append((family, instances))
     return out
@@ -222,7 +239,7 @@ def dot_panels(run, series, point_of, xlabel, title, labels=False, log=True, not
                 value, lo, hi, text = p
                 lo, hi = (lo if lo is not None else value), (hi if hi is not None else value)
                 ax.errorbar([value], [y], xerr=[[value - lo], [hi - value]],
-                            fmt=MARKERS.get(b, "o"), color=COLORS.get(b, "gray"), markersize=4,
+                            fmt=marker_of(run, b), color=color_of(run, b), markersize=4,
                             elinewidth=0.9, capsize=1.5, label=b)
                 if not c.get("verified", True):
                     ax.plot([value], [y], "o", markersize=8, fillstyle="none", color="black")
@@ -242,7 +259,7 @@ def dot_panels(run, series, point_of, xlabel, title, labels=False, log=True, not
             y, text = t[0], t[1]
             if t[2] is not None:  # a status where the dot would be: at the left, in its colour
                 ax.text(ax.get_xlim()[0], y, " " + text, va="center", ha="left", fontsize=7,
-                        color=COLORS.get(t[2], "gray"), gid="status")
+                        color=color_of(run, t[2]), gid="status")
             else:  # a few points right of the interval's top: clear of the dot and its bar
                 ax.annotate(text, (t[3], y), xytext=(5, 0), textcoords="offset points",
                             va="center", ha="left", fontsize=7, gid="value")
@@ -354,11 +371,11 @@ def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
                          and value_of(c))
             values += [p[1] for p in pts]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], MARKERS.get(b, "o") + "-",
-                        label=b, color=COLORS.get(b), markersize=4)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker_of(run, b) + "-",
+                        label=b, color=color_of(run, b), markersize=4)
         for c in run["crossovers"]:
             if c["workload"] == w and c["from"] is not None and c["baseline"] in series:
-                ax.axvline(c["from"], color=COLORS.get(c["baseline"], "gray"), linestyle=":",
+                ax.axvline(c["from"], color=color_of(run, c["baseline"]), linestyle=":",
                            linewidth=1)
         key = next(c["size_key"] for c in run["cells"] if c["workload"] == w)
         ax.set_xscale("log")
@@ -452,12 +469,13 @@ def gradbench_figure(run):
             c = dict(c, workload=c["workload"][:-len(TENSOR_FORM)],
                      backend=c["backend"] + " tensor")
         cells.append(c)
-    present = {c["backend"] for c in cells if c["workload"] in GRADBENCH}
+    evals = workloads_in_family(dict(run, cells=cells), GRADBENCH_FAMILY)
+    present = {c["backend"] for c in cells if c["workload"] in evals}
     first = ["engine", "compiled", "engine tensor", "compiled tensor", "libtorch tensor", "adolc"]
     series = [b for b in first if b in present] + sorted(present - set(first))
     run = dict(run, cells=cells, crossovers=[x for x in run["crossovers"]
                                              if not x["workload"].endswith(TENSOR_FORM)])
-    return size_panels(run, GRADBENCH, series[:MAX_SERIES],
+    return size_panels(run, evals, series[:MAX_SERIES],
                        lambda c: c["median_seconds"] and c["median_seconds"] * 1e3,
                        "time per gradient (ms, log)",
                        "GradBench's evals: how does a gradient's time grow with the eval's size?")
@@ -479,7 +497,7 @@ def loss_figure(run, instance="step/mini_gpt/batch:8"):
     fig, ax = plt.subplots(figsize=(8.5, 4.8))
     for j, (b, losses) in enumerate(curves.items()):
         ax.plot(range(len(losses)), losses, ["-", "--", ":", "-."][j % 4], label=b,
-                color=COLORS.get(b), linewidth=max(0.8, 2.5 - 0.45 * j))
+                color=color_of(run, b), linewidth=max(0.8, 2.5 - 0.45 * j))
     ax.set_xlabel("training step (same initial weights, same batches)")
     ax.set_ylabel("training loss (mean cross-entropy, nats)")
     ax.set_title(f"Do the backends train alike? {label(instance)} (the lines overlap)",
@@ -505,7 +523,8 @@ def recurrent_figure(run, value_of, ylabel, title, note, ratio=False):
     groups = [(name, g) for name, g in groups if g]
     if not workloads or not groups or len(backends_of(run)) < 2:
         return None
-    if not any(b not in MAIN for b in backends_of(run)):
+    styles = run.get("backend_styles") or {}
+    if styles and all(styles.get(b, {}).get("main") for b in backends_of(run)):
         return None  # no strategy to compare: the study bptt's figure
     fig, axes = plt.subplots(len(workloads), len(groups), figsize=(WIDTH, 3.4 * len(workloads)
                                                                    + 1.2), squeeze=False)
@@ -519,11 +538,11 @@ def recurrent_figure(run, value_of, ylabel, title, note, ratio=False):
                              if c["status"] == "ok" and value_of(c))
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=b,
-                            color=COLORS.get(b), markersize=4)
+                            color=color_of(run, b), markersize=4)
                 for c in cells:
                     if c["status"] == "out_of_memory":
                         ooms = True
-                        ax.plot([c["size"]], [0], "x", color=COLORS.get(b), markersize=9,
+                        ax.plot([c["size"]], [0], "x", color=color_of(run, b), markersize=9,
                                 clip_on=False, transform=ax.get_xaxis_transform())
             ax.set_xscale("log")
             ax.set_yscale("log")
@@ -608,7 +627,7 @@ def budget_figure(run):
         for j, b in enumerate(["compiled", "compiled_budget"]):
             ys = [i + (j - 0.5) * 0.36 for i in range(len(instances))]
             xs = [(value_of(by_key[(i, b)]) or 0) / 1e6 for i in instances]
-            ax.barh(ys, xs, 0.34, color=COLORS[b], label=b)
+            ax.barh(ys, xs, 0.34, color=color_of(run, b), label=b)
             for y, x, inst in zip(ys, xs, instances):
                 ratio = by_key[(inst, b)]["median_seconds"] / by_key[(inst, "compiled")][
                     "median_seconds"]
@@ -732,13 +751,13 @@ def optimizer_figure(run):
     if not any(c["backend"] == "bound" for c in cells):
         return None
     fig, ax = plt.subplots(figsize=(WIDTH * 0.75, 4.2))
-    for b in [b for b in MAIN if b != "torchscript"] + ["bound"]:
+    for b in [b for b in main_backends(run) if b != "torchscript"] + ["bound"]:
         pts = sorted((max(1, c["size"] // 1000) * 1000, c["median_seconds"] * 1e3) for c in cells
                      if c["backend"] == b)
         if not pts:
             continue
         style = dict(color="black", linestyle="--", marker="") if b == "bound" else dict(
-            color=COLORS.get(b), marker=MARKERS.get(b, "o"), markersize=4)
+            color=color_of(run, b), marker=marker_of(run, b), markersize=4)
         ax.plot([p[0] for p in pts], [p[1] for p in pts],
                 label="memory-bandwidth bound" if b == "bound" else b, **style)
     ax.set_xscale("log")

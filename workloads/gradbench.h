@@ -88,6 +88,7 @@ std::vector<typename B::Scalar> params_of(B& be, std::span<const double> values)
 // log(sum(exp(x))), x of n elements: GradBench's `lse`.
 struct Lse {
   static constexpr std::string_view name = "lse";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's lse gradient: log(sum(exp(x))) of n inputs, backward, read all n gradients";
   static constexpr Sizes sizes{"elements", {2500, 40000}, 1, 100'000'000};
@@ -124,6 +125,7 @@ struct Lse {
 // -1 to 1, for m = 128 coefficients x (GradBench's default m): GradBench's `llsq`.
 struct Llsq {
   static constexpr std::string_view name = "llsq";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's llsq gradient: least squares of 128 coefficients over n points, backward, read "
       "all 128 gradients";
@@ -189,6 +191,7 @@ inline std::string read_text(const std::string& path, int64_t count) {
 // then extra_params, each row after row.
 struct Lstm {
   static constexpr std::string_view name = "lstm";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's lstm jacobian: 2 diagonal LSTM layers over `chars` characters of the corpus, "
       "backward, read every parameter's gradient";
@@ -305,6 +308,7 @@ struct Lstm {
 // element of y with respect to every x_i.
 struct Ode {
   static constexpr std::string_view name = "ode";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's ode gradient: 10 Runge-Kutta steps of n equations, backward, read all n "
       "gradients of the last y";
@@ -375,6 +379,7 @@ struct Ode {
 // every element of A.
 struct Det {
   static constexpr std::string_view name = "det";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's det gradient: the determinant of an ell x ell matrix by minors, backward, read "
       "all ell^2 gradients";
@@ -460,6 +465,7 @@ inline double gmm_wishart_constant(int32_t d, int32_t m, double gamma) {
 template <int D>
 struct GmmEval {
   static constexpr std::string_view name = D == 2 ? "gmm_d2" : D == 10 ? "gmm_d10" : "gmm";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's gmm jacobian: k Gaussians in d dimensions over 1000 points, backward, read the "
       "gradients of alpha, mu, q and l";

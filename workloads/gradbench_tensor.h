@@ -61,6 +61,7 @@ typename B::Tensor gather(B& be, const typename B::Tensor& x, int32_t numel,
 // GradBench's lstm (workloads/gradbench.h, Lstm) on rows of `bits`.
 struct LstmTensor {
   static constexpr std::string_view name = "lstm_tensor";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's lstm jacobian as tensor code: 2 diagonal LSTM layers over `chars` characters "
       "of the corpus, a (1, bits) row per op, backward";
@@ -155,6 +156,7 @@ struct LstmTensor {
 template <int D>
 struct GmmTensor {
   static constexpr std::string_view name = D == 2 ? "gmm_d2_tensor" : "gmm_d10_tensor";
+  static constexpr std::string_view family = "GradBench evals";
   static constexpr std::string_view times =
       "GradBench's gmm jacobian as tensor code: k Gaussians in d dimensions over 1000 points, "
       "every point against every component as one product, backward";

@@ -85,6 +85,7 @@ struct ParamList {
 struct CharMlp {
   static constexpr int32_t context = 16, embed = 64, batch = 64;
   static constexpr std::string_view name = "char_mlp";
+  static constexpr std::string_view family = "MLPs";
   static constexpr std::string_view times =
       "one SGD training step: zero grads, embed 16 characters x 64, tanh hidden layer, logits, "
       "mean cross-entropy over 64 examples, backward, update";
@@ -191,6 +192,7 @@ struct GptModel : ParamList<B> {
 struct MiniGpt {
   static constexpr GptShape shape{6, 6, 24, 8};
   static constexpr std::string_view name = "mini_gpt";
+  static constexpr std::string_view family = "transformers";
   static constexpr std::string_view times =
       "one AdamW training step of a 6-layer, 6-head, 24-channel GPT over sequences of 8 "
       "characters: zero grads, forward, mean cross-entropy over every position, backward, update";
@@ -207,6 +209,7 @@ struct MiniGpt {
 struct MiniGptWide {
   static constexpr GptShape shape{4, 4, 128, 64};
   static constexpr std::string_view name = "mini_gpt_wide";
+  static constexpr std::string_view family = "transformers";
   static constexpr std::string_view times =
       "one AdamW training step of a 4-layer, 4-head, 128-channel GPT over sequences of 64 "
       "characters: zero grads, forward, mean cross-entropy over every position, backward, update";
@@ -223,6 +226,7 @@ struct MiniGptWide {
 struct MlpWidth {
   static constexpr int32_t batch = 64, classes = 10;
   static constexpr std::string_view name = "mlp_width";
+  static constexpr std::string_view family = "MLPs";
   static constexpr std::string_view times =
       "one SGD training step of a 2-layer MLP (64 x width -> width -> 10, ReLU) on synthetic "
       "data: zero grads, forward, mean cross-entropy, backward, update";

@@ -49,6 +49,7 @@ struct UpdateRun : TrainingRun<B, Model> {
 struct AdamWUpdate {
   static constexpr int32_t tensors = 10, cols = 100, classes = cols;
   static constexpr std::string_view name = "adamw";
+  static constexpr std::string_view family = "optimizer";
   static constexpr std::string_view phase = "optim";
   static constexpr std::string_view times =
       "one AdamW update of N parameters in 10 tensors of (N/1000, 100), from gradients made at "

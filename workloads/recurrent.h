@@ -106,6 +106,7 @@ inline constexpr int64_t kRnnOneCheckStepFrom = 10000;
 struct CharRnn {
   static constexpr RnnShape shape{64, 8};
   static constexpr std::string_view name = "char_rnn";
+  static constexpr std::string_view family = "recurrent";
   static constexpr std::string_view times =
       "one AdamW training step of a tanh RNN (H = 64, batch 8) over a sequence of n characters: "
       "zero grads, forward, cross-entropy summed over the steps, backward through time, update";
@@ -123,6 +124,7 @@ struct CharRnn {
 struct CharRnnWide {
   static constexpr RnnShape shape{512, 32};
   static constexpr std::string_view name = "char_rnn_wide";
+  static constexpr std::string_view family = "recurrent";
   static constexpr std::string_view times =
       "one AdamW training step of a tanh RNN (H = 512, batch 32) over a sequence of n "
       "characters: zero grads, forward, cross-entropy summed over the steps, backward through "

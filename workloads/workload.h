@@ -184,7 +184,17 @@ struct WorkloadInfo {
   int check_steps_at(int64_t size) const {
     return one_check_step_from > 0 && size >= one_check_step_from ? 1 : check_steps;
   }
+  // What the figures and tables group it with (an optional fact, `family`): by default "scalar
+  // graphs" or "models". A family's workloads share a panel, so a new workload is drawn with its
+  // kind's family until it names its own.
+  std::string_view family = "";
 };
+
+template <class W>
+constexpr std::string_view workload_family(std::string_view by_kind) {
+  if constexpr (requires { W::family; }) return W::family;
+  return by_kind;
+}
 
 template <class W>
 constexpr WorkloadInfo info_of() {
@@ -194,10 +204,14 @@ constexpr WorkloadInfo info_of() {
     if constexpr (requires { W::one_check_step_from; })
       info.one_check_step_from = W::one_check_step_from;
     if constexpr (requires { W::phase; }) info.phase = W::phase;  // what its step times
+    info.family = workload_family<W>("models");
     return info;
-  } else
-    return {W::name,      W::times,     false,    "grad", W::sizes,
-            W::tolerance, W::num_grads, W::known, 0,      no_corpus};
+  } else {
+    WorkloadInfo info{W::name,      W::times,     false,    "grad", W::sizes,
+                      W::tolerance, W::num_grads, W::known, 0,      no_corpus};
+    info.family = workload_family<W>("scalar graphs");
+    return info;
+  }
 }
 
 }  // namespace bp

@@ -22,10 +22,11 @@
 namespace bp {
 
 struct BackendSpec {
-  const char* name;
-  const char* program;     // a binary in the build folder, or a script in the source tree ('/')
-  const char* mode_flags;  // the flags that select its mode (space-separated), or null
-  bool threaded;           // --threads applies to it
+  const char* name = nullptr;
+  // A binary in the build folder, or a script in the source tree ('/').
+  const char* program = nullptr;
+  const char* mode_flags = nullptr;  // the flags that select its mode (space-separated), or null
+  bool threaded = false;             // --threads applies to it
   const char* only_workloads = nullptr;  // the workloads a variant is measured on (null: every one)
   bool checkpoints = false;  // writes checkpoint files (it is told the run's folder for them)
   // "key=N key=N": of the workloads sized by a key (or of the workload of that name), the default
@@ -48,6 +49,10 @@ struct BackendSpec {
   // The compiled mode's plan cache (engine/compiled/plan_cache.h) is off in every benchmark but
   // a variant's that measures it: its plans are kept in the run's folder.
   bool warm_plans = false;
+  // How the figures draw it (summary.json's backend_styles; plots/plot.py names no backend): a
+  // colour, a variant's near its backend's, and a matplotlib marker.
+  const char* color = "#888888";
+  const char* marker = "o";
 };
 
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
@@ -58,43 +63,147 @@ inline constexpr const char* kLibtorchUpTo =
     "lstm_tensor=256";
 inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
 inline constexpr BackendSpec kBackends[] = {
-    {"engine", "bench_engine", nullptr, true},
-    {"engine_2t", "bench_engine", nullptr, true, kModels, false, nullptr, false, 2},
-    {"engine_revolve", "bench_engine", "--strategy=revolve --snapshots=8", false, kRecurrent, false,
-     nullptr, false, 0, true},
-    {"engine_multistage", "bench_engine", "--strategy=multistage --snapshots=8", false, kRecurrent,
-     true, nullptr, false, 0, true},
-    {"compiled", "bench_compiled", nullptr, true, nullptr, false, kLengthsUpTo10k, true, 0, true},
-    {"compiled_2t", "bench_compiled", nullptr, true, kModels, false, nullptr, true, 2, true},
-    {"compiled_budget", "bench_compiled", "--memory_budget=0.5", false, "mini_gpt_wide", false,
-     nullptr, true, 0, true},
-    {"compiled_first_step", "bench_compiled", "--time_first_step", false, nullptr, false,
-     kLengthsUpTo10k},
-    {"compiled_warm_start", "bench_compiled", "--time_first_step", false, nullptr, false,
-     kLengthsUpTo10k, false, 0, false, nullptr, true},
-    {"libtorch", "bench_libtorch", nullptr, true, nullptr, false, kLibtorchUpTo},
-    {"libtorch_2t", "bench_libtorch", nullptr, true, kModels, false, nullptr, false, 2},
-    {"libtorch_segments", "bench_libtorch", "--strategy=segments", true, kRecurrent, false,
-     kLengthsUpTo10k},
+    {.name = "engine",
+     .program = "bench_engine",
+     .threaded = true,
+     .color = "#1b9e77",
+     .marker = "o"},
+    {.name = "engine_2t",
+     .program = "bench_engine",
+     .threaded = true,
+     .only_workloads = kModels,
+     .fixed_threads = 2,
+     .color = "#66c2a5"},
+    {.name = "engine_revolve",
+     .program = "bench_engine",
+     .mode_flags = "--strategy=revolve --snapshots=8",
+     .only_workloads = kRecurrent,
+     .measures_in_setup = true,
+     .color = "#e6ab02"},
+    {.name = "engine_multistage",
+     .program = "bench_engine",
+     .mode_flags = "--strategy=multistage --snapshots=8",
+     .only_workloads = kRecurrent,
+     .checkpoints = true,
+     .measures_in_setup = true,
+     .color = "#a6761d"},
+    {.name = "compiled",
+     .program = "bench_compiled",
+     .threaded = true,
+     .default_sizes_up_to = kLengthsUpTo10k,
+     .shares_verdicts = true,
+     .measures_in_setup = true,
+     .color = "#66a61e",
+     .marker = "D"},
+    {.name = "compiled_2t",
+     .program = "bench_compiled",
+     .threaded = true,
+     .only_workloads = kModels,
+     .shares_verdicts = true,
+     .fixed_threads = 2,
+     .measures_in_setup = true,
+     .color = "#b3de69"},
+    {.name = "compiled_budget",
+     .program = "bench_compiled",
+     .mode_flags = "--memory_budget=0.5",
+     .only_workloads = "mini_gpt_wide",
+     .shares_verdicts = true,
+     .measures_in_setup = true,
+     .color = "#a6d854"},
+    {.name = "compiled_first_step",
+     .program = "bench_compiled",
+     .mode_flags = "--time_first_step",
+     .default_sizes_up_to = kLengthsUpTo10k,
+     .color = "#b3b3b3"},
+    {.name = "compiled_warm_start",
+     .program = "bench_compiled",
+     .mode_flags = "--time_first_step",
+     .default_sizes_up_to = kLengthsUpTo10k,
+     .warm_plans = true,
+     .color = "#a6d854"},
+    {.name = "libtorch",
+     .program = "bench_libtorch",
+     .threaded = true,
+     .default_sizes_up_to = kLibtorchUpTo,
+     .color = "#d95f02",
+     .marker = "s"},
+    {.name = "libtorch_2t",
+     .program = "bench_libtorch",
+     .threaded = true,
+     .only_workloads = kModels,
+     .fixed_threads = 2,
+     .color = "#fc8d62"},
+    {.name = "libtorch_segments",
+     .program = "bench_libtorch",
+     .mode_flags = "--strategy=segments",
+     .threaded = true,
+     .only_workloads = kRecurrent,
+     .default_sizes_up_to = kLengthsUpTo10k,
+     .color = "#fc8d62"},
     // ADOL-C (baselines/adolc/): tape the first step and replay it, or tape every step.
-    {"adolc", "bench_adolc", nullptr, false},
-    {"adolc_retape", "bench_adolc", "--taping=every_step", false},
-    {"pytorch", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, nullptr, false,
-     kPythonUpTo},
-    {"pytorch_2t", "baselines/pytorch/pytorch_bench.py", "--mode=pytorch", true, kModels, false,
-     nullptr, false, 2},
-    {"pytorch_checkpoint", "baselines/pytorch/pytorch_bench.py", "--mode=checkpoint", true,
-     kRecurrent, false, kLengthsUpTo10k},
-    {"torchscript", "baselines/pytorch/pytorch_bench.py", "--mode=torchscript", true, nullptr,
-     false, kPythonUpTo},
-    {"torchscript_2t", "baselines/pytorch/pytorch_bench.py", "--mode=torchscript", true, kModels,
-     false, nullptr, false, 2},
-    {"torchscript_first_step", "baselines/pytorch/pytorch_bench.py",
-     "--mode=torchscript --time_first_step", false, nullptr, false, kPythonUpTo},
+    {.name = "adolc", .program = "bench_adolc", .color = "#377eb8", .marker = "P"},
+    {.name = "adolc_retape",
+     .program = "bench_adolc",
+     .mode_flags = "--taping=every_step",
+     .color = "#a6cee3",
+     .marker = "X"},
+    {.name = "pytorch",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=pytorch",
+     .threaded = true,
+     .default_sizes_up_to = kPythonUpTo,
+     .color = "#7570b3",
+     .marker = "^"},
+    {.name = "pytorch_2t",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=pytorch",
+     .threaded = true,
+     .only_workloads = kModels,
+     .fixed_threads = 2,
+     .color = "#8da0cb"},
+    {.name = "pytorch_checkpoint",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=checkpoint",
+     .threaded = true,
+     .only_workloads = kRecurrent,
+     .default_sizes_up_to = kLengthsUpTo10k,
+     .color = "#8da0cb"},
+    {.name = "torchscript",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=torchscript",
+     .threaded = true,
+     .default_sizes_up_to = kPythonUpTo,
+     .color = "#e7298a",
+     .marker = "v"},
+    {.name = "torchscript_2t",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=torchscript",
+     .threaded = true,
+     .only_workloads = kModels,
+     .fixed_threads = 2,
+     .color = "#f4a6c8"},
+    {.name = "torchscript_first_step",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=torchscript --time_first_step",
+     .default_sizes_up_to = kPythonUpTo,
+     .color = "#f4a6c8"},
     // Not a backend: the memory-bandwidth bound of an optimizer step (workloads/optimizer.h).
-    {"bound", "bench_engine", "--optimizer=stream", true, "adamw", false, nullptr, false, 0, false,
-     "a bound, not a backend: it moves an AdamW step's bytes without its arithmetic"},
+    {.name = "bound",
+     .program = "bench_engine",
+     .mode_flags = "--optimizer=stream",
+     .threaded = true,
+     .only_workloads = "adamw",
+     .not_judged = "a bound, not a backend: it moves an AdamW step's bytes without its arithmetic",
+     .color = "#444444"},
 };
+
+// The backends of every run's headline figures and tables (the study main's).
+inline constexpr std::string_view kMainBackends = "engine,compiled,libtorch,pytorch,torchscript";
+inline bool is_main_backend(std::string_view name) {
+  for (const std::string& b : fields(std::string(kMainBackends), ','))
+    if (b == name) return true;
+  return false;
+}
 
 inline const BackendSpec* find_backend(std::string_view name) {
   for (const BackendSpec& b : kBackends)

@@ -11,6 +11,8 @@
 
 #include <string_view>
 
+#include "harness/runner/backends.h"
+
 namespace bp {
 
 struct Study {
@@ -22,8 +24,6 @@ struct Study {
   bool kernel_rows = false;  // the matmul dialects kernel by kernel (studies/kernels/kernel_rows.h)
   bool interval_sweep = false;  // multistage against its checkpoint interval (arXiv 1806.01117)
 };
-
-inline constexpr std::string_view kMainBackends = "engine,compiled,libtorch,pytorch,torchscript";
 
 inline constexpr Study kStudies[] = {
     {"main", "how much faster and smaller is our engine than the torch backends, per workload?",

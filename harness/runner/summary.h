@@ -158,6 +158,7 @@ inline Json summary_json(const Summary& s) {
     rows.push(Json::object_of({{"instance", row.instance},
                                {"phase", w.phase},
                                {"workload", w.name},
+                               {"family", w.family},
                                {"size_key", w.sizes.key},
                                {"size", row.size},
                                {"backends", std::move(cells)}}));
@@ -171,13 +172,20 @@ inline Json summary_json(const Summary& s) {
                                      {"baseline", c.baseline},
                                      {"from", c.from ? Json(c.from) : Json()},
                                      {"largest", c.largest}}));
-  Json backends = Json::array_of();
-  for (const std::string& b : s.backends) backends.push(b);
+  Json backends = Json::array_of(), styles = Json::object_of({});
+  for (const std::string& b : s.backends) {
+    backends.push(b);
+    if (const BackendSpec* spec = find_backend(b))  // an imported tool has none: the plot picks
+      styles.set(
+          b, Json::object_of(
+                 {{"color", spec->color}, {"marker", spec->marker}, {"main", is_main_backend(b)}}));
+  }
   return Json::object_of({{"format_version", kResultFormat},
                           {"run_id", s.run_id},
                           {"study", s.study},
                           {"reference", s.reference},
                           {"backends", std::move(backends)},
+                          {"backend_styles", std::move(styles)},
                           {"threads", std::move(threads)},
                           {"machine", s.machine},
                           {"options", s.options},

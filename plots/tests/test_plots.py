@@ -50,7 +50,10 @@ def summary(times, backends, crossovers=()):
                      "size": int(size), "backends": {
                          b: cell(t, ref_s) if isinstance(t, float) else cell(1.0, ref_s, status=t)
                          for b, t in by_backend.items()}})
-    return {"run_id": "test-run", "reference": ref, "backends": backends,
+    main = ["engine", "compiled", "libtorch", "pytorch", "torchscript"]  # as the runner marks them
+    styles = {b: {"color": f"#{(37 * i) % 256:02x}60a0", "marker": "os^v*"[i % 5], "main": b in main}
+              for i, b in enumerate(backends)}
+    return {"run_id": "test-run", "reference": ref, "backends": backends, "backend_styles": styles,
             "threads": {b: 1 for b in backends}, "rows": rows, "crossovers": list(crossovers),
             "machine": {"cpu_model": "Test CPU", "cpus": 2, "git_sha": "abc1234"}}
 
@@ -428,3 +431,43 @@ def test_recurrent_figures_are_log_log_with_out_of_memory_marked(tmp_path):
     assert list(revolve.get_ydata()) == pytest.approx([2.0, 2.0, 2.0])
     # the main figures keep the five main backends; the strategies are the study's figures'
     assert "engine_revolve" not in [t.get_text() for t in drawn["time.png"].legends[0].get_texts()]
+
+
+# A workload the plots have never heard of (one added to the registry) is drawn, in the panel of
+# the family its row names, and rows from before families were written fall back to their kind's.
+def test_a_new_workload_is_drawn_in_its_familys_panel(tmp_path):
+    times = dict(TIMES)
+    times["grad/my_new_graph"] = {"engine": 2e-8, "libtorch": 2e-5, "pytorch": 2e-5,
+                                  "torchscript": 2e-5}
+    s = summary(times, FOUR)
+    for row in s["rows"]:
+        row["family"] = "my family" if row["workload"] == "my_new_graph" else (
+            "scalar graphs" if row["phase"] == "grad" else "MLPs")
+    run = write(tmp_path, s)
+    families = dict(plot.families_in(run))
+    assert families["my family"] == ["grad/my_new_graph"]
+    assert "grad/my_new_graph" not in families["scalar graphs"]
+    fig = plot.speedup_figure(run)
+    texts = [ax.get_title(loc="left") for ax in fig.axes]
+    texts += [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+    assert any("my family" in t for t in texts), texts
+    assert any("my_new_graph" in t for t in texts), texts
+    for row in s["rows"]:
+        del row["family"]
+    assert [f for f, _ in plot.families_in(write(tmp_path, s))] == ["scalar graphs", "models"]
+
+
+# Colours and markers are the run's (the runner's rows write them): the plots retype no backend.
+def test_colours_come_from_the_run(tmp_path):
+    s = summary(TIMES, FOUR)
+    s["backend_styles"]["engine"] = {"color": "#123456", "marker": "D", "main": True}
+    run = write(tmp_path, s)
+    assert plot.style_of(run, "engine") == ("#123456", "D")
+    tensor, star = plot.style_of(run, "engine tensor")
+    assert star == "*" and tensor != "#123456"  # darker, its own
+    assert plot.color_of(run, "gradbench_adol_c") in plot.OTHER_COLORS  # no style: one of its own
+    fig = plot.time_figure(run)
+    engine = [c for ax in fig.axes for c in ax.containers if c.get_label() == "engine"]
+    assert engine
+    for container in engine:
+        assert matplotlib.colors.to_hex(container.lines[0].get_color()) == "#123456"
