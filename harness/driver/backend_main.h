@@ -278,7 +278,17 @@ int backend_main(int argc, char** argv, const BackendHooks<B>& hooks) {
   hooks.before_work();
   const DriverFlags flags = parse_backend_flags<B>(argc, argv, hooks);
   hooks.set_threads(flags.threads);
-  const SharedLines verdicts(flags.verdicts);
+  // A kernel's speed depends on the threads it runs with (a library's wake per call): one file of
+  // verdicts per thread count, `<file>` at one thread and `<stem>.threads-N<ext>` at N.
+  std::string verdicts_file = flags.verdicts;
+  if (!verdicts_file.empty() && flags.threads > 1) {
+    const size_t dot = verdicts_file.rfind('.'), slash = verdicts_file.rfind('/');
+    const size_t at = dot == std::string::npos || (slash != std::string::npos && dot < slash)
+                          ? verdicts_file.size()
+                          : dot;
+    verdicts_file.insert(at, fmt::format(".threads-{}", flags.threads));
+  }
+  const SharedLines verdicts(verdicts_file);
   // A cold first step measures its own verdicts.
   if (!flags.verdicts.empty() && !flags.time_first_step) hooks.share_verdicts(verdicts);
   ContextPairs context = result_context(hooks, flags);

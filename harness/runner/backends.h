@@ -53,6 +53,9 @@ struct BackendSpec {
   // colour, a variant's near its backend's, and a matplotlib marker.
   const char* color = "#888888";
   const char* marker = "o";
+  // Takes --cache-dir or --no-cache (the compiled mode's plan cache): off unless --cache-dir or
+  // warm_plans.
+  bool plan_cache = false;
 };
 
 inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
@@ -94,7 +97,8 @@ inline constexpr BackendSpec kBackends[] = {
      .shares_verdicts = true,
      .measures_in_setup = true,
      .color = "#66a61e",
-     .marker = "D"},
+     .marker = "D",
+     .plan_cache = true},
     {.name = "compiled_2t",
      .program = "bench_compiled",
      .threaded = true,
@@ -102,25 +106,29 @@ inline constexpr BackendSpec kBackends[] = {
      .shares_verdicts = true,
      .fixed_threads = 2,
      .measures_in_setup = true,
-     .color = "#b3de69"},
+     .color = "#b3de69",
+     .plan_cache = true},
     {.name = "compiled_budget",
      .program = "bench_compiled",
      .mode_flags = "--memory_budget=0.5",
      .only_workloads = "mini_gpt_wide",
      .shares_verdicts = true,
      .measures_in_setup = true,
-     .color = "#a6d854"},
+     .color = "#a6d854",
+     .plan_cache = true},
     {.name = "compiled_first_step",
      .program = "bench_compiled",
      .mode_flags = "--time_first_step",
      .default_sizes_up_to = kLengthsUpTo10k,
-     .color = "#b3b3b3"},
+     .color = "#b3b3b3",
+     .plan_cache = true},
     {.name = "compiled_warm_start",
      .program = "bench_compiled",
      .mode_flags = "--time_first_step",
      .default_sizes_up_to = kLengthsUpTo10k,
      .warm_plans = true,
-     .color = "#a6d854"},
+     .color = "#a6d854",
+     .plan_cache = true},
     {.name = "libtorch",
      .program = "bench_libtorch",
      .threaded = true,

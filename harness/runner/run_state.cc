@@ -34,7 +34,7 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (spec.mode_flags || spec.fixed_threads)
     argv.push_back(fmt::format("--backend_name={}", backend));
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
-  if (std::string_view(spec.program) == "bench_compiled")
+  if (spec.plan_cache)
     // A warm start's plans stay in its folder: the run's, or a memory probe's scratch (probes
     // run before the run folder exists).
     argv.push_back(spec.warm_plans         ? "--cache-dir=" + (fs::path(folder) / "plans").string()
@@ -44,13 +44,10 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
     argv.push_back("--checkpoint_dir=" +
                    (opt.checkpoint_dir.empty() ? folder : opt.checkpoint_dir));
   // Kernel verdicts are shared through the run folder: measured once, by the first process that
-  // meets a shape (the check's), read by every later one (engine/dialects/dialects.h); one file
-  // per thread count, since a kernel's speed depends on it (a library's threads wake per call).
+  // meets a shape (the check's), read by every later one (the driver keeps one file per thread
+  // count: harness/driver/backend_main.h).
   const int threads = threads_of(backend, opt.threads);
-  if (spec.shares_verdicts)
-    argv.push_back("--verdicts=" + folder +
-                   (threads == 1 ? std::string("/dialect_verdicts.txt")
-                                 : fmt::format("/dialect_verdicts.threads-{}.txt", threads)));
+  if (spec.shares_verdicts) argv.push_back("--verdicts=" + folder + "/dialect_verdicts.txt");
   if (spec.threaded) argv.push_back(fmt::format("--threads={}", threads));
   if (reads_corpus) argv.push_back("--data=" + opt.data);
   return argv;

@@ -4,7 +4,7 @@
 // backends, at the sizes that show where each one wins, with intervals and the check. Each of the
 // seed papers' experiments is a study of its own (`make study NAME=...`, `bench_run --study NAME`):
 // its backends, workloads and sizes, the extra measurements it needs (the kernel rows, the
-// interval sweep), and its own table (harness/runner/study_tables.h) and figure (plots/plot.py).
+// interval sweep), and its own table (harness/runner/summary_text.h) and figure (plots/plot.py).
 // `all` (`make bench-all`) runs everything: every backend and size, both extra measurements.
 // A run's own --backends, --workloads and --sizes replace a study's.
 #pragma once

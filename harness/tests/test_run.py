@@ -253,6 +253,9 @@ def test_more_threads_than_cpus_run_and_say_oversubscribed(bin_dir, tmp_path):
         context = load(folder / "check" / f"{backend}.json")["context"]
         assert context["threads"] == str(threads), (backend, context)
         assert context["oversubscribed"] == "yes", (backend, context)
+    # the compiled mode's kernel verdicts are kept per thread count (the driver names the file)
+    assert (folder / f"dialect_verdicts.threads-{threads}.txt").exists()
+    assert not (folder / "dialect_verdicts.txt").exists()
     cpus = len(os.sched_getaffinity(0))
     assert f"warning: --threads {threads} on {cpus} CPUs: every backend is oversubscribed" \
         in r.stderr, r.stderr
