@@ -245,8 +245,8 @@ def test_cache_dir_keeps_the_compiled_plans(bin_dir, tmp_path):
 # say so beside the threads and the CPUs.
 def test_more_threads_than_cpus_run_and_say_oversubscribed(bin_dir, tmp_path):
     threads = len(os.sched_getaffinity(0)) + 1
-    r = run(bin_dir, tmp_path, "--threads", str(threads), "--workloads", "tiny_graph",
-            "--backends", "engine,compiled,libtorch", "--check-only")
+    r = run(bin_dir, tmp_path, "--threads", str(threads), "--workloads", "tiny_graph,char_mlp",
+            "--sizes", "hidden=64", "--backends", "engine,compiled,libtorch", "--check-only")
     assert r.returncode == 0, r.stdout + r.stderr
     (folder,) = run_dirs(tmp_path)
     for backend in ("engine", "compiled", "libtorch"):
