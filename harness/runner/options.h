@@ -107,7 +107,7 @@ inline std::optional<int64_t> parse_bytes(std::string text) {
 
 struct Options {
   fs::path out = "results", bin_dir;
-  const Study* study = &kStudies[0];
+  const Study* study = nullptr;       // the registry's first unless --study names another
   std::vector<std::string> backends;  // in kBackends order
   std::string filter, workloads, data = kDefaultCorpus;
   std::string checkpoint_dir;      // engine_multistage's checkpoint files; empty: the run's folder
@@ -163,7 +163,7 @@ inline void print_list() {
     fmt::print("backend  {:<20} {}{}\n", b.name, b.program,
                b.mode_flags ? std::string(" ") + b.mode_flags : "");
   for (const WorkloadInfo& w : kWorkloads) fmt::print("workload {:<20} {}\n", w.name, w.times);
-  for (const Study& s : kStudies) fmt::print("study    {:<20} {}\n", s.name, s.question);
+  for (const Study& s : studies()) fmt::print("study    {:<20} {}\n", s.name, s.question);
 }
 
 // Applies one option (`arg` with its value from `next`); false if it is not one.
@@ -174,7 +174,7 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     o.study = find_study(name);
     if (!o.study) {
       std::vector<std::string_view> valid;
-      for (const Study& s : kStudies) valid.push_back(s.name);
+      for (const Study& s : studies()) valid.push_back(s.name);
       usage_error(
           fmt::format("--study {}: no such study; valid: {}", name, fmt::join(valid, ", ")));
     }
@@ -236,6 +236,8 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
 inline Options parse_options(const std::vector<std::string>& args) {
   Options o;
   o.args = args;
+  if (studies().empty()) usage_error("no studies registered (the program's main() sets them)");
+  o.study = &studies().front();
   o.bin_dir = fs::read_symlink("/proc/self/exe").parent_path();
   std::string backends;
   const int argc = int(args.size());
@@ -250,13 +252,13 @@ inline Options parse_options(const std::vector<std::string>& args) {
       return args[++i];
     };
     if (arg == "--help" || arg == "-h") {
-      std::string studies, line;  // the registry's names, wrapped under the option's text
-      for (const Study& study : kStudies) {
-        if (line.size() + study.name.size() > 70) studies += line + "\n", line.clear();
+      std::string names, line;  // the registry's names, wrapped under the option's text
+      for (const Study& study : studies()) {
+        if (line.size() + study.name.size() > 70) names += line + "\n", line.clear();
         line += (line.empty() ? std::string(23, ' ') : " ") + std::string(study.name) +
-                (&study == std::end(kStudies) - 1 ? "" : ",");
+                (&study == &studies().back() ? "" : ",");
       }
-      fmt::print(fmt::runtime(kUsage), fmt::arg("studies", studies + line));
+      fmt::print(fmt::runtime(kUsage), fmt::arg("studies", names + line));
       std::exit(0);
     }
     if (arg == "--list") {

@@ -100,8 +100,9 @@ int run_main(RunState& run) {
     return all_agree ? 0 : 1;
   }
   if (!g_interrupted) bench_phase(run);
-  if (!g_interrupted && run.opt.study->kernel_rows) kernel_rows_phase(run);
-  if (!g_interrupted && run.opt.study->interval_sweep) interval_sweep_phase(run);
+  for (const Study& study : studies())  // the study's own measurement; `all`: every study's
+    if (!g_interrupted && study.phase && (&study == run.opt.study || run.opt.study->everything))
+      study.phase(run);
   summary_phase(run);  // interrupted too: what finished, the rest marked interrupted
   if (g_interrupted) return stopped_run(run);
   run.folder.finished();

@@ -92,8 +92,6 @@ void estimate_memory(RunState& run);
 void remove_orphaned_probe_folders();
 bool check_phase(RunState& run);  // true if every backend agreed everywhere
 void bench_phase(RunState& run);
-void kernel_rows_phase(RunState& run);
-void interval_sweep_phase(RunState& run);
 void summary_phase(RunState& run);
 void plot_phase(const RunState& run);
 void reopen_run(RunState& run);

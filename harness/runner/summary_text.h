@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/runner/studies.h"
 #include "harness/runner/summary.h"
 
 namespace bp {
@@ -199,174 +200,14 @@ inline std::string time_or_dash(const Cell* c) {
   return c ? human_time(c->median_seconds) : std::string("-");
 }
 
-// The study kernels: every dialect per op shape, auto's choice, and the FMA peak.
-inline std::string kernels_table(const Summary& s) {
-  if (s.kernels.kind != Json::Kind::object) return "";
-  std::string out = "\n" + wrapped(fmt::format("matmul kernels, forward and backward of one op "
-                                               "(median per dialect; * auto's choice, made in "
-                                               "the step's own setup); FMA peak {:.1f} GFLOP/s:",
-                                               s.kernels["peak_gflops"].num_or(NAN)),
-                                   2);
-  for (const Json& row : s.kernels["shapes"].array) {
-    std::string times;
-    for (const auto& [d, v] : row["median_seconds"].object)
-      times += fmt::format(" {}{} {};", d, d == row["auto"].str_or("") ? "*" : "",
-                           unbroken(human_time(v.num_or(NAN))));
-    out += wrapped(
-        fmt::format("  {}:{} auto {:.2f}x the fastest, {:.1f} GFLOP/s, {:.0f}% of the FMA loop "
-                    "timed in turn (per thread)",
-                    row["shape"].str_or("?"), times, row["auto_over_best"].num_or(NAN),
-                    row["auto_gflops"].num_or(NAN), 100 * row["auto_fraction_of_fma"].num_or(NAN)),
-        4);
-  }
-  return out;
-}
-
-// The study bptt: the interval sweep, and what each checkpointing strategy recomputed.
-inline std::string bptt_table(const Summary& s) {
-  std::string out;
-  if (s.intervals.kind == Json::Kind::array && !s.intervals.array.empty()) {
-    out +=
-        "\nmultistage against its checkpoint interval k, time per sequence over store-all's "
-        "(medians of 5 paired ratios):\n";
-    std::map<std::string, std::string> lines;  // "workload length" -> its k's
-    for (const Json& r : s.intervals.array) {
-      std::string& line =
-          lines[fmt::format("{} length {}", r["workload"].str_or("?"), r["length"].num_or(NAN))];
-      const std::string k = r["k"].str_or("?");
-      line += k == "auto" ? fmt::format(" auto (k={:.0f}) {:.2f}x;", r["interval"].num_or(NAN),
-                                        r["slowdown"].num_or(NAN))
-                          : fmt::format(" {} {:.2f}x;", k, r["slowdown"].num_or(NAN));
-    }
-    for (const auto& [what, line] : lines) out += wrapped(fmt::format("  {}:{}", what, line), 4);
-  }
-  std::string recomputed;
-  for (const SummaryRow& row : s.rows) {
-    const Cell* c = ran(row, "engine_revolve");
-    if (!c || !c->counters.count("measured_advance_ratio") ||
-        !c->counters.count("predicted_advanced_per_step"))
-      continue;
-    recomputed += fmt::format("  {:<30} measured {:6.2f}, t(n, c)/n {:6.2f}\n", row.instance,
-                              c->counter("measured_advance_ratio"),
-                              c->counter("predicted_advanced_per_step"));
-  }
-  if (!recomputed.empty())
-    out += "\nRevolve's recomputation, steps advanced per step: measured against its minimum:\n" +
-           recomputed;
-  return out;
-}
-
-// The study budget: the compiled mode with and without a memory budget, per instance.
-inline std::string budget_table(const Summary& s) {
-  std::string out;
-  for (const SummaryRow& row : s.rows) {
-    const Cell *p = ran(row, "compiled"), *b = ran(row, "compiled_budget");
-    if (!p || !b) continue;
-    out +=
-        fmt::format("  {:<28} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>6}\n",
-                    row.instance, human_time(p->median_seconds), human_time(b->median_seconds),
-                    human_ratio(b->median_seconds / p->median_seconds), human_mb(p->max_rss_bytes),
-                    human_mb(b->max_rss_bytes), human_mb(p->counter("planned_arena_bytes")),
-                    human_mb(b->counter("planned_arena_bytes")), b->counter("recomputed_nodes"));
-  }
-  if (out.empty()) return "";
-  return fmt::format(
-             "\ncompiled under a memory budget (compiled_budget) against without one:\n"
-             "  {:<28} {:>10} {:>10} {:>6} {:>10} {:>10} {:>10} {:>10} {:>6}\n",
-             "instance", "step", "budgeted", "ratio", "peak RSS", "budgeted", "arena", "budgeted",
-             "recomp") +
-         out;
-}
-
-// The study first_step: the time to a first step from a cold start, with the plan cache empty
-// (cold) and holding the plan (warm), against a step; TorchScript's first step beside them.
-inline std::string first_step_table(const Summary& s) {
-  std::string out;
-  auto compile_of = [](const Cell* c) {
-    return c ? human_time(c->counter("compile_seconds")) : std::string("-");
-  };
-  for (const SummaryRow& row : s.rows) {
-    const Cell *step = ran(row, "compiled"), *cold = ran(row, "compiled_first_step");
-    if (!step || !cold) continue;
-    const Cell *warm = ran(row, "compiled_warm_start"), *ts = ran(row, "torchscript_first_step");
-    out += fmt::format(
-        "  {:<30} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}\n", row.instance,
-        time_or_dash(step), time_or_dash(cold), time_or_dash(warm),
-        warm ? fmt::format("{:.1f}%", 100 * warm->median_seconds / cold->median_seconds) : "-",
-        compile_of(cold), compile_of(warm), time_or_dash(ts));
-  }
-  if (out.empty()) return "";
-  return fmt::format(
-             "\nfirst step from a cold start, compiled: plan cache empty (cold) and holding the "
-             "plan "
-             "(warm), and its compile:\n  {:<30} {:>10} {:>10} {:>10} "
-             "{:>7} {:>10} {:>10} {:>10}\n",
-             "instance", "step", "cold", "warm", "w/cold", "comp cold", "comp warm",
-             "torchscript") +
-         out;
-}
-
-// The study threads: each backend's two-thread variant against itself at one thread.
-inline std::string threads_table(const Summary& s) {
-  std::vector<std::string> pairs;
-  for (const std::string& b : s.backends)
-    if (b.ends_with("_2t") && std::find(s.backends.begin(), s.backends.end(),
-                                        b.substr(0, b.size() - 3)) != s.backends.end())
-      pairs.push_back(b.substr(0, b.size() - 3));
-  if (pairs.empty()) return "";
-  std::string out = fmt::format(
-      "\ntwo threads against one: time per step at 2 threads, and its speedup over 1 "
-      "thread\n{:<30}",
-      "instance");
-  for (const std::string& b : pairs) out += fmt::format(" {:>16}", b);
-  out += "\n";
-  for (const SummaryRow& row : s.rows) {
-    out += fmt::format("{:<30}", row.instance);
-    for (const std::string& b : pairs) {
-      const Cell *one = ran(row, b), *two = ran(row, b + "_2t");
-      out += fmt::format(" {:>16}",
-                         !one || !two
-                             ? "-"
-                             : fmt::format("{} {}", human_time(two->median_seconds),
-                                           human_ratio(one->median_seconds / two->median_seconds)));
-    }
-    out += "\n";
-  }
-  return out;
-}
-
-// The study optim: the optimizer alone against the memory-bandwidth bound of its bytes, 16 read
-// and 12 written per parameter (workloads/optimizer.h).
-inline std::string optim_table(const Summary& s) {
-  std::string out;
-  for (const SummaryRow& row : s.rows) {
-    const Cell *ours = ran(row, "engine"), *bound = ran(row, "bound");
-    if (!ours || !bound) continue;
-    const double params = double(std::max<int64_t>(1, row.size / 1000) * 1000);
-    auto time_of = [&](const char* b) { return time_or_dash(ran(row, b)); };
-    const Cell* libtorch = ran(row, "libtorch");
-    out += fmt::format(
-        "  {:<27} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>7.1f} {:>8}\n", row.instance,
-        time_of("engine"), time_of("compiled"), time_of("libtorch"), time_of("pytorch"),
-        time_of("bound"), fmt::format("{:.2f}x", ours->median_seconds / bound->median_seconds),
-        28 * params / ours->median_seconds / 1e9,
-        libtorch ? human_ratio(libtorch->median_seconds / ours->median_seconds) : "-");
-  }
-  if (out.empty()) return "";
-  return fmt::format(
-             "\nthe optimizer alone (AdamW), against the memory-bandwidth bound of its 28 bytes "
-             "per parameter:\n  {:<27} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>7} {:>8}\n",
-             "instance", "engine", "compiled", "libtorch", "pytorch", "bound", "/bound", "GB/s",
-             "libtorch/") +
-         out;
-}
-
 inline std::string summary_text(const Summary& s) {
   size_t width = 8;
   for (const SummaryRow& row : s.rows) width = std::max(width, row.instance.size());
-  return "\n" + machine_lines(s) + time_table(s, width) + memory_table(s, width) +
-         marks_and_crossovers(s) + kernels_table(s) + bptt_table(s) + budget_table(s) +
-         first_step_table(s) + threads_table(s) + optim_table(s);
+  std::string text = "\n" + machine_lines(s) + time_table(s, width) + memory_table(s, width) +
+                     marks_and_crossovers(s);
+  for (const Study& study : studies())  // each study's own table, where the run holds its data
+    if (study.table) text += study.table(s);
+  return text;
 }
 
 }  // namespace bp
