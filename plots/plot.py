@@ -8,9 +8,9 @@ run's.
 
     /usr/bin/python3 plots/plot.py results/latest        # or: make plots RUN=results/<run-id>
 
-Each figure answers one question, with at most six series a panel: the main backends (engine,
-compiled, libtorch, pytorch, torchscript) in the figures of every run, a study's variants in
-its own. Panels are workload families (scalar graphs, MLPs, transformers, recurrent).
+Each figure answers one question, with at most six series a panel: the main backends (as the
+run's backend_styles mark them) in the figures of every run, a study's variants in its own. Panels
+are the workload families the run's rows name.
   speedup.png       how many times our engine's time does each backend take? (with intervals)
   time.png          how long is one step on each backend?
   memory.png        how much memory does each benchmark's process hold?
@@ -18,19 +18,13 @@ its own. Panels are workload families (scalar graphs, MLPs, transformers, recurr
   scalar_chain.png  what does a node cost as the graph grows?
   gradbench.png     how does a GradBench eval's gradient time grow with its size, per backend?
   loss_curves.png   do the backends train alike? (the check's losses)
-  study bptt:       recurrent_memory.png, recurrent_time.png (each way back through time against
-                    the sequence length), intervals.png (multistage against its interval)
-  study budget:     budget.png (the compiled mode's memory and time under a budget)
-  study first_step: first_step.png (a cold start, with and without a cached plan, against a step)
-  study kernels:    kernel_dialects.png (each matmul dialect's GFLOP/s over an FMA loop timed in turn)
-  study threads:    threads.png (two threads over one, per backend)
-  study optim:      optimizer.png (the optimizer alone against the parameters, log-log, with the
-                    memory-bandwidth bound of its bytes)
+  and each study's own, from studies/<name>/figure.py (its README.md names them).
 No text overlaps another or the data: legends, notes and the caption sit outside the axes, and
 value labels beside their point (plots/tests/test_plots.py measures every text's extent). Then
 plots/report.py writes <run>/report.html, the page that shows the figures with the tables.
 Tests: plots/tests/test_plots.py; harness/tests/ draws them from a fresh real run.
 """
+import importlib.util
 import json
 import math
 import os
@@ -75,9 +69,6 @@ def marker_of(run, b):
     return style_of(run, b)[1]
 
 
-# The compiled mode's matmul dialects (engine/dialects/dialects.h), in kernel_dialects.png.
-DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
-                  "onednn": "#7570b3", "libxsmm": "#e7298a"}
 # Workloads are grouped in panels by their family, a fact of the registry each row of summary.json
 # carries (workloads/workload.h): a new workload is drawn with its family, never left out.
 GRADBENCH_FAMILY = "GradBench evals"
@@ -506,270 +497,22 @@ def loss_figure(run, instance="step/mini_gpt/batch:8"):
     return finish(fig, run)
 
 
-# ---- the studies' figures ----
+# ---- the studies' figures: studies/<name>/figure.py, each a list FIGURES of (file, draw) ----
 
-RECURRENT = ["char_rnn", "char_rnn_wide"]  # workloads/recurrent.h
-OURS = ["engine", "engine_revolve", "engine_multistage", "compiled"]
-THEIRS = ["libtorch", "libtorch_segments", "pytorch", "pytorch_checkpoint", "torchscript"]
+STUDIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "studies")
 
 
-def recurrent_figure(run, value_of, ylabel, title, note, ratio=False):
-    """Per recurrent workload, our strategies and the torch backends' in two panels, each line a
-    backend against the sequence length, log-log; a cell that ran out of memory is an x at its
-    length, on the axis' floor."""
-    workloads = [w for w in RECURRENT if any(c["workload"] == w for c in run["cells"])]
-    groups = [("ours", [b for b in OURS if b in backends_of(run)]),
-              ("torch", [b for b in THEIRS if b in backends_of(run)])]
-    groups = [(name, g) for name, g in groups if g]
-    if not workloads or not groups or len(backends_of(run)) < 2:
-        return None
-    styles = run.get("backend_styles") or {}
-    if styles and all(styles.get(b, {}).get("main") for b in backends_of(run)):
-        return None  # no strategy to compare: the study bptt's figure
-    fig, axes = plt.subplots(len(workloads), len(groups), figsize=(WIDTH, 3.4 * len(workloads)
-                                                                   + 1.2), squeeze=False)
-    ooms = False
-    for r, w in enumerate(workloads):
-        for k, (name, group) in enumerate(groups):
-            ax = axes[r, k]
-            for b in group:
-                cells = [c for c in run["cells"] if c["workload"] == w and c["backend"] == b]
-                pts = sorted((c["size"], value_of(c)) for c in cells
-                             if c["status"] == "ok" and value_of(c))
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=b,
-                            color=color_of(run, b), markersize=4)
-                for c in cells:
-                    if c["status"] == "out_of_memory":
-                        ooms = True
-                        ax.plot([c["size"]], [0], "x", color=color_of(run, b), markersize=9,
-                                clip_on=False, transform=ax.get_xaxis_transform())
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            if ratio:  # 1.5x, not 1.5 x 10^0
-                ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-                ax.yaxis.set_major_formatter(ticks)
-                ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-            ax.set_title(f"{w}: {name}", fontsize=9, loc="left")
-            ax.set_xlabel("sequence length n (log)", fontsize=8)
-            ax.set_ylabel(ylabel, fontsize=8)
-            ax.grid(which="major", alpha=0.3)
-    if ooms:
-        note += "\nx on the floor: out of memory at that length (the runner's memory limit)"
-    fig.suptitle(title, fontsize=10, x=0.01, ha="left")
-    return finish(fig, run, note)
-
-
-def recurrent_memory_figure(run):
-    return recurrent_figure(
-        run, lambda c: c["peak_rss_bytes"] / 1e6 if c.get("peak_rss_bytes") else None,
-        "peak RSS (MB, log)", "What memory does each way back through time take?",
-        "engine, compiled and the torch backends keep every state; revolve, multistage, "
-        "segments and checkpoint recompute")
-
-
-def recurrent_time_figure(run):
-    ref = run["reference"]
-    return recurrent_figure(
-        run, lambda c: c.get("ratio_to_reference"), f"time over {ref}'s (log)",
-        f"What does each way back through time cost, against {ref} (store-all)?",
-        "each point: the median of the ratios of repetitions that took turns", ratio=True)
-
-
-def intervals_figure(run):
-    """The paper's experiment: multistage's time over store-all's against its checkpoint
-    interval k, one line per state size; a star at the k it chose from its measured write and
-    step times."""
-    rows = run.get("intervals") or []
-    if not rows:
-        return None
-    fig, ax = plt.subplots(figsize=(WIDTH, 5))
-    for workload in dict.fromkeys(r["workload"] for r in rows):
-        mine = [r for r in rows if r["workload"] == workload]
-        swept = sorted((int(r["k"]), r["slowdown"]) for r in mine if r["k"] != "auto")
-        chosen = [r for r in mine if r["k"] == "auto"]
-        state = ""
-        if mine[0].get("records") and mine[0].get("bytes_written"):
-            state = f", {mine[0]['bytes_written'] / mine[0]['records'] / 1024:.0f} KiB a record"
-        line = ax.plot([k for k, _ in swept], [v for _, v in swept], "o-", markersize=4,
-                       label=f"{workload}, n={mine[0]['length']}{state}")[0]
-        for r in chosen:
-            ax.plot([r["interval"]], [r["slowdown"]], "*", color=line.get_color(), markersize=14,
-                    label=f"{workload}: its own k={r['interval']:.0f}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.axhline(1, color="gray", linewidth=0.8)
-    ticks = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x")
-    ax.yaxis.set_major_formatter(ticks)
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("checkpoint interval k: a state written to disk every k steps (log)")
-    ax.set_ylabel("time per sequence / store-all's (log)")
-    ax.set_title("Multistage: how does its cost fall as it writes less often?", fontsize=10)
-    ax.grid(which="major", alpha=0.3)
-    return finish(fig, run, note="engine_multistage with 8 in-memory snapshots per interval; each "
-                                 "point the median of 5 sequences over store-all's, taking turns; "
-                                 "1x: store-all")
-
-
-def budget_figure(run):
-    """Per instance the budgeted compiled mode ran: the peak RSS and planned arena of compiled
-    with and without the budget, in MB on a linear axis; the time ratio written beside."""
-    by_key = cell_map(run)
-    instances = [i for i in instances_of(run)
-                 if by_key.get((i, "compiled_budget"), {}).get("status") == "ok"
-                 and by_key.get((i, "compiled"), {}).get("status") == "ok"]
-    if not instances:
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 1.8 + 0.9 * len(instances)), squeeze=False)
-    for ax, (what, value_of) in zip(axes[0], [
-            ("peak RSS of the process (MB)", lambda c: c.get("max_rss_bytes")),
-            ("planned arena (MB)", lambda c: c.get("counters", {}).get("planned_arena_bytes"))]):
-        for j, b in enumerate(["compiled", "compiled_budget"]):
-            ys = [i + (j - 0.5) * 0.36 for i in range(len(instances))]
-            xs = [(value_of(by_key[(i, b)]) or 0) / 1e6 for i in instances]
-            ax.barh(ys, xs, 0.34, color=color_of(run, b), label=b)
-            for y, x, inst in zip(ys, xs, instances):
-                ratio = by_key[(inst, b)]["median_seconds"] / by_key[(inst, "compiled")][
-                    "median_seconds"]
-                ax.text(x, y, f" {x:.1f} MB" + (f", {ratio:.2f}x the time" if j else ""),
-                        va="center", fontsize=7, gid="value")
-        ax.set_xlim(0, max((value_of(by_key[(i, b)]) or 0) / 1e6 for i in instances
-                           for b in ["compiled", "compiled_budget"]) * 1.6)
-        ax.set_yticks(range(len(instances)), [label(i) for i in instances], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_xlabel(what, fontsize=8)
-        ax.grid(axis="x", alpha=0.3)
-    fig.suptitle("What does planning under half its memory cost the compiled mode?", fontsize=10,
-                 x=0.01, ha="left")
-    return finish(fig, run, note="the budget: half the unbudgeted plan's peak; activations are "
-                                 "recomputed to meet it (engine/compiled/program.h)")
-
-
-def first_step_figure(run):
-    if not any(c["backend"] == "compiled_first_step" and c["status"] == "ok"
-               for c in run["cells"]):
-        return None
-
-    def point(c):
-        m = c.get("median_seconds")
-        return (m * 1e3, None, None, None) if m else None
-
-    series = [b for b in ["compiled", "compiled_first_step", "compiled_warm_start",
-                          "torchscript_first_step"] if b in backends_of(run)]
-    fig = dot_panels(run, series, point, "time (ms, log)",
-                     "How long from a cold start to the first step, against a step?",
-                     note="compiled_first_step: a cold start each time: the backend made, the "
-                          "workload set up, its step captured, its kernels chosen by timing them, "
-                          "the program planned and run once; compiled_warm_start: the same with "
-                          "the plan in the plan cache (nothing timed or planned); "
-                          "torchscript_first_step: the model built, scripted or traced, one step")
-    return fig
-
-
-def kernel_dialects_figure(run):
-    """Per op shape of bench_compiled --kernel_rows, every dialect's GFLOP/s per thread (forward and
-    backward of the op) as a fraction of the FMA loop timed in turn with it, auto's choice
-    hatched, 85% and 80% as lines. (A run from before the in-turn loop: GFLOP/s against the FMA
-    peak row.)"""
-    kernels = run.get("kernels")
-    if not kernels or not kernels.get("shapes"):
-        return None
-    shapes = kernels["shapes"]
-    in_turn = any(s.get("fraction_of_fma") for s in shapes)
-    dialects = list(dict.fromkeys(d for s in shapes for d in s["median_seconds"]))
-    fig, ax = plt.subplots(figsize=(max(7.5, 1.8 * len(shapes) + 3), 5.2))
-    width = 0.8 / len(dialects)
-    for j, d in enumerate(dialects):
-        xs, ys, chosen = [], [], []
-        for i, s in enumerate(shapes):
-            t = s["median_seconds"].get(d)
-            y = s.get("fraction_of_fma", {}).get(d) if in_turn else t and s["flops"] / t * 1e-9
-            if y:
-                xs.append(i + (j - (len(dialects) - 1) / 2) * width)
-                ys.append(y)
-                chosen.append(s.get("auto") == d)
-        ax.bar(xs, ys, width, label=d, color=DIALECT_COLORS.get(d, "gray"))
-        picked = [(x, y) for x, y, c in zip(xs, ys, chosen) if c]
-        if picked:  # drawn over, unlabelled: the legend keeps plain colours
-            ax.bar([x for x, _ in picked], [y for _, y in picked], width, fill=False, hatch="//",
-                   edgecolor="black")
-    peak = kernels.get("peak_gflops")
-    if in_turn:
-        ax.axhline(1, color="black", linewidth=1, label="the FMA loop in turn", gid="reference")
-        ax.axhline(0.85, color="black", linewidth=1, linestyle=":", label="85% of it",
-                   gid="reference")
-    elif peak:
-        ax.axhline(peak, color="black", linewidth=1, label=f"FMA peak {peak:.0f} GFLOP/s",
-                   gid="reference")
-        ax.axhline(0.8 * peak, color="black", linewidth=1, linestyle=":", label="80% of peak",
-                   gid="reference")
-    ax.set_xticks(range(len(shapes)))
-
-    def tick(shape):  # "step/char_mlp/hidden:1024/linear[64x1024,...]" on three short lines
-        where, op = shape.replace("step/", "").rsplit("/", 1)
-        name, operands = op.rstrip("]").split("[", 1)
-        return f"{where.replace('/', ' ')}\n{name}\n" + operands.replace(",", ", ")
-
-    ax.set_xticklabels([tick(s["shape"]) for s in shapes], fontsize=7)
-    ax.set_ylabel("GFLOP/s per thread over the FMA loop's, timed in turn" if in_turn
-                  else "GFLOP/s (forward + backward of the op)")
-    ax.set_title("Which matmul kernel is fastest on each op shape? (hatched: auto's choice)",
-                 fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
-    return finish(fig, run, note="each bar: the median of the kernel rows' repetitions; "
-                                 "flops: 2MNK over the op's three products")
-
-
-def threads_figure(run):
-    """Per instance and backend with a two-thread variant, its one-thread time over its
-    two-thread time (above 1: the second thread helps)."""
-    pairs = [b[:-3] for b in backends_of(run) if b.endswith("_2t") and b[:-3] in backends_of(run)]
-    if not pairs:
-        return None
-    by_key = cell_map(run)
-    cells = []
-    for c in run["cells"]:
-        two = by_key.get((c["instance"], c["backend"] + "_2t"))
-        if c["backend"] in pairs and c["status"] == "ok" and two and two["status"] == "ok":
-            cells.append(dict(c, speedup=c["median_seconds"] / two["median_seconds"]))
-    if not cells:
-        return None
-    view = dict(run, cells=cells)
-
-    def point(c):
-        return c["speedup"], None, None, f"{c['speedup']:.2f}x"
-
-    return dot_panels(view, pairs, point, "one thread's time over two threads' (above 1: faster "
-                      "on two)", "What do two threads buy each backend?", labels=True, log=False,
-                      reference_line=1)
-
-
-def optimizer_figure(run):
-    """The optimizer alone: time per update against the parameters, log-log, one line per
-    backend and the memory-bandwidth bound of its bytes (the `bound` row) dashed."""
-    cells = [c for c in run["cells"] if c["workload"] == "adamw" and c["status"] == "ok"]
-    if not any(c["backend"] == "bound" for c in cells):
-        return None
-    fig, ax = plt.subplots(figsize=(WIDTH * 0.75, 4.2))
-    for b in [b for b in main_backends(run) if b != "torchscript"] + ["bound"]:
-        pts = sorted((max(1, c["size"] // 1000) * 1000, c["median_seconds"] * 1e3) for c in cells
-                     if c["backend"] == b)
-        if not pts:
-            continue
-        style = dict(color="black", linestyle="--", marker="") if b == "bound" else dict(
-            color=color_of(run, b), marker=marker_of(run, b), markersize=4)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts],
-                label="memory-bandwidth bound" if b == "bound" else b, **style)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("parameters (log)", fontsize=8)
-    ax.set_ylabel("time per AdamW update (ms, log)", fontsize=8)
-    ax.grid(which="major", alpha=0.3)
-    fig.suptitle("What does the optimizer alone cost, against the memory bandwidth its bytes "
-                 "need?", fontsize=10, x=0.01, ha="left")
-    return finish(fig, run, note="bound: the same bytes moved without the arithmetic (16 read, "
-                                 "12 written per parameter), timed in the same run; engine and "
-                                 "compiled also read every gradient once more to check it")
+def study_figures():
+    """[(file name, draw)] of every study's figure.py, in the order of the studies' folders."""
+    out = []
+    for name in sorted(os.listdir(STUDIES)):
+        path = os.path.join(STUDIES, name, "figure.py")
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location(f"study_{name}_figure", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            out += module.FIGURES
+    return out
 
 
 def figures(run):
@@ -778,13 +521,7 @@ def figures(run):
     for name, make in [("speedup.png", speedup_figure), ("time.png", time_figure),
                        ("memory.png", memory_figure), ("model_sizes.png", model_sizes_figure),
                        ("scalar_chain.png", chain_figure), ("gradbench.png", gradbench_figure),
-                       ("loss_curves.png", loss_figure),
-                       ("recurrent_memory.png", recurrent_memory_figure),
-                       ("recurrent_time.png", recurrent_time_figure),
-                       ("intervals.png", intervals_figure), ("budget.png", budget_figure),
-                       ("first_step.png", first_step_figure),
-                       ("kernel_dialects.png", kernel_dialects_figure),
-                       ("threads.png", threads_figure), ("optimizer.png", optimizer_figure)]:
+                       ("loss_curves.png", loss_figure)] + study_figures():
         if name == "speedup.png" and len(main_backends(run)) < 2:
             continue
         fig = make(run)

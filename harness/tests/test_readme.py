@@ -16,7 +16,8 @@ import pytest
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PAGES = ["README.md"] + sorted(os.path.relpath(p, SOURCE)
-                               for p in glob.glob(os.path.join(SOURCE, "docs", "*.md")))
+                               for p in glob.glob(os.path.join(SOURCE, "docs", "*.md"))
+                               + glob.glob(os.path.join(SOURCE, "studies", "*", "README.md")))
 
 
 def read(page):

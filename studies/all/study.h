@@ -1,5 +1,5 @@
 // studies/all/study.h: the study all, everything: every backend and size, every study's phase. Its
-// page is README.md beside this file; its figure is drawn by plots/plot.py.
+// page is README.md beside this file; its figures are the main ones (plots/plot.py).
 #pragma once
 
 #include "harness/runner/studies.h"

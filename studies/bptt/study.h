@@ -1,6 +1,6 @@
 // studies/bptt/study.h: the study bptt, backpropagation through long sequences: store-all, Revolve,
 // multistage and recomputed segments; and multistage against its checkpoint interval (phase.cc).
-// Its page is README.md beside this file; its figure is drawn by plots/plot.py.
+// Its page is README.md beside this file; its figure, figure.py (plots/plot.py draws it).
 #pragma once
 
 #include "harness/runner/studies.h"

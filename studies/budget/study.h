@@ -1,5 +1,5 @@
 // studies/budget/study.h: the study budget, the compiled mode under half its memory. Its page is
-// README.md beside this file; its figure is drawn by plots/plot.py.
+// README.md beside this file; its figure, figure.py (plots/plot.py draws it).
 #pragma once
 
 #include "harness/runner/studies.h"

@@ -1,6 +1,6 @@
 // studies/first_step/study.h: the study first_step, a cold start to the first step, with and
-// without a cached plan. Its page is README.md beside this file; its figure is drawn by
-// plots/plot.py.
+// without a cached plan. Its page is README.md beside this file; its figure, figure.py
+// (plots/plot.py draws it).
 #pragma once
 
 #include "harness/runner/studies.h"

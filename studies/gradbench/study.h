@@ -1,5 +1,5 @@
 // studies/gradbench/study.h: the study gradbench, GradBench's evals at its sizes, against ADOL-C.
-// Its page is README.md beside this file; its figure is drawn by plots/plot.py.
+// Its page is README.md beside this file; its figures are the main ones (plots/plot.py).
 #pragma once
 
 #include "harness/runner/studies.h"

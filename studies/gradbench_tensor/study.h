@@ -1,6 +1,6 @@
 // studies/gradbench_tensor/study.h: the study gradbench_tensor, GradBench's lstm and gmm as tensor
-// code, against the torch backends. Its page is README.md beside this file; its figure is drawn by
-// plots/plot.py.
+// code, against the torch backends. Its page is README.md beside this file; its figures are the
+// main ones (plots/plot.py).
 #pragma once
 
 #include "harness/runner/studies.h"

@@ -1,6 +1,6 @@
 // studies/kernels/study.h: the study kernels, every matmul dialect kernel by kernel, against the
-// FMA peak (kernel_rows.h, phase.cc). Its page is README.md beside this file; its figure is drawn
-// by plots/plot.py.
+// FMA peak (kernel_rows.h, phase.cc). Its page is README.md beside this file; its figure, figure.py
+// (plots/plot.py draws it).
 #pragma once
 
 #include "harness/runner/studies.h"

@@ -1,5 +1,6 @@
 // studies/main/study.h: the study main, every workload on the five main backends at the sizes that
-// show who wins. Its page is README.md beside this file; its figure is drawn by plots/plot.py.
+// show who wins. Its page is README.md beside this file; its figures are the main ones
+// (plots/plot.py).
 #pragma once
 
 #include "harness/runner/studies.h"

@@ -1,5 +1,6 @@
 // studies/optim/study.h: the study optim, the optimizer alone against the memory bandwidth its
-// bytes need. Its page is README.md beside this file; its figure is drawn by plots/plot.py.
+// bytes need. Its page is README.md beside this file; its figure, figure.py (plots/plot.py draws
+// it).
 #pragma once
 
 #include "harness/runner/studies.h"

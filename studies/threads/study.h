@@ -1,5 +1,5 @@
 // studies/threads/study.h: the study threads, two threads over one on the large model rows. Its
-// page is README.md beside this file; its figure is drawn by plots/plot.py.
+// page is README.md beside this file; its figure, figure.py (plots/plot.py draws it).
 #pragma once
 
 #include "harness/runner/studies.h"
