@@ -6,5 +6,6 @@
 
 int main(int argc, char** argv) {
   bp::study_registry() = bp::kStudyRegistry;
+  bp::backend_registry() = bp::kBackendRegistry;
   return bp::bench_run_main(argc, argv);
 }

@@ -27,6 +27,7 @@
 #include "harness/runner/process.h"
 #include "harness/runner/selection.h"
 #include "harness/runner/summary_text.h"
+#include "studies/registry.h"  // the program's backends and studies, as bench_run has them
 #include "workloads/registry.h"
 
 namespace {
@@ -666,7 +667,7 @@ TEST(Results, SummaryFitsIn120ColumnsWithEveryBackend) {
   bp::Summary s;
   s.reference = "engine";
   s.machine = Json::object_of({{"cpu_model", "AMD EPYC"}});
-  for (const bp::BackendSpec& b : bp::kBackends)
+  for (const bp::BackendSpec& b : bp::kBackendRegistry)
     s.backends.push_back(b.name), s.threads[b.name] = 1;
   const bp::WorkloadInfo& w = workload("scalar_chain");
   for (int64_t n : {10, 100000}) {

@@ -1,17 +1,22 @@
-// harness/runner/backends.h: the backends bench_run knows, in the fixed order that decides the
-// reference (the first one selected) and the columns of every table.
+// harness/runner/backends.h: what a backend is to the runner (a row: its program, its flags,
+// how it is run and drawn), and the registry of them it is given, in the fixed order that decides
+// the reference (the first one selected) and the columns of every table. The rows are the
+// studies' (studies/<name>/rows.h); studies/registry.h orders them.
 //
-// A variant is another row of this table over the same program with other flags (the compiled
-// mode under a memory budget, our engine's checkpointing strategies, a baseline at two threads):
-// it has a name of its own in every result and table. The Python backends are scripts in the
-// source tree (a program with a '/'); the C++ ones binaries in the build folder.
-//   Add a backend: a row here and its program (docs/extending.md).
+// A variant is another row over the same program with other flags (the compiled mode under a
+// memory budget, our engine's checkpointing strategies, a baseline at two threads): it has a
+// name of its own in every result and table, and names its backend (variant_of). The Python
+// backends are scripts in the source tree (a program with a '/'); the C++ ones binaries in the
+// build folder.
+//   Add a backend: a row in a study's rows.h (studies/<name>/rows.h) and its program
+//   (docs/extending.md).
 #pragma once
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +28,8 @@ namespace bp {
 
 struct BackendSpec {
   const char* name = nullptr;
+  // A variant's backend (the row whose program and mode it varies): its column follows that one's.
+  const char* variant_of = nullptr;
   // A binary in the build folder, or a script in the source tree ('/').
   const char* program = nullptr;
   const char* mode_flags = nullptr;  // the flags that select its mode (space-separated), or null
@@ -58,153 +65,6 @@ struct BackendSpec {
   bool plan_cache = false;
 };
 
-inline constexpr const char* kRecurrent = "char_rnn,char_rnn_wide";
-inline constexpr const char* kLengthsUpTo10k = "length=10000";
-inline constexpr const char* kPythonUpTo = "length=10000 lstm_tensor=256";
-inline constexpr const char* kLibtorchUpTo =
-    "length=10000 elements=2500 points=64 lstm=0 gmm_d2=0 gmm_d10=0 equations=100 ell=7 "
-    "lstm_tensor=256";
-inline constexpr const char* kModels = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width";
-inline constexpr BackendSpec kBackends[] = {
-    {.name = "engine",
-     .program = "bench_engine",
-     .threaded = true,
-     .color = "#1b9e77",
-     .marker = "o"},
-    {.name = "engine_2t",
-     .program = "bench_engine",
-     .threaded = true,
-     .only_workloads = kModels,
-     .fixed_threads = 2,
-     .color = "#66c2a5"},
-    {.name = "engine_revolve",
-     .program = "bench_engine",
-     .mode_flags = "--strategy=revolve --snapshots=8",
-     .only_workloads = kRecurrent,
-     .measures_in_setup = true,
-     .color = "#e6ab02"},
-    {.name = "engine_multistage",
-     .program = "bench_engine",
-     .mode_flags = "--strategy=multistage --snapshots=8",
-     .only_workloads = kRecurrent,
-     .checkpoints = true,
-     .measures_in_setup = true,
-     .color = "#a6761d"},
-    {.name = "compiled",
-     .program = "bench_compiled",
-     .threaded = true,
-     .default_sizes_up_to = kLengthsUpTo10k,
-     .shares_verdicts = true,
-     .measures_in_setup = true,
-     .color = "#66a61e",
-     .marker = "D",
-     .plan_cache = true},
-    {.name = "compiled_2t",
-     .program = "bench_compiled",
-     .threaded = true,
-     .only_workloads = kModels,
-     .shares_verdicts = true,
-     .fixed_threads = 2,
-     .measures_in_setup = true,
-     .color = "#b3de69",
-     .plan_cache = true},
-    {.name = "compiled_budget",
-     .program = "bench_compiled",
-     .mode_flags = "--memory_budget=0.5",
-     .only_workloads = "mini_gpt_wide",
-     .shares_verdicts = true,
-     .measures_in_setup = true,
-     .color = "#a6d854",
-     .plan_cache = true},
-    {.name = "compiled_first_step",
-     .program = "bench_compiled",
-     .mode_flags = "--time_first_step",
-     .default_sizes_up_to = kLengthsUpTo10k,
-     .color = "#b3b3b3",
-     .plan_cache = true},
-    {.name = "compiled_warm_start",
-     .program = "bench_compiled",
-     .mode_flags = "--time_first_step",
-     .default_sizes_up_to = kLengthsUpTo10k,
-     .warm_plans = true,
-     .color = "#a6d854",
-     .plan_cache = true},
-    {.name = "libtorch",
-     .program = "bench_libtorch",
-     .threaded = true,
-     .default_sizes_up_to = kLibtorchUpTo,
-     .color = "#d95f02",
-     .marker = "s"},
-    {.name = "libtorch_2t",
-     .program = "bench_libtorch",
-     .threaded = true,
-     .only_workloads = kModels,
-     .fixed_threads = 2,
-     .color = "#fc8d62"},
-    {.name = "libtorch_segments",
-     .program = "bench_libtorch",
-     .mode_flags = "--strategy=segments",
-     .threaded = true,
-     .only_workloads = kRecurrent,
-     .default_sizes_up_to = kLengthsUpTo10k,
-     .color = "#fc8d62"},
-    // ADOL-C (baselines/adolc/): tape the first step and replay it, or tape every step.
-    {.name = "adolc", .program = "bench_adolc", .color = "#377eb8", .marker = "P"},
-    {.name = "adolc_retape",
-     .program = "bench_adolc",
-     .mode_flags = "--taping=every_step",
-     .color = "#a6cee3",
-     .marker = "X"},
-    {.name = "pytorch",
-     .program = "baselines/pytorch/pytorch_bench.py",
-     .mode_flags = "--mode=pytorch",
-     .threaded = true,
-     .default_sizes_up_to = kPythonUpTo,
-     .color = "#7570b3",
-     .marker = "^"},
-    {.name = "pytorch_2t",
-     .program = "baselines/pytorch/pytorch_bench.py",
-     .mode_flags = "--mode=pytorch",
-     .threaded = true,
-     .only_workloads = kModels,
-     .fixed_threads = 2,
-     .color = "#8da0cb"},
-    {.name = "pytorch_checkpoint",
-     .program = "baselines/pytorch/pytorch_bench.py",
-     .mode_flags = "--mode=checkpoint",
-     .threaded = true,
-     .only_workloads = kRecurrent,
-     .default_sizes_up_to = kLengthsUpTo10k,
-     .color = "#8da0cb"},
-    {.name = "torchscript",
-     .program = "baselines/pytorch/pytorch_bench.py",
-     .mode_flags = "--mode=torchscript",
-     .threaded = true,
-     .default_sizes_up_to = kPythonUpTo,
-     .color = "#e7298a",
-     .marker = "v"},
-    {.name = "torchscript_2t",
-     .program = "baselines/pytorch/pytorch_bench.py",
-     .mode_flags = "--mode=torchscript",
-     .threaded = true,
-     .only_workloads = kModels,
-     .fixed_threads = 2,
-     .color = "#f4a6c8"},
-    {.name = "torchscript_first_step",
-     .program = "baselines/pytorch/pytorch_bench.py",
-     .mode_flags = "--mode=torchscript --time_first_step",
-     .default_sizes_up_to = kPythonUpTo,
-     .color = "#f4a6c8"},
-    // Not a backend: the memory-bandwidth bound of an optimizer step (workloads/optimizer.h).
-    {.name = "bound",
-     .program = "bench_engine",
-     .mode_flags = "--optimizer=stream",
-     .threaded = true,
-     .only_workloads = "adamw",
-     .not_judged = "a bound, not a backend: it moves an AdamW step's bytes without its arithmetic",
-     .color = "#444444"},
-};
-
 // The backends of every run's headline figures and tables (the study main's).
 inline constexpr std::string_view kMainBackends = "engine,compiled,libtorch,pytorch,torchscript";
 inline bool is_main_backend(std::string_view name) {
@@ -213,18 +73,26 @@ inline bool is_main_backend(std::string_view name) {
   return false;
 }
 
+// Every backend of this program, in the fixed order of the tables (studies/registry.h: each
+// study's rows, each variant after its backend), set by its main().
+inline std::span<const BackendSpec>& backend_registry() {
+  static std::span<const BackendSpec> registered;
+  return registered;
+}
+inline std::span<const BackendSpec> backend_rows() { return backend_registry(); }
+
 inline const BackendSpec* find_backend(std::string_view name) {
-  for (const BackendSpec& b : kBackends)
+  for (const BackendSpec& b : backend_rows())
     if (name == b.name) return &b;
   return nullptr;
 }
 inline const BackendSpec& spec_of(std::string_view name) {
   if (const BackendSpec* b = find_backend(name)) return *b;
-  std::abort();  // names come from kBackends
+  std::abort();  // names come from the registry
 }
 inline std::vector<std::string> backend_names() {
   std::vector<std::string> names;
-  for (const BackendSpec& b : kBackends) names.push_back(b.name);
+  for (const BackendSpec& b : backend_rows()) names.push_back(b.name);
   return names;
 }
 

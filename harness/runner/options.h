@@ -108,7 +108,7 @@ inline std::optional<int64_t> parse_bytes(std::string text) {
 struct Options {
   fs::path out = "results", bin_dir;
   const Study* study = nullptr;       // the registry's first unless --study names another
-  std::vector<std::string> backends;  // in kBackends order
+  std::vector<std::string> backends;  // in the registry's order
   std::string filter, workloads, data = kDefaultCorpus;
   std::string checkpoint_dir;      // engine_multistage's checkpoint files; empty: the run's folder
   std::string cache_dir;           // the compiled mode's plan cache; empty: off
@@ -152,14 +152,14 @@ inline std::vector<std::string> parse_backends(const std::string& list) {
       usage_error(
           fmt::format("unknown backend '{}'; valid: {}", b, fmt::join(backend_names(), ", ")));
   std::vector<std::string> ordered;
-  for (const BackendSpec& b : kBackends)
+  for (const BackendSpec& b : backend_rows())
     if (std::find(given.begin(), given.end(), b.name) != given.end()) ordered.push_back(b.name);
   return ordered;
 }
 
 // What --list prints: every name a run can be given.
 inline void print_list() {
-  for (const BackendSpec& b : kBackends)
+  for (const BackendSpec& b : backend_rows())
     fmt::print("backend  {:<20} {}{}\n", b.name, b.program,
                b.mode_flags ? std::string(" ") + b.mode_flags : "");
   for (const WorkloadInfo& w : kWorkloads) fmt::print("workload {:<20} {}\n", w.name, w.times);
@@ -285,7 +285,7 @@ inline Options parse_options(const std::vector<std::string>& args) {
   if (backends.empty()) {
     backends = std::string(o.study->backends);
     if (backends.empty())
-      for (const BackendSpec& b : kBackends)
+      for (const BackendSpec& b : backend_rows())
         if (!b.fixed_threads) backends += (backends.empty() ? "" : ",") + std::string(b.name);
   }
   o.backends = parse_backends(backends);

@@ -30,6 +30,7 @@ struct Study {
   void (*phase)(RunState&) = nullptr;              // what it measures after the benchmarks
   std::string (*table)(const Summary&) = nullptr;  // its table in summary.txt ("" without data)
   bool everything = false;                         // `all`: every study's phase
+  std::span<const BackendSpec> rows = {};          // the backends it adds (its rows.h)
 };
 
 // The studies of this program, in order (studies/registry.h, set by its main()).

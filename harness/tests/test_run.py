@@ -172,7 +172,7 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--backends", "engine,tensorflow"], "unknown backend 'tensorflow'; valid: engine, engine_2t, engine_revolve, engine_multistage"),
+    (["--backends", "engine,tensorflow"], "unknown backend 'tensorflow'; valid: engine, engine_revolve, engine_multistage, engine_2t"),
     (["--workloads", "resnet"], "unknown workload 'resnet'; valid: empty, tiny_graph"),
     (["--sizes", "nodes=abc"], "--sizes nodes=abc: 'abc' is not a whole number"),
     (["--sizes", "nodes=0"], "nodes=0 is out of range for scalar_chain (1 to 10000000)"),

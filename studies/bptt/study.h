@@ -5,6 +5,7 @@
 
 #include "harness/runner/studies.h"
 #include "studies/bptt/phase.h"
+#include "studies/bptt/rows.h"
 #include "studies/bptt/table.h"
 
 namespace bp {
@@ -20,6 +21,7 @@ inline constexpr Study kBpttStudy{
     .workloads = "char_rnn,char_rnn_wide",
     .sizes = "",
     .phase = interval_sweep_phase,
-    .table = bptt_table};
+    .table = bptt_table,
+    .rows = kBpttRows};
 
 }  // namespace bp

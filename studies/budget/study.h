@@ -3,6 +3,7 @@
 #pragma once
 
 #include "harness/runner/studies.h"
+#include "studies/budget/rows.h"
 #include "studies/budget/table.h"
 
 namespace bp {
@@ -13,6 +14,7 @@ inline constexpr Study kBudgetStudy{
     .backends = "engine,compiled,compiled_budget",
     .workloads = "mini_gpt_wide",
     .sizes = "",
-    .table = budget_table};
+    .table = budget_table,
+    .rows = kBudgetRows};
 
 }  // namespace bp

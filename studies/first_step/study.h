@@ -4,6 +4,7 @@
 #pragma once
 
 #include "harness/runner/studies.h"
+#include "studies/first_step/rows.h"
 #include "studies/first_step/table.h"
 
 namespace bp {
@@ -18,6 +19,7 @@ inline constexpr Study kFirstStepStudy{
         "torchscript_first_step",
     .workloads = "",
     .sizes = "length=100,1000 params=100000",
-    .table = first_step_table};
+    .table = first_step_table,
+    .rows = kFirstStepRows};
 
 }  // namespace bp

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "harness/runner/studies.h"
+#include "studies/gradbench/rows.h"
 
 namespace bp {
 
@@ -15,6 +16,7 @@ inline constexpr Study kGradbenchStudy{
     .workloads = "tiny_graph,small_graph,scalar_chain,lse,llsq,lstm,gmm_d2,gmm_d10,ode,det",
     .sizes =
         "nodes=10,1000,100000 elements=2500,20000,160000,1280000 points=16,128,1024,16392 "
-        "chars=1024,4096,8192 k=5,10,25,50,100 equations=100,1000,10000 ell=5,6,7,8,9,10"};
+        "chars=1024,4096,8192 k=5,10,25,50,100 equations=100,1000,10000 ell=5,6,7,8,9,10",
+    .rows = kGradbenchRows};
 
 }  // namespace bp

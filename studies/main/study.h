@@ -4,6 +4,7 @@
 #pragma once
 
 #include "harness/runner/studies.h"
+#include "studies/main/rows.h"
 
 namespace bp {
 
@@ -14,6 +15,7 @@ inline constexpr Study kMainStudy{
     .workloads = "",
     .sizes =
         "nodes=10,1000,100000 hidden=64,1024 batch=1,32 width=16,256,2048 length=100 "
-        "params=1000000"};
+        "params=1000000",
+    .rows = kMainRows};
 
 }  // namespace bp

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "harness/runner/studies.h"
+#include "studies/optim/rows.h"
 #include "studies/optim/table.h"
 
 namespace bp {
@@ -14,6 +15,7 @@ inline constexpr Study kOptimStudy{
     .backends = "engine,compiled,libtorch,pytorch,bound",
     .workloads = "adamw",
     .sizes = "params=100000,1000000,10000000",
-    .table = optim_table};
+    .table = optim_table,
+    .rows = kOptimRows};
 
 }  // namespace bp

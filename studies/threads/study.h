@@ -3,6 +3,7 @@
 #pragma once
 
 #include "harness/runner/studies.h"
+#include "studies/threads/rows.h"
 #include "studies/threads/table.h"
 
 namespace bp {
@@ -15,6 +16,7 @@ inline constexpr Study kThreadsStudy{
         "torchscript,torchscript_2t",
     .workloads = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width",
     .sizes = "hidden=1024 batch=8,32,64 width=1024,2048",
-    .table = threads_table};
+    .table = threads_table,
+    .rows = kThreadsRows};
 
 }  // namespace bp

@@ -1,0 +1,34 @@
+// studies/first_step/rows.h: the study first_step's backends, the cold starts: the compiled mode's
+// first step, with and without a plan cache, and TorchScript's. A variant names its backend
+// (variant_of), and its column follows that backend's.
+#pragma once
+
+#include "harness/runner/backends.h"
+#include "studies/main/rows.h"
+
+namespace bp {
+
+inline constexpr BackendSpec kFirstStepRows[] = {
+    {.name = "compiled_first_step",
+     .variant_of = "compiled",
+     .program = "bench_compiled",
+     .mode_flags = "--time_first_step",
+     .default_sizes_up_to = kLengthsUpTo10k,
+     .color = "#b3b3b3",
+     .plan_cache = true},
+    {.name = "compiled_warm_start",
+     .variant_of = "compiled",
+     .program = "bench_compiled",
+     .mode_flags = "--time_first_step",
+     .default_sizes_up_to = kLengthsUpTo10k,
+     .warm_plans = true,
+     .color = "#a6d854",
+     .plan_cache = true},
+    {.name = "torchscript_first_step",
+     .variant_of = "torchscript",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=torchscript --time_first_step",
+     .default_sizes_up_to = kPythonUpTo,
+     .color = "#f4a6c8"}};
+
+}  // namespace bp
