@@ -16,7 +16,6 @@ are the workload families the run's rows name.
   memory.png        how much memory does each benchmark's process hold?
   model_sizes.png   how does a step's time grow with the model's size, per model?
   scalar_chain.png  what does a node cost as the graph grows?
-  gradbench.png     how does a GradBench eval's gradient time grow with its size, per backend?
   loss_curves.png   do the backends train alike? (the check's losses)
   and each study's own, from studies/<name>/figure.py (its README.md names them).
 No text overlaps another or the data: legends, notes and the caption sit outside the axes, and
@@ -45,7 +44,6 @@ MAX_SERIES = 6
 # runner's rows: harness/runner/backends.h), so this file retypes no backend. An eval's tensor form
 # (workloads/gradbench_tensor.h) is drawn as "<backend> tensor", darker, with a star; a series the
 # run has no style for (a tool imported from GradBench's logs) gets a colour of its own.
-TENSOR_FORM = "_tensor"
 OTHER_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#17becf"]
 
 
@@ -71,7 +69,6 @@ def marker_of(run, b):
 
 # Workloads are grouped in panels by their family, a fact of the registry each row of summary.json
 # carries (workloads/workload.h): a new workload is drawn with its family, never left out.
-GRADBENCH_FAMILY = "GradBench evals"
 ROW_INCHES = 0.16  # one point's row in a dot plot: a 7 pt label fits beside it
 WIDTH = 11.0
 
@@ -451,27 +448,6 @@ def chain_figure(run):
                        "time per node (ns, log)", "What does a node cost as the graph grows?")
 
 
-def gradbench_figure(run):
-    """A panel per GradBench eval: a gradient's time against the eval's size, every backend; an
-    eval's tensor form in the same panel, as "<backend> tensor"."""
-    cells = []
-    for c in run["cells"]:
-        if c["workload"].endswith(TENSOR_FORM):
-            c = dict(c, workload=c["workload"][:-len(TENSOR_FORM)],
-                     backend=c["backend"] + " tensor")
-        cells.append(c)
-    evals = workloads_in_family(dict(run, cells=cells), GRADBENCH_FAMILY)
-    present = {c["backend"] for c in cells if c["workload"] in evals}
-    first = ["engine", "compiled", "engine tensor", "compiled tensor", "libtorch tensor", "adolc"]
-    series = [b for b in first if b in present] + sorted(present - set(first))
-    run = dict(run, cells=cells, crossovers=[x for x in run["crossovers"]
-                                             if not x["workload"].endswith(TENSOR_FORM)])
-    return size_panels(run, evals, series[:MAX_SERIES],
-                       lambda c: c["median_seconds"] and c["median_seconds"] * 1e3,
-                       "time per gradient (ms, log)",
-                       "GradBench's evals: how does a gradient's time grow with the eval's size?")
-
-
 def loss_figure(run, instance="step/mini_gpt/batch:8"):
     """Training losses from the correctness check (same weights, same batches on every backend)."""
     series = main_backends(run)
@@ -520,7 +496,7 @@ def figures(run):
     out = {}
     for name, make in [("speedup.png", speedup_figure), ("time.png", time_figure),
                        ("memory.png", memory_figure), ("model_sizes.png", model_sizes_figure),
-                       ("scalar_chain.png", chain_figure), ("gradbench.png", gradbench_figure),
+                       ("scalar_chain.png", chain_figure),
                        ("loss_curves.png", loss_figure)] + study_figures():
         if name == "speedup.png" and len(main_backends(run)) < 2:
             continue

@@ -60,18 +60,11 @@ struct BackendSpec {
   // colour, a variant's near its backend's, and a matplotlib marker.
   const char* color = "#888888";
   const char* marker = "o";
+  bool main = false;  // one of the backends of every run's headline figures (the study main's)
   // Takes --cache-dir or --no-cache (the compiled mode's plan cache): off unless --cache-dir or
   // warm_plans.
   bool plan_cache = false;
 };
-
-// The backends of every run's headline figures and tables (the study main's).
-inline constexpr std::string_view kMainBackends = "engine,compiled,libtorch,pytorch,torchscript";
-inline bool is_main_backend(std::string_view name) {
-  for (const std::string& b : fields(std::string(kMainBackends), ','))
-    if (b == name) return true;
-  return false;
-}
 
 // Every backend of this program, in the fixed order of the tables (studies/registry.h: each
 // study's rows, each variant after its backend), set by its main().

@@ -176,9 +176,8 @@ inline Json summary_json(const Summary& s) {
   for (const std::string& b : s.backends) {
     backends.push(b);
     if (const BackendSpec* spec = find_backend(b))  // an imported tool has none: the plot picks
-      styles.set(
-          b, Json::object_of(
-                 {{"color", spec->color}, {"marker", spec->marker}, {"main", is_main_backend(b)}}));
+      styles.set(b, Json::object_of(
+                        {{"color", spec->color}, {"marker", spec->marker}, {"main", spec->main}}));
   }
   return Json::object_of({{"format_version", kResultFormat},
                           {"run_id", s.run_id},

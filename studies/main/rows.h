@@ -3,9 +3,13 @@
 // follows that backend's.
 #pragma once
 
+#include <string_view>
+
 #include "harness/runner/backends.h"
 
 namespace bp {
+
+inline constexpr std::string_view kMainBackends = "engine,compiled,libtorch,pytorch,torchscript";
 
 inline constexpr const char* kLengthsUpTo10k = "length=10000";
 inline constexpr const char* kPythonUpTo = "length=10000 lstm_tensor=256";
@@ -16,7 +20,8 @@ inline constexpr BackendSpec kMainRows[] = {{.name = "engine",
                                              .program = "bench_engine",
                                              .threaded = true,
                                              .color = "#1b9e77",
-                                             .marker = "o"},
+                                             .marker = "o",
+                                             .main = true},
                                             {.name = "compiled",
                                              .program = "bench_compiled",
                                              .threaded = true,
@@ -25,26 +30,30 @@ inline constexpr BackendSpec kMainRows[] = {{.name = "engine",
                                              .measures_in_setup = true,
                                              .color = "#66a61e",
                                              .marker = "D",
+                                             .main = true,
                                              .plan_cache = true},
                                             {.name = "libtorch",
                                              .program = "bench_libtorch",
                                              .threaded = true,
                                              .default_sizes_up_to = kLibtorchUpTo,
                                              .color = "#d95f02",
-                                             .marker = "s"},
+                                             .marker = "s",
+                                             .main = true},
                                             {.name = "pytorch",
                                              .program = "baselines/pytorch/pytorch_bench.py",
                                              .mode_flags = "--mode=pytorch",
                                              .threaded = true,
                                              .default_sizes_up_to = kPythonUpTo,
                                              .color = "#7570b3",
-                                             .marker = "^"},
+                                             .marker = "^",
+                                             .main = true},
                                             {.name = "torchscript",
                                              .program = "baselines/pytorch/pytorch_bench.py",
                                              .mode_flags = "--mode=torchscript",
                                              .threaded = true,
                                              .default_sizes_up_to = kPythonUpTo,
                                              .color = "#e7298a",
-                                             .marker = "v"}};
+                                             .marker = "v",
+                                             .main = true}};
 
 }  // namespace bp
