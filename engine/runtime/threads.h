@@ -161,7 +161,7 @@ struct SplitThresholds {
   int32_t rows = 64;                     // products split by rows when each part gets this many
   int64_t pair_macs = int64_t(1) << 15;  // a backward's two products side by side, each this many
   // Compiled mode: independent small ops side by side when each thread gets this many elements'
-  // work (engine/compiled/program.h, group_into_waves).
+  // work (engine/compiled/waves.h).
   int64_t side_by_side = int64_t(1) << 11;
 };
 inline SplitThresholds& split_thresholds() {

@@ -3,9 +3,9 @@
 // backend process is started: its command line, its environment, its line in processes.json.
 //
 // The phases, in the order bench_run runs them (harness/runner/run.cc): the memory estimate
-// (memory_phase.cc), the check (check_phase.cc), the benchmarks (bench_phase.cc), a study's
-// extra measurements (study_phases.cc), the summary (summary_phase.cc). Resuming an interrupted
-// run and stopping one are resume.cc.
+// (memory_phase.cc), the check (check_phase.cc), the benchmarks (bench_phase.cc), a study's own
+// measurement (its phase: studies/<name>/phase.cc), the summary (summary_phase.cc). Resuming an
+// interrupted run and stopping one are resume.cc.
 #pragma once
 
 #include <ctime>
