@@ -49,5 +49,12 @@ inline constexpr std::array<BackendSpec, kBackendCount> kBackendRegistry = [] {
       std::swap(all[j - 1], all[j]), std::swap(base[j - 1], base[j]);
   return all;
 }();
+constexpr bool backend_names_are_unique() {
+  for (size_t i = 0; i < kBackendCount; i++)
+    for (size_t j = 0; j < i; j++)
+      if (std::string_view(kBackendRegistry[i].name) == kBackendRegistry[j].name) return false;
+  return true;
+}
+static_assert(backend_names_are_unique(), "two studies' rows.h name one backend");
 
 }  // namespace bp
