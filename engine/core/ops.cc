@@ -1,5 +1,5 @@
 // engine/core/ops.cc: the op table for float and double, made once (engine/core/ops.h says why).
-#include "engine/core/ops.h"
+#include "engine/core/op_table.h"
 
 namespace bp {
 

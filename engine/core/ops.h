@@ -29,112 +29,13 @@
 #include <iterator>
 #include <type_traits>
 
+#include "engine/core/op_args.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/products.h"
 #include "engine/runtime/threads.h"
 
 namespace bp {
-
-enum class TensorOp : uint8_t {
-  leaf,
-  view,
-  matmul,
-  linear,
-  add,
-  mul,
-  tanh,
-  relu,
-  gelu,
-  exp,
-  log,
-  embedding,
-  sum,
-  mean,
-  layernorm,
-  softmax,
-  attention,
-  cross_entropy,
-  sigmoid,
-  logsumexp,
-  sum_rows,
-  count
-};
-inline constexpr const char* tensor_op_names[] = {
-    "leaf",      "view",    "matmul",    "linear",        "add",       "mul",       "tanh",
-    "relu",      "gelu",    "exp",       "log",           "embedding", "sum",       "mean",
-    "layernorm", "softmax", "attention", "cross_entropy", "sigmoid",   "logsumexp", "sum_rows"};
-static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
-
-// Misuse of the engine's API stops the program with one line, "<where>: <what>" (every class's
-// fail or refuse formats its message and ends here).
-[[noreturn]] inline void engine_vfail(const char* where, const char* format, va_list args) {
-  std::fprintf(stderr, "%s: ", where);
-  std::vfprintf(stderr, format, args);
-  std::fputc('\n', stderr);
-  std::abort();
-}
-
-// Indices (token ids, targets) live outside the graph: the caller owns them for the step.
-struct IndexSpan {
-  const int32_t* data = nullptr;
-  int32_t size = 0;
-};
-
-// One application of an op. A null gradient pointer means nothing upstream needs it.
-template <class T>
-struct OpArgs {
-  T* out = nullptr;   // (rows, cols)
-  T* dout = nullptr;  // (rows, cols), null when no operand needs a gradient
-  T* aux = nullptr;   // what backward needs that forward had (aux_elems)
-  const T* in[3] = {};
-  T* din[3] = {};
-  int32_t rows = 0, cols = 0;
-  int32_t in_rows[3] = {}, in_cols[3] = {};
-  int32_t arg[3] = {};   // matmul: transpose b; linear: relu; attention: B, T, H
-  IndexSpan index;       // embedding: ids; cross_entropy: targets
-  T* scratch = nullptr;  // forward_scratch or backward_scratch elements, uninitialised
-  // Bit k: din[k] is uninitialised and is written, not added to. The compiled mode sets it on a
-  // gradient's first writer instead of filling the gradient with zeros first. A kernel given it
-  // computes what adding to zero gives, bit for bit: where it would load din[k] it takes 0.
-  uint8_t fresh = 0;
-};
-
-// What a backward reads besides its own output gradient, for liveness.
-enum : uint8_t { kReadsIn0 = 1, kReadsIn1 = 2, kReadsIn2 = 4, kReadsOut = 8, kReadsAux = 16 };
-
-template <class T>
-struct OpRule {
-  void (*forward)(const OpArgs<T>&);   // null: no work (a leaf, a view)
-  void (*backward)(const OpArgs<T>&);  // null: no work
-  size_t (*aux_elems)(const OpArgs<T>&);
-  size_t (*forward_scratch)(const OpArgs<T>&);
-  size_t (*backward_scratch)(const OpArgs<T>&);
-  uint8_t backward_reads;
-  bool forward_accumulates;    // adds into out: out must start at zero
-  bool elementwise;            // out[i] from operands' element i only: may overwrite operand 0
-  uint8_t backward_fresh = 0;  // the din[k] (bit k) backward can write fresh (OpArgs::fresh)
-};
-
 namespace ops {
-
-template <class T>
-size_t none(const OpArgs<T>&) {
-  return 0;
-}
-template <class T>
-size_t numel(const OpArgs<T>& a) {
-  return size_t(a.rows) * a.cols;
-}
-// PyTorch's relu: NaN and -0 pass through, and a NaN output passes its gradient, so a NaN is
-// never turned into a finite 0 that the check cannot see.
-template <class T>
-inline T relu_of(T x) {
-  return x < T(0) ? T(0) : x;
-}
-template <class T>
-inline bool relu_passes(T out) {
-  return !(out <= T(0));
-}
 
 // ---- splitting an op over the pool's threads (engine/runtime/threads.h) ----
 // Below split_thresholds().elems elements an op runs inline (engine/runtime/threads.h).
@@ -728,85 +629,11 @@ size_t cross_entropy_aux(const OpArgs<T>& a) {
 
 // The table, in TensorOp's order: {forward, backward, aux, forward scratch, backward scratch,
 // what backward reads, forward accumulates, elementwise, operands backward writes fresh}.
-// It is made once, in the engine's library (engine/core/ops.cc, for float and double): a
-// translation unit that includes this file reads op_rules<T> and compiles none of the kernels it
-// points to (dev/notes.md, "The engine compiled once").
+// It is made once, in the engine's library (engine/core/ops.cc, from engine/core/op_table.h, for
+// float and double): a translation unit that includes this file reads op_rules<T> and compiles
+// none of the kernels it points to (dev/notes.md, "The engine compiled once").
 template <class T>
 using OpRuleTable = std::array<OpRule<T>, size_t(TensorOp::count)>;
-template <class T>
-constexpr OpRuleTable<T> make_op_rules() {
-  constexpr OpRule<T> rules[] = {
-      /* leaf */ {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
-      /* view: shares its operand's buffers */
-      {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
-      /* matmul */
-      {ops::matmul_forward<T>, ops::matmul_backward<T>, ops::none<T>,
-       ops::product_forward_scratch<T, TiledGemm, false>,
-       ops::product_backward_scratch<T, TiledGemm, false>, kReadsIn0 | kReadsIn1, true, false,
-       1 | 2},
-      /* linear */
-      {ops::linear_forward<T>, ops::linear_backward<T>, ops::none<T>,
-       ops::product_forward_scratch<T, TiledGemm, true>,
-       ops::product_backward_scratch<T, TiledGemm, true>, kReadsIn0 | kReadsIn1 | kReadsOut, false,
-       false, 1 | 2 | 4},
-      /* add */
-      {ops::add_forward<T>, ops::add_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
-       false, true, 1 | 2},
-      /* mul */
-      {ops::mul_forward<T>, ops::mul_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsIn0 | kReadsIn1, false, true},
-      /* tanh */
-      {ops::tanh_forward<T>, ops::tanh_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsOut, false, true},
-      /* relu */
-      {ops::relu_forward<T>, ops::relu_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsOut, false, true},
-      /* gelu */
-      {ops::gelu_forward<T>, ops::gelu_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsIn0, false, true},
-      /* exp */
-      {ops::exp_forward<T>, ops::exp_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsOut, false, true},
-      /* log */
-      {ops::log_forward<T>, ops::log_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsIn0, false, true},
-      /* embedding */
-      {ops::embedding_forward<T>, ops::embedding_backward<T>, ops::none<T>, ops::none<T>,
-       ops::none<T>, 0, false, false},
-      /* sum */
-      {ops::sum_forward<T>, ops::sum_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
-       false, false},
-      /* mean */
-      {ops::mean_forward<T>, ops::mean_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
-       false, false},
-      /* layernorm */
-      {ops::layernorm_forward_op<T>, ops::layernorm_backward_op<T>, ops::layernorm_aux<T>,
-       ops::none<T>, ops::none<T>, kReadsIn0 | kReadsIn1 | kReadsAux, false, false, 1 | 2 | 4},
-      /* softmax */
-      {ops::softmax_forward<T>, ops::softmax_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsOut, false, false},
-      /* attention */
-      {ops::attention_forward_op<T>, ops::attention_backward_op<T>, ops::attention_aux<T>,
-       ops::none<T>, ops::attention_backward_scratch<T>, kReadsIn0 | kReadsAux, false, false},
-      /* cross_entropy */
-      {ops::cross_entropy_forward_op<T>, ops::cross_entropy_backward_op<T>,
-       ops::cross_entropy_aux<T>, ops::cross_entropy_forward_scratch<T>, ops::none<T>, kReadsAux,
-       false, false, 1},
-      /* sigmoid */
-      {ops::sigmoid_forward<T>, ops::sigmoid_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsOut, false, true},
-      /* logsumexp */
-      {ops::logsumexp_forward<T>, ops::logsumexp_backward<T>, ops::none<T>, ops::none<T>,
-       ops::none<T>, kReadsIn0 | kReadsOut, false, false},
-      /* sum_rows */
-      {ops::sum_rows_forward<T>, ops::sum_rows_backward<T>, ops::none<T>, ops::none<T>,
-       ops::none<T>, 0, false, false, 1},
-  };
-  static_assert(std::size(rules) == size_t(TensorOp::count), "a rule for every TensorOp");
-  OpRuleTable<T> table{};
-  for (size_t i = 0; i < table.size(); i++) table[i] = rules[i];
-  return table;
-}
 template <class T>
 struct OpRules {
   static const OpRuleTable<T> table;  // engine/core/ops.cc

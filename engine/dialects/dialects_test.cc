@@ -23,12 +23,10 @@
 
 #include "engine/compiled/program.h"
 #include "engine/core/op_cases_test.h"
-#include "harness/common/proc.h"
 
-// The engine's tests measure libraries' resident memory as bench_compiled does (the engine
-// reads no /proc itself: engine/dialects/dialects.h, ProcessHooks).
-[[maybe_unused]] const bool g_resident_measured =
-    (bp::process_hooks().resident_bytes = bp::proc_resident_bytes, true);
+// The process hooks bench_compiled uses (resident memory from /proc, timing in a child), which
+// this binary's main() makes (apps/engine_tests.cc): the engine itself has none.
+extern bp::ProcessHooks g_program_process_hooks;
 
 namespace {
 
@@ -313,7 +311,7 @@ TEST(Dialects, ALibraryIsKeptOnlyWhileItsResidentMemoryFitsThePlansSaving) {
   bp::OpArgs<float> a;
   a.rows = 48, a.cols = 96, a.in_rows[0] = 48, a.in_cols[0] = 64, a.in_rows[1] = 64;
   a.in_cols[1] = 96;
-  bp::process_hooks().run_apart = bp::run_in_child;  // as bench_compiled sets it
+  bp::process_hooks().run_apart = g_program_process_hooks.run_apart;  // as bench_compiled sets it
   DialectSelector<float> dialects(*bp::parse_dialect_spec<float>("auto", &error));
   dialects.weigh_libraries({{bp::TensorOp::matmul, a}});
   bool ok = !bp::libraries_entered();

@@ -1,0 +1,119 @@
+// engine/core/op_args.h: what one application of a tensor op is (engine/core/ops.h has the ops):
+// the closed set of ops and their names, an OpArgs (every pointer, shape and argument of one
+// call), an OpRule (an op's forward and backward and the facts a planner needs), and the few
+// helpers every kernel shares. A kernel table (engine/dialects/) needs this file, not the ops.
+#pragma once
+
+#include <array>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+
+namespace bp {
+
+enum class TensorOp : uint8_t {
+  leaf,
+  view,
+  matmul,
+  linear,
+  add,
+  mul,
+  tanh,
+  relu,
+  gelu,
+  exp,
+  log,
+  embedding,
+  sum,
+  mean,
+  layernorm,
+  softmax,
+  attention,
+  cross_entropy,
+  sigmoid,
+  logsumexp,
+  sum_rows,
+  count
+};
+inline constexpr const char* tensor_op_names[] = {
+    "leaf",      "view",    "matmul",    "linear",        "add",       "mul",       "tanh",
+    "relu",      "gelu",    "exp",       "log",           "embedding", "sum",       "mean",
+    "layernorm", "softmax", "attention", "cross_entropy", "sigmoid",   "logsumexp", "sum_rows"};
+static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
+
+// Misuse of the engine's API stops the program with one line, "<where>: <what>" (every class's
+// fail or refuse formats its message and ends here).
+[[noreturn]] inline void engine_vfail(const char* where, const char* format, va_list args) {
+  std::fprintf(stderr, "%s: ", where);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  std::abort();
+}
+
+// Indices (token ids, targets) live outside the graph: the caller owns them for the step.
+struct IndexSpan {
+  const int32_t* data = nullptr;
+  int32_t size = 0;
+};
+
+// One application of an op. A null gradient pointer means nothing upstream needs it.
+template <class T>
+struct OpArgs {
+  T* out = nullptr;   // (rows, cols)
+  T* dout = nullptr;  // (rows, cols), null when no operand needs a gradient
+  T* aux = nullptr;   // what backward needs that forward had (aux_elems)
+  const T* in[3] = {};
+  T* din[3] = {};
+  int32_t rows = 0, cols = 0;
+  int32_t in_rows[3] = {}, in_cols[3] = {};
+  int32_t arg[3] = {};   // matmul: transpose b; linear: relu; attention: B, T, H
+  IndexSpan index;       // embedding: ids; cross_entropy: targets
+  T* scratch = nullptr;  // forward_scratch or backward_scratch elements, uninitialised
+  // Bit k: din[k] is uninitialised and is written, not added to. The compiled mode sets it on a
+  // gradient's first writer instead of filling the gradient with zeros first. A kernel given it
+  // computes what adding to zero gives, bit for bit: where it would load din[k] it takes 0.
+  uint8_t fresh = 0;
+};
+
+// What a backward reads besides its own output gradient, for liveness.
+enum : uint8_t { kReadsIn0 = 1, kReadsIn1 = 2, kReadsIn2 = 4, kReadsOut = 8, kReadsAux = 16 };
+
+template <class T>
+struct OpRule {
+  void (*forward)(const OpArgs<T>&);   // null: no work (a leaf, a view)
+  void (*backward)(const OpArgs<T>&);  // null: no work
+  size_t (*aux_elems)(const OpArgs<T>&);
+  size_t (*forward_scratch)(const OpArgs<T>&);
+  size_t (*backward_scratch)(const OpArgs<T>&);
+  uint8_t backward_reads;
+  bool forward_accumulates;    // adds into out: out must start at zero
+  bool elementwise;            // out[i] from operands' element i only: may overwrite operand 0
+  uint8_t backward_fresh = 0;  // the din[k] (bit k) backward can write fresh (OpArgs::fresh)
+};
+
+namespace ops {
+
+template <class T>
+size_t none(const OpArgs<T>&) {
+  return 0;
+}
+template <class T>
+size_t numel(const OpArgs<T>& a) {
+  return size_t(a.rows) * a.cols;
+}
+// PyTorch's relu: NaN and -0 pass through, and a NaN output passes its gradient, so a NaN is
+// never turned into a finite 0 that the check cannot see.
+template <class T>
+inline T relu_of(T x) {
+  return x < T(0) ? T(0) : x;
+}
+template <class T>
+inline bool relu_passes(T out) {
+  return !(out <= T(0));
+}
+
+}  // namespace ops
+}  // namespace bp

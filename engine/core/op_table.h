@@ -1,0 +1,89 @@
+// engine/core/op_table.h: the op table itself, every op's rule in TensorOp's order
+// (engine/core/ops.h says what a rule holds). Only engine/core/ops.cc includes it, to make
+// op_rules<float> and op_rules<double> once.
+#pragma once
+
+#include <iterator>
+
+#include "engine/core/ops.h"
+
+namespace bp {
+
+// {forward, backward, aux, forward scratch, backward scratch, what backward reads, forward
+// accumulates, elementwise, operands backward writes fresh}
+template <class T>
+constexpr OpRuleTable<T> make_op_rules() {
+  constexpr OpRule<T> rules[] = {
+      /* leaf */ {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
+      /* view: shares its operand's buffers */
+      {nullptr, nullptr, ops::none<T>, ops::none<T>, ops::none<T>, 0, false, false},
+      /* matmul */
+      {ops::matmul_forward<T>, ops::matmul_backward<T>, ops::none<T>,
+       ops::product_forward_scratch<T, TiledGemm, false>,
+       ops::product_backward_scratch<T, TiledGemm, false>, kReadsIn0 | kReadsIn1, true, false,
+       1 | 2},
+      /* linear */
+      {ops::linear_forward<T>, ops::linear_backward<T>, ops::none<T>,
+       ops::product_forward_scratch<T, TiledGemm, true>,
+       ops::product_backward_scratch<T, TiledGemm, true>, kReadsIn0 | kReadsIn1 | kReadsOut, false,
+       false, 1 | 2 | 4},
+      /* add */
+      {ops::add_forward<T>, ops::add_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
+       false, true, 1 | 2},
+      /* mul */
+      {ops::mul_forward<T>, ops::mul_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsIn0 | kReadsIn1, false, true},
+      /* tanh */
+      {ops::tanh_forward<T>, ops::tanh_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsOut, false, true},
+      /* relu */
+      {ops::relu_forward<T>, ops::relu_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsOut, false, true},
+      /* gelu */
+      {ops::gelu_forward<T>, ops::gelu_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsIn0, false, true},
+      /* exp */
+      {ops::exp_forward<T>, ops::exp_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsOut, false, true},
+      /* log */
+      {ops::log_forward<T>, ops::log_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsIn0, false, true},
+      /* embedding */
+      {ops::embedding_forward<T>, ops::embedding_backward<T>, ops::none<T>, ops::none<T>,
+       ops::none<T>, 0, false, false},
+      /* sum */
+      {ops::sum_forward<T>, ops::sum_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
+       false, false},
+      /* mean */
+      {ops::mean_forward<T>, ops::mean_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
+       false, false},
+      /* layernorm */
+      {ops::layernorm_forward_op<T>, ops::layernorm_backward_op<T>, ops::layernorm_aux<T>,
+       ops::none<T>, ops::none<T>, kReadsIn0 | kReadsIn1 | kReadsAux, false, false, 1 | 2 | 4},
+      /* softmax */
+      {ops::softmax_forward<T>, ops::softmax_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsOut, false, false},
+      /* attention */
+      {ops::attention_forward_op<T>, ops::attention_backward_op<T>, ops::attention_aux<T>,
+       ops::none<T>, ops::attention_backward_scratch<T>, kReadsIn0 | kReadsAux, false, false},
+      /* cross_entropy */
+      {ops::cross_entropy_forward_op<T>, ops::cross_entropy_backward_op<T>,
+       ops::cross_entropy_aux<T>, ops::cross_entropy_forward_scratch<T>, ops::none<T>, kReadsAux,
+       false, false, 1},
+      /* sigmoid */
+      {ops::sigmoid_forward<T>, ops::sigmoid_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsOut, false, true},
+      /* logsumexp */
+      {ops::logsumexp_forward<T>, ops::logsumexp_backward<T>, ops::none<T>, ops::none<T>,
+       ops::none<T>, kReadsIn0 | kReadsOut, false, false},
+      /* sum_rows */
+      {ops::sum_rows_forward<T>, ops::sum_rows_backward<T>, ops::none<T>, ops::none<T>,
+       ops::none<T>, 0, false, false, 1},
+  };
+  static_assert(std::size(rules) == size_t(TensorOp::count), "a rule for every TensorOp");
+  OpRuleTable<T> table{};
+  for (size_t i = 0; i < table.size(); i++) table[i] = rules[i];
+  return table;
+}
+
+}  // namespace bp
