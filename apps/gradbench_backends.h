@@ -31,7 +31,7 @@ struct EngineBackends {
   static bool known(std::string_view b) { return our_backend(b); }
   static bool runs_tensor_forms(std::string_view b) { return tensor_form_backend(b); }
   template <class W>
-  static Evaluation gradient(const std::string& backend, const Json& input) {
+  static Evaluation gradient(const std::string& backend, JsonView input) {
     if (backend == "scalar") return gradbench::gradient<W, Eager>(input);
     if (backend == "compiled") return gradbench::gradient<W, Compiled>(input);
     if constexpr (kHasTensorForm<W>) {
@@ -49,7 +49,7 @@ struct LibtorchBackends {
   static bool known(std::string_view b) { return our_backend(b); }
   static bool runs_tensor_forms(std::string_view b) { return tensor_form_backend(b); }
   template <class W>
-  static Evaluation gradient(const std::string& backend, const Json& input) {
+  static Evaluation gradient(const std::string& backend, JsonView input) {
     if constexpr (kHasTensorForm<W>)
       if (backend == "libtorch") return tensor_gradient<W, Libtorch>(input);
     throw std::invalid_argument("--backend " + backend + " is not in this binary");

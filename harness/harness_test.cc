@@ -32,26 +32,29 @@
 
 namespace {
 
+using bp::dump_json;
 using bp::Json;
+using bp::json_numbers;
+using bp::JsonView;
 
 const bp::WorkloadInfo& workload(const char* name) { return *bp::find_workload(name); }
 
 Json scalar_record(double value, std::vector<double> grads, double again_value = NAN) {
-  Json step = Json::object_of({{"value", value}, {"grads", Json::numbers(grads)}});
+  Json step = Json::object({{"value", value}, {"grads", json_numbers(grads)}});
   Json again = step;
-  if (!std::isnan(again_value)) again.set("value", again_value);
-  return Json::object_of(
+  if (!std::isnan(again_value)) again["value"] = again_value;
+  return Json::object(
       {{"name", "x"}, {"status", "ok"}, {"step", step}, {"step_after_reset", again}});
 }
 
 Json model_record(double loss, std::vector<double> norms, std::vector<double> losses) {
-  Json step0 = Json::object_of({{"loss", loss}, {"grad_norms", Json::numbers(norms)}});
-  return Json::object_of({{"name", "x"},
-                          {"status", "ok"},
-                          {"step0", step0},
-                          {"step0_after_reset", step0},
-                          {"step0_fresh_setup", step0},
-                          {"losses", Json::numbers(losses)}});
+  Json step0 = Json::object({{"loss", loss}, {"grad_norms", json_numbers(norms)}});
+  return Json::object({{"name", "x"},
+                       {"status", "ok"},
+                       {"step0", step0},
+                       {"step0_after_reset", step0},
+                       {"step0_fresh_setup", step0},
+                       {"losses", json_numbers(losses)}});
 }
 
 std::vector<bp::Verdict> judge(const char* name,
@@ -202,7 +205,7 @@ TEST(Judge, ASampleOfManyGradientsIsCheckedAtTheParametersItNames) {
     Json r = scalar_record(truth.value, grads);
     std::vector<double> at(of.begin(), of.end());
     for (const char* field : {"step", "step_after_reset"})
-      r.set(field, Json(r[field]).set("grad_of", Json::numbers(at)).set("num_grads", 100.0));
+      r[field]["grad_of"] = json_numbers(at), r[field]["num_grads"] = 100.0;
     return r;
   };
   const Json right = sampled(truth.grads, truth.grad_of);
@@ -235,8 +238,7 @@ TEST(Judge, ASampleOfManyGradientsIsCheckedAtTheParametersItNames) {
 
 TEST(Judge, NonFiniteNumbersAreWrongWhereverTheyAre) {
   Json nan_grad = scalar_record(0.5, {1, 2, 3});
-  nan_grad.set("step",
-               Json::object_of({{"value", 0.5}, {"grads", Json::array_of({1, Json(), 3})}}));
+  nan_grad["step"] = Json::object({{"value", 0.5}, {"grads", Json::array({1, Json(), 3})}});
   auto v =
       judge("scalar_chain", {{"engine", scalar_record(0.5, {1, 2, 3})}, {"libtorch", nan_grad}});
   EXPECT_EQ(v[1].status, "wrong");
@@ -259,9 +261,8 @@ TEST(Judge, BrokenResetIsCaught) {
   EXPECT_EQ(v[0].status, "wrong");
   EXPECT_NE(v[0].message.find("reset is broken"), std::string::npos) << v[0].message;
   Json model = model_record(4.2, {1, 2}, std::vector<double>(10, 4.0));
-  model.set(
-      "step0_fresh_setup",
-      Json::object_of({{"loss", 4.2}, {"grad_norms", Json::numbers(std::vector<double>{1, 2.5})}}));
+  model["step0_fresh_setup"] =
+      Json::object({{"loss", 4.2}, {"grad_norms", json_numbers(std::vector<double>{1, 2.5})}});
   auto m = judge("mlp_width", {{"engine", model}});
   EXPECT_EQ(m[0].status, "wrong");
   EXPECT_NE(m[0].message.find("fresh setup"), std::string::npos) << m[0].message;
@@ -285,9 +286,9 @@ TEST(Judge, ModelsCompareLossesAndGradientNorms) {
 }
 
 TEST(Judge, FailedSkippedAndMissingRecordsSayWhy) {
-  const Json failed = Json::object_of({{"name", "x"}, {"status", "failed"}, {"message", "boom"}});
+  const Json failed = Json::object({{"name", "x"}, {"status", "failed"}, {"message", "boom"}});
   const Json skipped =
-      Json::object_of({{"name", "x"}, {"status", "skipped"}, {"message", "no tensors"}});
+      Json::object({{"name", "x"}, {"status", "skipped"}, {"message", "no tensors"}});
   std::vector<bp::BackendRecord> in = {{"engine", &failed, ""},
                                        {"libtorch", &skipped, ""},
                                        {"pytorch", nullptr, "its check process was killed"}};
@@ -305,32 +306,71 @@ TEST(Json, StrictNumbersAndNullForNonFinite) {
   EXPECT_THROW(bp::parse_json("[+1]"), std::runtime_error);
   EXPECT_THROW(bp::parse_json("[-]"), std::runtime_error);
   // Google Benchmark writes the cv of an all-zero counter as a bare NaN: its files' reader takes it
-  const Json gb = bp::parse_benchmark_json(R"([NaN, -NaN, Infinity, -Infinity, 2])");
-  EXPECT_TRUE(std::isnan(gb.array[0].number) && std::isnan(gb.array[1].number));
-  EXPECT_EQ(gb.array[2].number, INFINITY);
-  EXPECT_EQ(gb.array[3].number, -INFINITY);
-  EXPECT_EQ(gb.array[4].number, 2);
+  // as null (and null as NaN through num_or), only outside strings
+  const Json gb_json =
+      bp::parse_benchmark_json(R"([NaN, -NaN, Infinity, -Infinity, 2, {"NaN": "-Infinity"}])");
+  const JsonView gb = gb_json;
+  EXPECT_TRUE(gb[0].is_null() && gb[1].is_null());
+  EXPECT_TRUE(std::isnan(gb[0].num_or(NAN)));
+  EXPECT_TRUE(gb[2].is_null() && gb[3].is_null());
+  EXPECT_EQ(gb[4].num_or(0), 2);
+  EXPECT_EQ(gb[5]["NaN"].str_or(""), "-Infinity");
   EXPECT_THROW(bp::parse_benchmark_json("[NaNa]"), std::runtime_error);
-  EXPECT_EQ(bp::parse_json("[-1.5e3]").array[0].number, -1500);
-  EXPECT_EQ(Json::numbers(std::vector<double>{1, NAN, INFINITY}).dump(), "[1, null, null]");
-  const Json j = bp::parse_json(R"({"z": 1, "a": [true, null, "x\"y"]})");
-  EXPECT_EQ(j.dump(), R"({"z": 1, "a": [true, null, "x\"y"]})");  // order kept
+  EXPECT_EQ(bp::parse_json("[-1.5e3]")[0].get<double>(), -1500);
+  EXPECT_THROW(bp::parse_json("[1e999]"), std::runtime_error);  // past double's range
+  EXPECT_EQ(dump_json(json_numbers(std::vector<double>{1, NAN, INFINITY})), "[1.0, null, null]");
+  const Json j_json = bp::parse_json(R"({"z": 1, "a": [true, null, "x\"y"]})");
+  const JsonView j = j_json;
+  EXPECT_EQ(dump_json(j), R"({"z": 1, "a": [true, null, "x\"y"]})");  // order kept
   EXPECT_TRUE(j["missing"].is_null());
 }
 
 // Strings are UTF-8 both ways: \\u escapes beyond ASCII (a surrogate pair joined) are read as
 // their characters, and bytes that are not UTF-8 are written as U+FFFD, so a dump is JSON.
 TEST(Json, UnicodeEscapesAreReadAndInvalidUtf8IsNeverWritten) {
-  EXPECT_EQ(bp::parse_json(R"(["\u00e9\u4e2d\ud83d\ude00"])").array[0].string,
-            "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80");  // é, 中, an emoji
-  EXPECT_EQ(bp::parse_json(R"(["\ud83dx"])").array[0].string, "\xef\xbf\xbdx");  // unpaired
+  EXPECT_EQ(bp::parse_json(R"(["\u00e9\u4e2d\ud83d\ude00"])")[0].get<std::string>(),
+            "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80");                   // é, 中, an emoji
+  EXPECT_THROW(bp::parse_json(R"(["\ud83dx"])"), std::runtime_error);  // an unpaired surrogate
   EXPECT_THROW(bp::parse_json(R"(["\u12"])"), std::runtime_error);
-  EXPECT_EQ(Json("caf\xc3\xa9").dump(), "\"caf\xc3\xa9\"");  // valid: as it is
-  // a stray byte, a cut sequence, an overlong '/', a surrogate: U+FFFD each, the rest kept
-  EXPECT_EQ(Json("a\xff b\xe4\xb8 c\xc0\xaf d\xed\xa0\x80").dump(),
-            R"("a\ufffd b\ufffd\ufffd c\ufffd\ufffd d\ufffd\ufffd\ufffd")");
-  const std::string round = Json("x\xff\xf0\x9f\x98\x80").dump();
-  EXPECT_EQ(bp::parse_json(round).string, "x\xef\xbf\xbd\xf0\x9f\x98\x80");
+  EXPECT_EQ(dump_json(Json("caf\xc3\xa9")), "\"caf\xc3\xa9\"");  // valid: as it is
+  // a stray byte, a cut sequence, an overlong '/', a surrogate: U+FFFD for each bad sequence, the
+  // rest kept
+  const std::string fffd = "\xef\xbf\xbd";
+  const std::string bad =
+      dump_json(Json::object({{"k\xff", "a\xff b\xe4\xb8 c\xc0\xaf d\xed\xa0\x80"}}));
+  EXPECT_EQ(bad, "{\"k" + fffd + "\": \"a" + fffd + " b" + fffd + " c" + fffd + fffd + " d" + fffd +
+                     fffd + fffd + "\"}");
+  EXPECT_EQ(JsonView(bp::parse_json(bad))["k" + fffd].str_or(""),
+            "a" + fffd + " b" + fffd + " c" + fffd + fffd + " d" + fffd + fffd + fffd);
+  EXPECT_THROW(bp::parse_json("[\"\xff\"]"), std::runtime_error);  // and none is read
+}
+
+// A syntax error names the byte, and quotes at most 40 bytes of what it read.
+TEST(Json, ASyntaxErrorIsOneShortLine) {
+  try {
+    bp::parse_json("{\"kind\": \"" + std::string(1 << 20, 'x'));
+    FAIL() << "parsed";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 200u) << what.substr(0, 300);
+    EXPECT_NE(what.find("at byte 10485"), std::string::npos) << what.substr(0, 300);
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+  }
+}
+
+// A document nested past 256 levels is refused, not recursed into.
+TEST(Json, DeepNestingIsRefused) {
+  EXPECT_NO_THROW(bp::parse_json(std::string(256, '[') + std::string(256, ']')));
+  EXPECT_THROW(bp::parse_json(std::string(257, '[') + std::string(257, ']')), std::runtime_error);
+  EXPECT_THROW(bp::parse_json(std::string(1 << 20, '[')), std::runtime_error);
+}
+
+// A const read of a missing key through ordered_json itself is not undefined behaviour: it stops.
+TEST(JsonDeathTest, AConstReadOfAMissingKeyStops) {
+  const Json j = Json::object({{"a", 1}});
+  EXPECT_DEATH((void)j["b"], "does not hold");
+  EXPECT_TRUE(JsonView(j)["b"].is_null());  // the view reads it as null
+  EXPECT_TRUE(JsonView(j)["a"]["c"][3].is_null());
 }
 
 TEST(Protocol, InstanceFlagRoundTrips) {
@@ -499,17 +539,17 @@ TEST(Memory, EstimatesFromThreeSmallerSizes) {
 }
 
 Json gb_run(const char* type, double real_time, const char* unit, const char* aggregate = "") {
-  Json r = Json::object_of(
+  Json r = Json::object(
       {{"run_type", type}, {"real_time", real_time}, {"time_unit", unit}, {"peak_rss_bytes", 5e6}});
-  if (*aggregate) r.set("aggregate_name", aggregate);
+  if (*aggregate) r["aggregate_name"] = aggregate;
   return r;
 }
 
 TEST(Results, MedianInSecondsWhateverTheUnit) {
-  Json file = Json::object_of(
-      {{"benchmarks", Json::array_of({gb_run("iteration", 10, "us"), gb_run("iteration", 30, "us"),
-                                      gb_run("aggregate", 20, "us", "median"),
-                                      gb_run("aggregate", 20, "us", "mean")})}});
+  Json file = Json::object(
+      {{"benchmarks", Json::array({gb_run("iteration", 10, "us"), gb_run("iteration", 30, "us"),
+                                   gb_run("aggregate", 20, "us", "median"),
+                                   gb_run("aggregate", 20, "us", "mean")})}});
   bp::BenchmarkResult r = bp::read_benchmark_result(file);
   EXPECT_EQ(r.status, "ok");
   EXPECT_DOUBLE_EQ(r.median_seconds, 20e-6);
@@ -517,14 +557,13 @@ TEST(Results, MedianInSecondsWhateverTheUnit) {
   EXPECT_DOUBLE_EQ(r.repetition_seconds[0], 10e-6);
   EXPECT_DOUBLE_EQ(r.repetition_seconds[1], 30e-6);
   EXPECT_EQ(r.peak_rss_bytes, 5e6);
-  Json single = Json::object_of({{"benchmarks", Json::array_of({gb_run("iteration", 3, "ms")})}});
+  Json single = Json::object({{"benchmarks", Json::array({gb_run("iteration", 3, "ms")})}});
   EXPECT_DOUBLE_EQ(bp::read_benchmark_result(single).median_seconds, 3e-3);
-  Json skipped = Json::object_of(
-      {{"benchmarks",
-        Json::array_of({Json::object_of(
-            {{"error_occurred", true}, {"error_message", "skipped: no tensors"}})})}});
+  Json skipped = Json::object(
+      {{"benchmarks", Json::array({Json::object({{"error_occurred", true},
+                                                 {"error_message", "skipped: no tensors"}})})}});
   EXPECT_EQ(bp::read_benchmark_result(skipped).status, "skipped");
-  Json empty = Json::object_of({{"benchmarks", Json::array_of()}});
+  Json empty = Json::object({{"benchmarks", Json::array()}});
   EXPECT_EQ(bp::read_benchmark_result(empty).status, "failed");
 }
 
@@ -533,36 +572,37 @@ TEST(Results, MedianInSecondsWhateverTheUnit) {
 // median, and judges auto's choice against the fastest.
 TEST(Results, KernelRowsInRegistrationOrderWhateverTheFileSays) {
   auto row = [](const std::string& name, int family, double us, int chosen, double flops) {
-    return Json::object_of({{"name", name},
-                            {"run_name", name},
-                            {"run_type", "iteration"},
-                            {"family_index", family},
-                            {"time_unit", "us"},
-                            {"real_time", us},
-                            {"auto", chosen},
-                            {"flops", flops}});
+    return Json::object({{"name", name},
+                         {"run_name", name},
+                         {"run_type", "iteration"},
+                         {"family_index", family},
+                         {"time_unit", "us"},
+                         {"real_time", us},
+                         {"auto", chosen},
+                         {"flops", flops}});
   };
   const std::string big = "kernel/step/w/n:1/linear[64x8,8x8,1x8]/",
                     small = "kernel/step/w/n:1/linear[64x8,2x8,1x2]/";
-  Json rows = Json::array_of();
+  Json rows = Json::array();
   for (const Json& r :  // listed out of order; engine first and big first when registered
        {row(small + "blis", 4, 3, 0, 2e3), row(big + "openblas", 1, 12, 0, 8e3),
         row("peak/fma_f32/threads:1", 5, 1, 0, 1e5), row(big + "engine", 0, 10, 1, 8e3),
         row(small + "engine", 3, 4, 1, 2e3), row(big + "openblas", 1, 14, 0, 8e3),
         row(big + "engine", 0, 11, 1, 8e3), row(big + "blis", 2, 20, 0, 8e3)})
-    rows.push(r);
-  const Json k = bp::kernel_summary(Json::object_of({{"benchmarks", rows}}));
+    rows.push_back(r);
+  const Json summary = bp::kernel_summary(Json::object({{"benchmarks", rows}}));
+  const JsonView k = summary;
   EXPECT_DOUBLE_EQ(k["peak_gflops"].num_or(0), 1e5 / 1e-6 * 1e-9);
-  ASSERT_EQ(k["shapes"].array.size(), 2u);
-  const Json& first = k["shapes"].array[0];
+  ASSERT_EQ(k["shapes"].elements().size(), 2u);
+  const JsonView first = k["shapes"][0];
   EXPECT_EQ(first["shape"].str_or(""), "step/w/n:1/linear[64x8,8x8,1x8]");
   std::vector<std::string> dialects;
-  for (const auto& [d, v] : first["median_seconds"].object) dialects.push_back(d);
+  for (const auto& [d, v] : first["median_seconds"].members()) dialects.push_back(d);
   EXPECT_EQ(dialects, (std::vector<std::string>{"engine", "openblas", "blis"}));
   EXPECT_DOUBLE_EQ(first["median_seconds"]["engine"].num_or(0), 10.5e-6);
   EXPECT_EQ(first["auto"].str_or(""), "engine");
   EXPECT_EQ(first["best"].str_or(""), "engine");
-  const Json& second = k["shapes"].array[1];
+  const JsonView second = k["shapes"][1];
   EXPECT_EQ(second["auto"].str_or(""), "engine");
   EXPECT_EQ(second["best"].str_or(""), "blis");
   EXPECT_DOUBLE_EQ(second["auto_over_best"].num_or(0), 4.0 / 3.0);
@@ -573,12 +613,11 @@ TEST(Results, KernelRowsInRegistrationOrderWhateverTheFileSays) {
 // them (--warm_once) peaks only in the first repetition's counter.
 TEST(Results, AProcesssPeakIsTheLargestOfWait4AndEveryRepetition) {
   Json first = gb_run("iteration", 10, "ms");
-  first.set("peak_rss_bytes", 224e6);  // the compile, then two steps' peaks
+  first["peak_rss_bytes"] = 224e6;  // the compile, then two steps' peaks
   Json later = gb_run("iteration", 10, "ms"), last = gb_run("iteration", 10, "ms");
-  later.set("peak_rss_bytes", 162e6), last.set("peak_rss_bytes", 162e6);
-  Json file = Json::object_of(
-      {{"benchmarks",
-        Json::array_of({first, later, last, gb_run("aggregate", 10, "ms", "median")})}});
+  later["peak_rss_bytes"] = last["peak_rss_bytes"] = 162e6;
+  Json file = Json::object(
+      {{"benchmarks", Json::array({first, later, last, gb_run("aggregate", 10, "ms", "median")})}});
   const bp::BenchmarkResult r = bp::read_benchmark_result(file);
   EXPECT_EQ(r.largest_peak_rss_bytes, 224e6);
   bp::Cell c;
@@ -604,10 +643,10 @@ TEST(Results, MedianIntervalFromOrderStatistics) {
   EXPECT_EQ(t.hi, 9);
   EXPECT_NEAR(t.level, 1 - 22.0 / 1024, 1e-12);
   EXPECT_TRUE(std::isnan(bp::median_interval({7}).level)) << "one repetition has no interval";
-  Json file = Json::object_of(
+  Json file = Json::object(
       {{"benchmarks",
-        Json::array_of({gb_run("iteration", 10, "us"), gb_run("iteration", 30, "us"),
-                        gb_run("iteration", 20, "us"), gb_run("aggregate", 20, "us", "median")})}});
+        Json::array({gb_run("iteration", 10, "us"), gb_run("iteration", 30, "us"),
+                     gb_run("iteration", 20, "us"), gb_run("aggregate", 20, "us", "median")})}});
   const bp::BenchmarkResult r = bp::read_benchmark_result(file);
   EXPECT_DOUBLE_EQ(r.interval.lo, 10e-6);
   EXPECT_DOUBLE_EQ(r.interval.hi, 30e-6);
@@ -666,7 +705,7 @@ TEST(Results, RatiosCrossoversAndTheirText) {
 TEST(Results, SummaryFitsIn120ColumnsWithEveryBackend) {
   bp::Summary s;
   s.reference = "engine";
-  s.machine = Json::object_of({{"cpu_model", "AMD EPYC"}});
+  s.machine = Json::object({{"cpu_model", "AMD EPYC"}});
   for (const bp::BackendSpec& b : bp::kBackendRegistry)
     s.backends.push_back(b.name), s.threads[b.name] = 1;
   const bp::WorkloadInfo& w = workload("scalar_chain");
@@ -730,16 +769,16 @@ TEST(Results, PairedRatiosCancelDrift) {
 // no instruction set, the kernel's release are said but decide nothing; the memory size and the
 // kernel's build date are no difference at all.
 TEST(Environment, PerformanceDifferencesNamed) {
-  const Json zen5 = Json::object_of({{"cpu_vendor", "AuthenticAMD"},
-                                     {"cpu_family", "26"},
-                                     {"cpu_flags", "fpu avx2 avx512f"},
-                                     {"kernel", "6.18.44 #1 SMP Mon"},
-                                     {"memory_total_bytes", "24000000000"}});
+  const Json zen5 = Json::object({{"cpu_vendor", "AuthenticAMD"},
+                                  {"cpu_family", "26"},
+                                  {"cpu_flags", "fpu avx2 avx512f"},
+                                  {"kernel", "6.18.44 #1 SMP Mon"},
+                                  {"memory_total_bytes", "24000000000"}});
   Json zen4 = zen5;
-  zen4.set("cpu_family", "25")
-      .set("cpu_flags", "fpu avx2 avx512_bf16")
-      .set("kernel", "6.18.44 #1 SMP Tue");
-  zen4.set("memory_total_bytes", "16000000000");
+  zen4.update(Json::object({{"cpu_family", "25"},
+                            {"cpu_flags", "fpu avx2 avx512_bf16"},
+                            {"kernel", "6.18.44 #1 SMP Tue"}}));
+  zen4["memory_total_bytes"] = "16000000000";
   EXPECT_TRUE(bp::performance_differences(zen5, zen5).empty());
   const std::vector<std::string> d = bp::performance_differences(zen5, zen4);
   ASSERT_EQ(d.size(), 2u) << fmt::format("{}", fmt::join(d, "\n"));
@@ -747,7 +786,8 @@ TEST(Environment, PerformanceDifferencesNamed) {
   EXPECT_EQ(d[1], "instruction sets: only in the first: avx512f; only in the second: avx512_bf16");
   // The same processor model on another host: a hypervisor's flag and a kernel release apart.
   Json other_host = zen5;
-  other_host.set("cpu_flags", "fpu avx2 avx512f hypervisor").set("kernel", "6.18.50 #1 SMP Mon");
+  other_host.update(Json::object(
+      {{"cpu_flags", "fpu avx2 avx512f hypervisor"}, {"kernel", "6.18.50 #1 SMP Mon"}}));
   const bp::EnvironmentDifferences e = bp::environment_differences(zen5, other_host);
   EXPECT_TRUE(e.decisive.empty()) << fmt::format("{}", fmt::join(e.decisive, "\n"));
   ASSERT_EQ(e.informative.size(), 2u) << fmt::format("{}", fmt::join(e.informative, "\n"));

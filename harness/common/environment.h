@@ -57,14 +57,14 @@ inline std::string flag_difference(const std::string& x, const std::string& y,
 
 // One line per field that differs; for the CPU flags, the flags only one side has (the list is
 // long), and for the kernel, its release (the build date after it matters not).
-inline EnvironmentDifferences environment_differences(const Json& a, const Json& b) {
+inline EnvironmentDifferences environment_differences(JsonView a, JsonView b) {
   EnvironmentDifferences out;
   auto compare = [&](const char* field, std::vector<std::string>& into, bool decisive) {
     std::string x = a[field].str_or("(not recorded)"), y = b[field].str_or("(not recorded)");
     if (std::string(field) == "kernel") x = x.substr(0, x.find(' ')), y = y.substr(0, y.find(' '));
     if (x == y) return;
     if (std::string(field) == "cpu_flags") {
-      if (a[field].kind != Json::Kind::string || b[field].kind != Json::Kind::string) {
+      if (!a[field].is_string() || !b[field].is_string()) {
         if (decisive) into.push_back("cpu_flags: " + x + " vs " + y);
         return;
       }
@@ -80,7 +80,7 @@ inline EnvironmentDifferences environment_differences(const Json& a, const Json&
 }
 
 // The decisive differences only: what refuses a comparison or a resume.
-inline std::vector<std::string> performance_differences(const Json& a, const Json& b) {
+inline std::vector<std::string> performance_differences(JsonView a, JsonView b) {
   return environment_differences(a, b).decisive;
 }
 

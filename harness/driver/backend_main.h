@@ -59,7 +59,7 @@ Job make_job(const BackendProcess<B>& p, const InstanceSpec& spec) {
   auto skipped = [&job](const std::string& why) {
     job.bench = [why](benchmark::State& s) { s.SkipWithError(("skipped: " + why).c_str()); };
     job.check = [name = job.spec.name, why] {
-      return Json::object_of({{"name", name}, {"status", "skipped"}, {"message", why}});
+      return Json::object({{"name", name}, {"status", "skipped"}, {"message", why}});
     };
   };
   auto guarded = [name = spec.name](auto fn) {  // an exception is a failed record, not a crash
@@ -67,9 +67,9 @@ Job make_job(const BackendProcess<B>& p, const InstanceSpec& spec) {
       try {
         return fn();
       } catch (const std::exception& e) {
-        return Json::object_of({{"name", name},
-                                {"status", is_out_of_memory(e) ? "out_of_memory" : "failed"},
-                                {"message", first_line(e)}});
+        return Json::object({{"name", name},
+                             {"status", is_out_of_memory(e) ? "out_of_memory" : "failed"},
+                             {"message", first_line(e)}});
       }
     };
   };
@@ -255,11 +255,11 @@ inline int write_check_records(const std::string& path, const ContextPairs& cont
   if (!out) backend_usage_error(fmt::format("--check_out={}: cannot write", path));
   int err = 0;  // the first failure's errno
   const auto failed = [&](bool ok) { return !ok && !err ? (err = errno ? errno : EIO) : err; };
-  Json head = Json::object_of({});
-  for (const auto& [key, value] : context) head.set(key, value);
-  fmt::print(out, "{{\"context\": {},\n \"records\": [", head.dump());
+  Json head = Json::object({});
+  for (const auto& [key, value] : context) head[key] = value;
+  fmt::print(out, "{{\"context\": {},\n \"records\": [", dump_json(head));
   for (size_t i = 0; i < jobs.size() && !failed(std::fflush(out) == 0); i++)
-    fmt::print(out, "{}\n  {}", i ? "," : "", jobs[i].check().dump());
+    fmt::print(out, "{}\n  {}", i ? "," : "", dump_json(jobs[i].check()));
   fmt::print(out, "\n]}}\n");
   failed(std::fflush(out) == 0 && (in_place || fsync(fileno(out)) == 0));
   failed(std::fclose(out) == 0);

@@ -35,20 +35,20 @@ Json check_scalar_graph(const BackendProcess<B>& p, const InstanceSpec& spec) {
     const double value = p.template scalar_step<W>(backend, run, GradSpan<W>(grads)) + offset;
     std::vector<double> kept;
     for (int64_t i : checked) kept.push_back(grads[i]);
-    Json step = Json::object_of({{"value", value}, {"grads", Json::numbers(kept)}});
+    Json step = Json::object({{"value", value}, {"grads", json_numbers(kept)}});
     if (int64_t(grads.size()) > kCheckedGrads) {  // a sample: which parameters, of how many
-      step.set("grad_of", Json::numbers(std::vector<double>(checked.begin(), checked.end())));
-      step.set("num_grads", double(grads.size()));
+      step["grad_of"] = json_numbers(std::vector<double>(checked.begin(), checked.end()));
+      step["num_grads"] = double(grads.size());
     }
     return step;
   };
   Json first = one_step(wrong);
   Json second = one_step(wrong + (fault == "reset" ? 1.0 : 0.0));
-  return Json::object_of({{"name", spec.name},
-                          {"status", "ok"},
-                          {"step", std::move(first)},
-                          {"step_after_reset", std::move(second)},
-                          {"step_seconds", check_seconds_since(start) / 2}});
+  return Json::object({{"name", spec.name},
+                       {"status", "ok"},
+                       {"step", std::move(first)},
+                       {"step_after_reset", std::move(second)},
+                       {"step_seconds", check_seconds_since(start) / 2}});
 }
 
 // Step 0 up to the gradients: its loss and every parameter's gradient norm (in double).
@@ -56,16 +56,16 @@ template <class B, class Run>
 Json model_step0(B& be, Run& run, double offset) {
   be.zero_grad();
   const double loss = run.forward_backward(be, 0);
-  Json norms = Json::array_of();
+  Json norms = Json::array();
   std::vector<float> g;
   for (size_t i = 0; i < run.params.size(); i++) {
     g.resize(run.param_sizes[i]);
     be.read_grad(run.params[i], g);
     double sq = 0;
     for (float v : g) sq += double(v) * v;
-    norms.push(std::sqrt(sq));
+    norms.push_back(std::sqrt(sq));
   }
-  return Json::object_of({{"loss", loss + offset}, {"grad_norms", norms}});
+  return Json::object({{"loss", loss + offset}, {"grad_norms", norms}});
 }
 
 // A model: step 0, step 0 again on the same setup, the training losses, and step 0 on a second
@@ -76,7 +76,7 @@ Json check_model(const BackendProcess<B>& p, const InstanceSpec& spec) {
   const double wrong = check_offset(fault);
   const double broken_reset = fault == "reset" ? 1.0 : 0.0;
   const auto start = std::chrono::steady_clock::now();
-  Json record = Json::object_of({{"name", spec.name}, {"status", "ok"}});
+  Json record = Json::object({{"name", spec.name}, {"status", "ok"}});
   std::vector<double> losses;
   {
     B backend;
@@ -85,7 +85,7 @@ Json check_model(const BackendProcess<B>& p, const InstanceSpec& spec) {
     Json first = model_step0(backend, *run, wrong);
     backend.end_step();  // no update: the same step again must give the same numbers
     Json again = model_step0(backend, *run, wrong + broken_reset);
-    losses.push_back(first["loss"].num_or(NAN));
+    losses.push_back(JsonView(first)["loss"].num_or(NAN));
     backend.optimizer_step();
     backend.end_step();
     run->next_batch = 1;
@@ -95,15 +95,16 @@ Json check_model(const BackendProcess<B>& p, const InstanceSpec& spec) {
       else
         losses.push_back(run->step(backend) + wrong);
     }
-    record.set("step0", std::move(first)).set("step0_after_reset", std::move(again));
+    record["step0"] = std::move(first), record["step0_after_reset"] = std::move(again);
   }
   B backend;
   p.configure(backend);
   auto run = p.template make_run<W>(backend, *spec.size);
-  record.set("step0_fresh_setup", model_step0(backend, *run, wrong));
+  record["step0_fresh_setup"] = model_step0(backend, *run, wrong);
   backend.end_step();
-  record.set("step_seconds", check_seconds_since(start) / (spec.check_steps + 2));
-  return record.set("losses", Json::numbers(losses));
+  record["step_seconds"] = check_seconds_since(start) / (spec.check_steps + 2);
+  record["losses"] = json_numbers(losses);
+  return record;
 }
 
 }  // namespace bp

@@ -64,7 +64,7 @@ inline int write_input(const std::string& workload, const std::string& size_text
     for_each_workload([&]<class W>() {
       if constexpr (requires { input_json(W::input(1)); })
         if (W::name == workload) {
-          std::cout << input_json(W::input(*size)).dump() << '\n';
+          std::cout << dump_json(input_json(W::input(*size))) << '\n';
           written = true;
         }
     });
@@ -86,26 +86,27 @@ int run_file(const std::string& backend, const std::string& module, const std::s
   std::stringstream text;
   text << in.rdbuf();
   Session<Backends> session(backend);
-  const Json define = Json::object_of({{"id", 0}, {"kind", "define"}, {"module", module}});
-  if (const std::string def = session.reply(define.dump());
-      parse_json(def)["success"].boolean == false)
-    usage(parse_json(def)["error"].str_or("cannot define " + module));
+  const Json define = Json::object({{"id", 0}, {"kind", "define"}, {"module", module}});
+  const Json defined = parse_json(session.reply(dump_json(define)));
+  if (!JsonView(defined)["success"].bool_or(false))
+    usage(JsonView(defined)["error"].str_or("cannot define " + module));
   Json input;
   try {
     input = parse_json(text.str());
   } catch (const std::exception& e) {
     usage(file + ": " + e.what());
   }
-  Json message = Json::object_of(
-      {{"id", 1}, {"kind", "evaluate"}, {"module", module}, {"function", function}});
-  message.set("input", std::move(input));
-  const Json response = parse_json(session.reply(message.dump()));
-  if (!response["success"].boolean) {
+  Json message =
+      Json::object({{"id", 1}, {"kind", "evaluate"}, {"module", module}, {"function", function}});
+  message["input"] = std::move(input);
+  const Json response_json = parse_json(session.reply(dump_json(message)));
+  const JsonView response = response_json;
+  if (!response["success"].bool_or(false)) {
     std::fprintf(stderr, "bp_gradbench: %s\n", response["error"].str_or("failed").c_str());
     return 1;
   }
-  std::cout << response["output"].dump() << '\n';
-  for (const Json& t : response["timings"].array) std::cout << t.dump() << '\n';
+  std::cout << dump_json(response["output"]) << '\n';
+  for (JsonView t : response["timings"].elements()) std::cout << dump_json(t) << '\n';
   return 0;
 }
 

@@ -28,35 +28,35 @@ namespace bp::gradbench {
 
 [[noreturn]] inline void bad_input(const std::string& why) { throw std::invalid_argument(why); }
 
-inline const Json& field(const Json& input, std::string_view name) {
-  if (input.kind != Json::Kind::object) bad_input("input: expected an object");
-  const Json& v = input[name];
+inline JsonView field(JsonView input, std::string_view name) {
+  if (!input.is_object()) bad_input("input: expected an object");
+  const JsonView v = input[name];
   if (v.is_null()) bad_input("input: no field '" + std::string(name) + "'");
   return v;
 }
-inline std::vector<double> numbers(const Json& v, const std::string& what) {
-  if (v.kind != Json::Kind::array) bad_input(what + ": expected an array of numbers");
+inline std::vector<double> numbers(JsonView v, const std::string& what) {
+  if (!v.is_array()) bad_input(what + ": expected an array of numbers");
   std::vector<double> out;
-  out.reserve(v.array.size());
-  for (size_t i = 0; i < v.array.size(); i++) {
-    if (!v.array[i].is_number() || !std::isfinite(v.array[i].number))
+  out.reserve(v.elements().size());
+  for (size_t i = 0; i < v.elements().size(); i++) {
+    if (!v[i].is_number() || !std::isfinite(v[i].num_or(NAN)))
       bad_input(what + "[" + std::to_string(i) + "]: expected a finite number");
-    out.push_back(v.array[i].number);
+    out.push_back(v[i].num_or(NAN));
   }
   return out;
 }
 // An array of `rows` arrays of `cols` numbers (-1: any count, the same for every row), flat.
-inline std::vector<double> matrix(const Json& input, std::string_view name, int64_t rows,
+inline std::vector<double> matrix(JsonView input, std::string_view name, int64_t rows,
                                   int64_t cols) {
-  const Json& v = field(input, name);
+  const JsonView v = field(input, name);
   const std::string what(name);
-  if (v.kind != Json::Kind::array) bad_input(what + ": expected an array of arrays of numbers");
-  if (rows >= 0 && int64_t(v.array.size()) != rows)
-    bad_input(what + ": " + std::to_string(v.array.size()) + " rows, expected " +
+  if (!v.is_array()) bad_input(what + ": expected an array of arrays of numbers");
+  if (rows >= 0 && int64_t(v.elements().size()) != rows)
+    bad_input(what + ": " + std::to_string(v.elements().size()) + " rows, expected " +
               std::to_string(rows));
   std::vector<double> flat;
-  for (size_t r = 0; r < v.array.size(); r++) {
-    const std::vector<double> row = numbers(v.array[r], what + "[" + std::to_string(r) + "]");
+  for (size_t r = 0; r < v.elements().size(); r++) {
+    const std::vector<double> row = numbers(v[r], what + "[" + std::to_string(r) + "]");
     if (cols < 0) cols = int64_t(row.size());
     if (int64_t(row.size()) != cols)
       bad_input(what + "[" + std::to_string(r) + "]: " + std::to_string(row.size()) +
@@ -65,19 +65,19 @@ inline std::vector<double> matrix(const Json& input, std::string_view name, int6
   }
   return flat;
 }
-inline int64_t whole(const Json& input, std::string_view name, int64_t least, int64_t most) {
-  const Json& v = field(input, name);
-  if (!v.is_number() || v.number != std::floor(v.number) || v.number < double(least) ||
-      v.number > double(most))
+inline int64_t whole(JsonView input, std::string_view name, int64_t least, int64_t most) {
+  const JsonView v = field(input, name);
+  if (!v.is_number() || v.num_or(NAN) != std::floor(v.num_or(NAN)) ||
+      v.num_or(NAN) < double(least) || v.num_or(NAN) > double(most))
     bad_input(std::string(name) + ": expected a whole number from " + std::to_string(least) +
               " to " + std::to_string(most));
-  return int64_t(v.number);
+  return int64_t(v.num_or(NAN));
 }
-inline int64_t rows_of(const Json& input, std::string_view name) {
-  const Json& v = field(input, name);
-  if (v.kind != Json::Kind::array || v.array.empty() || v.array[0].kind != Json::Kind::array)
+inline int64_t rows_of(JsonView input, std::string_view name) {
+  const JsonView v = field(input, name);
+  if (!v.is_array() || v.elements().empty() || !v[0].is_array())
     bad_input(std::string(name) + ": expected a non-empty array of arrays of numbers");
-  return int64_t(v.array.size());
+  return int64_t(v.elements().size());
 }
 
 // Bounded work. Each module estimates from its input's sizes, before anything is allocated, the
@@ -105,7 +105,7 @@ struct Module;
 template <>
 struct Module<Lse> {
   static constexpr std::string_view name = "lse", primal = "primal", gradient = "gradient";
-  static Lse::Input input(const Json& in) {
+  static Lse::Input input(JsonView in) {
     Lse::Input out{numbers(field(in, "x"), "x")};
     if (out.x.empty()) bad_input("x: expected at least one number");
     return out;
@@ -115,14 +115,14 @@ struct Module<Lse> {
     return std::to_string(in.x.size()) + " numbers";
   }
   static Json gradient_json(const Lse::Input&, std::span<const double> g) {
-    return Json::numbers(g);
+    return json_numbers(g);
   }
 };
 
 template <>
 struct Module<Llsq> {
   static constexpr std::string_view name = "llsq", primal = "primal", gradient = "gradient";
-  static Llsq::Input input(const Json& in) {
+  static Llsq::Input input(JsonView in) {
     Llsq::Input out{numbers(field(in, "x"), "x"), whole(in, "n", 2, int64_t(1) << 40)};
     if (out.x.empty()) bad_input("x: expected at least one number");
     return out;
@@ -135,7 +135,7 @@ struct Module<Llsq> {
            " coefficients";
   }
   static Json gradient_json(const Llsq::Input&, std::span<const double> g) {
-    return Json::numbers(g);
+    return json_numbers(g);
   }
 };
 
@@ -144,16 +144,16 @@ struct Module<Lstm> {
   static constexpr std::string_view name = "lstm", primal = "objective", gradient = "jacobian";
   // GradBench reads the layers from main_params (2 rows each), the bits from its row length
   // (4 per bit) and the characters from the sequence's rows.
-  static Lstm::Input input(const Json& in) {
+  static Lstm::Input input(JsonView in) {
     const int64_t main_rows = rows_of(in, "main_params");
     if (main_rows % 2)
       bad_input("main_params: " + std::to_string(main_rows) +
                 " rows, expected 2 per layer (weights, biases)");
-    const Json& first = field(in, "main_params").array[0];
-    if (first.array.empty() || first.array.size() % 4)
-      bad_input("main_params[0]: " + std::to_string(first.array.size()) +
+    const JsonView first = field(in, "main_params")[0];
+    if (first.elements().empty() || first.elements().size() % 4)
+      bad_input("main_params[0]: " + std::to_string(first.elements().size()) +
                 " numbers, expected 4 per bit (forget, input, output gates, change)");
-    const int64_t layers = main_rows / 2, bits = int64_t(first.array.size() / 4);
+    const int64_t layers = main_rows / 2, bits = int64_t(first.elements().size() / 4);
     const int64_t chars = rows_of(in, "sequence");
     if (chars < 2) bad_input("sequence: 1 character, expected at least 2");
     Lstm::Input out{int32_t(layers), int32_t(chars), int32_t(bits), {}, {}, {}, {}};
@@ -170,14 +170,14 @@ struct Module<Lstm> {
     return std::to_string(in.chars) + " characters of " + std::to_string(in.layers) + " layers";
   }
   static Json gradient_json(const Lstm::Input&, std::span<const double> g) {
-    return Json::numbers(g);
+    return json_numbers(g);
   }
 };
 
 template <>
 struct Module<Ode> {
   static constexpr std::string_view name = "ode", primal = "primal", gradient = "gradient";
-  static Ode::Input input(const Json& in) {
+  static Ode::Input input(JsonView in) {
     Ode::Input out{numbers(field(in, "x"), "x"), whole(in, "s", 1, int64_t(1) << 30)};
     if (out.x.empty()) bad_input("x: expected at least one number");
     return out;
@@ -191,14 +191,14 @@ struct Module<Ode> {
            " equations";
   }
   static Json gradient_json(const Ode::Input&, std::span<const double> g) {
-    return Json::numbers(g);
+    return json_numbers(g);
   }
 };
 
 template <>
 struct Module<Det> {
   static constexpr std::string_view name = "det", primal = "primal", gradient = "gradient";
-  static Det::Input input(const Json& in) {
+  static Det::Input input(JsonView in) {
     const int64_t ell = whole(in, "ell", 1, 16);
     Det::Input out{numbers(field(in, "A"), "A"), ell};
     if (int64_t(out.a.size()) != ell * ell)
@@ -214,7 +214,7 @@ struct Module<Det> {
   }
   static std::string sizes(const Det::Input& in) { return "ell = " + std::to_string(in.ell); }
   static Json gradient_json(const Det::Input&, std::span<const double> g) {
-    return Json::numbers(g);
+    return json_numbers(g);
   }
 };
 
@@ -223,17 +223,17 @@ using Gmm = GmmD2;
 template <>
 struct Module<Gmm> {
   static constexpr std::string_view name = "gmm", primal = "objective", gradient = "jacobian";
-  static Gmm::Input input(const Json& in) {
+  static Gmm::Input input(JsonView in) {
     const int64_t d = whole(in, "d", 2, 4096), k = whole(in, "k", 1, int64_t(1) << 24),
                   n = whole(in, "n", 1, int64_t(1) << 30);
 
     Gmm::Input out{
         int32_t(d), int32_t(k), int32_t(n), {}, {}, {}, {}, {}, int32_t(whole(in, "m", 0, 1 << 20)),
         0};
-    const Json& gamma = field(in, "gamma");
-    if (!gamma.is_number() || !(gamma.number > 0) || !std::isfinite(gamma.number))
+    const JsonView gamma = field(in, "gamma");
+    if (!gamma.is_number() || !(gamma.num_or(NAN) > 0) || !std::isfinite(gamma.num_or(NAN)))
       bad_input("gamma: expected a positive number");
-    out.gamma = gamma.number;
+    out.gamma = gamma.num_or(NAN);
     out.alpha = numbers(field(in, "alpha"), "alpha");
     if (int64_t(out.alpha.size()) != k)
       bad_input("alpha: " + std::to_string(out.alpha.size()) +
@@ -257,14 +257,15 @@ struct Module<Gmm> {
   static Json gradient_json(const Gmm::Input& in, std::span<const double> g) {
     const size_t k = size_t(in.k), d = size_t(in.d), lsz = d * (d - 1) / 2;
     auto rows = [&](size_t from, size_t width) {
-      Json out = Json::array_of();
-      for (size_t r = 0; r < k; r++) out.push(Json::numbers(g.subspan(from + r * width, width)));
+      Json out = Json::array();
+      for (size_t r = 0; r < k; r++)
+        out.push_back(json_numbers(g.subspan(from + r * width, width)));
       return out;
     };
-    return Json::object_of({{"alpha", Json::numbers(g.subspan(0, k))},
-                            {"mu", rows(k, d)},
-                            {"q", rows(k + k * d, d)},
-                            {"l", rows(k + 2 * k * d, lsz)}});
+    return Json::object({{"alpha", json_numbers(g.subspan(0, k))},
+                         {"mu", rows(k, d)},
+                         {"q", rows(k + k * d, d)},
+                         {"l", rows(k + 2 * k * d, lsz)}});
   }
 };
 
@@ -284,43 +285,41 @@ bool with_module(std::string_view name, F&& f) {
 
 // Our own seeded input of an eval at a size (workloads/gradbench.h), as GradBench's JSON: the
 // same work a run of bench_run times, for bp_gradbench --write-input.
-inline Json input_json(const Lse::Input& in) {
-  return Json::object_of({{"x", Json::numbers(in.x)}});
-}
+inline Json input_json(const Lse::Input& in) { return Json::object({{"x", json_numbers(in.x)}}); }
 inline Json input_json(const Llsq::Input& in) {
-  return Json::object_of({{"x", Json::numbers(in.x)}, {"n", in.n}});
+  return Json::object({{"x", json_numbers(in.x)}, {"n", in.n}});
 }
 inline Json rows_json(const std::vector<double>& flat, size_t width) {
-  Json out = Json::array_of();
+  Json out = Json::array();
   for (size_t at = 0; at < flat.size(); at += width)
-    out.push(Json::numbers(std::span<const double>(flat).subspan(at, width)));
+    out.push_back(json_numbers(std::span<const double>(flat).subspan(at, width)));
   return out;
 }
 inline Json input_json(const Lstm::Input& in) {
   const size_t b = size_t(in.bits);
-  return Json::object_of({{"main_params", rows_json(in.main_params, 4 * b)},
-                          {"extra_params", rows_json(in.extra_params, b)},
-                          {"state", rows_json(in.state, b)},
-                          {"sequence", rows_json(in.sequence, b)}});
+  return Json::object({{"main_params", rows_json(in.main_params, 4 * b)},
+                       {"extra_params", rows_json(in.extra_params, b)},
+                       {"state", rows_json(in.state, b)},
+                       {"sequence", rows_json(in.sequence, b)}});
 }
 inline Json input_json(const Ode::Input& in) {
-  return Json::object_of({{"x", Json::numbers(in.x)}, {"s", in.s}});
+  return Json::object({{"x", json_numbers(in.x)}, {"s", in.s}});
 }
 inline Json input_json(const Det::Input& in) {
-  return Json::object_of({{"A", Json::numbers(in.a)}, {"ell", in.ell}});
+  return Json::object({{"A", json_numbers(in.a)}, {"ell", in.ell}});
 }
 inline Json input_json(const GmmInput& in) {
   const size_t d = size_t(in.d);
-  return Json::object_of({{"d", in.d},
-                          {"k", in.k},
-                          {"n", in.n},
-                          {"x", rows_json(in.x, d)},
-                          {"m", in.m},
-                          {"gamma", in.gamma},
-                          {"alpha", Json::numbers(in.alpha)},
-                          {"mu", rows_json(in.mu, d)},
-                          {"q", rows_json(in.q, d)},
-                          {"l", rows_json(in.l, d * (d - 1) / 2)}});
+  return Json::object({{"d", in.d},
+                       {"k", in.k},
+                       {"n", in.n},
+                       {"x", rows_json(in.x, d)},
+                       {"m", in.m},
+                       {"gamma", in.gamma},
+                       {"alpha", json_numbers(in.alpha)},
+                       {"mu", rows_json(in.mu, d)},
+                       {"q", rows_json(in.q, d)},
+                       {"l", rows_json(in.l, d * (d - 1) / 2)}});
 }
 
 }  // namespace bp::gradbench

@@ -41,7 +41,7 @@ namespace bp::gradbench {
 //   static constexpr std::string_view kNames;                 // the valid --backend values
 //   static bool known(std::string_view backend);
 //   static bool runs_tensor_forms(std::string_view backend);  // lstm and gmm's tensor forms only
-//   template <class W> static Evaluation gradient(const std::string& backend, const Json& input);
+//   template <class W> static Evaluation gradient(const std::string& backend, JsonView input);
 // with gradient() calling gradient<W, B> or tensor_gradient<W, B> below for its backend type B.
 template <class Backends>
 std::string backend_lacks(std::string_view backend) {
@@ -67,9 +67,9 @@ inline constexpr bool kHasTensorForm = !std::is_void_v<typename TensorFormOf<W>:
 
 struct Evaluation {
   Json output;
-  Json timings = Json::array_of();
+  Json timings = Json::array();
   void time(std::string_view name, int64_t nanoseconds) {
-    timings.push(Json::object_of({{"name", name}, {"nanoseconds", nanoseconds}}));
+    timings.push_back(Json::object({{"name", name}, {"nanoseconds", nanoseconds}}));
   }
 };
 
@@ -88,18 +88,18 @@ struct Runs {
   int64_t min_runs = 1;
   double min_seconds = 0;
 };
-inline Runs runs_of(const Json& input) {
+inline Runs runs_of(JsonView input) {
   Runs r;
-  if (const Json& n = input["min_runs"]; !n.is_null()) {
-    if (!n.is_number() || n.number != std::floor(n.number) || n.number < 1 ||
-        n.number > double(kMaxRuns))
+  if (const JsonView n = input["min_runs"]; !n.is_null()) {
+    if (!n.is_number() || n.num_or(NAN) != std::floor(n.num_or(NAN)) || n.num_or(NAN) < 1 ||
+        n.num_or(NAN) > double(kMaxRuns))
       bad_input("min_runs: expected a whole number from 1 to 10^5");
-    r.min_runs = int64_t(n.number);
+    r.min_runs = int64_t(n.num_or(NAN));
   }
-  if (const Json& s = input["min_seconds"]; !s.is_null()) {
-    if (!s.is_number() || !(s.number >= 0) || s.number > kMaxSeconds)
+  if (const JsonView s = input["min_seconds"]; !s.is_null()) {
+    if (!s.is_number() || !(s.num_or(NAN) >= 0) || s.num_or(NAN) > kMaxSeconds)
       bad_input("min_seconds: expected a number of seconds from 0 to 600");
-    r.min_seconds = s.number;
+    r.min_seconds = s.num_or(NAN);
   }
   return r;
 }
@@ -119,7 +119,7 @@ void repeat(const Runs& runs, Evaluation& e, Fn&& once) {
 
 // GradBench's primal (objective): the eval on plain doubles.
 template <class W>
-Evaluation primal(const Json& input) {
+Evaluation primal(JsonView input) {
   const typename W::Input in = Module<W>::input(input);
   within_limit<Module<W>>(in, kMaxOperations);
   const Runs runs = runs_of(input);
@@ -131,7 +131,7 @@ Evaluation primal(const Json& input) {
   if constexpr (requires { graph.solve(); }) {  // a vector (ode's y)
     std::vector<double> y;
     repeat(runs, e, [&] { y = graph.solve(); });
-    e.output = Json::numbers(y);
+    e.output = json_numbers(y);
   } else {
     double value = 0;
     repeat(runs, e, [&] { value = graph.objective(be); });
@@ -143,7 +143,7 @@ Evaluation primal(const Json& input) {
 // GradBench's gradient (jacobian) on backend B: a step of EvalRun's, which the compiled mode
 // replays after its first.
 template <class W, class B>
-Evaluation gradient(const Json& input) {
+Evaluation gradient(JsonView input) {
   using S = typename B::Scalar;
   const typename W::Input in = Module<W>::input(input);
   within_limit<Module<W>>(in, kMaxTapeOperations);
@@ -177,7 +177,7 @@ Evaluation gradient(const Json& input) {
 // The same on an eval's tensor form (float32): a step is zero_grad, the loss, backward, and
 // every parameter's gradient read; the compiled mode's first is its capture and compile.
 template <class W, class B>
-Evaluation tensor_gradient(const Json& input) {
+Evaluation tensor_gradient(JsonView input) {
   using Model = typename TensorFormOf<W>::type::template Model<B>;
   const typename W::Input in = Module<W>::input(input);
   within_limit<Module<W>>(in, kMaxOperations);
@@ -235,34 +235,33 @@ class Session {
 
   // The response to one message line (without its newline).
   std::string reply(std::string_view line) {
-    Json message;
+    Json message_json;
     try {
-      message = parse_json(line);
+      message_json = parse_json(line);
     } catch (const std::exception& e) {
       return error_reply(Json(), std::string("the message is not JSON: ") + e.what());
     }
-    if (message.kind != Json::Kind::object)
-      return error_reply(Json(), "the message is not a JSON object");
-    const Json& id = message["id"];
+    const JsonView message = message_json;
+    if (!message.is_object()) return error_reply(Json(), "the message is not a JSON object");
+    const JsonView id = message["id"];
     if (!id.is_number()) return error_reply(Json(), "the message has no numeric \"id\"");
     const std::string kind = message["kind"].str_or("");
-    if (kind == "start") return start(id);
-    if (kind == "define") return define(id, message["module"].str_or(""));
-    if (kind == "evaluate") return evaluate(id, message);
-    if (kind == "analysis") return analysis(id, message);
+    if (kind == "start") return start(id.json());
+    if (kind == "define") return define(id.json(), message["module"].str_or(""));
+    if (kind == "evaluate") return evaluate(id.json(), message);
+    if (kind == "analysis") return analysis(id.json(), message);
     return error_reply(
-        id, "unknown kind " + shown(kind) + "; valid: start, define, evaluate, analysis");
+        id.json(), "unknown kind " + shown(kind) + "; valid: start, define, evaluate, analysis");
   }
 
  private:
   static std::string error_reply(const Json& id, const std::string& why) {
-    return Json::object_of({{"id", id}, {"success", false}, {"error", why}}).dump();
+    return dump_json(Json::object({{"id", id}, {"success", false}, {"error", why}}));
   }
   std::string start(const Json& id) const {
-    return Json::object_of({{"id", id},
-                            {"tool", "backprop-bench"},
-                            {"config", Json::object_of({{"backend", backend_}})}})
-        .dump();
+    return dump_json(Json::object({{"id", id},
+                                   {"tool", "backprop-bench"},
+                                   {"config", Json::object({{"backend", backend_}})}}));
   }
   // Why this tool cannot evaluate `module`, or "".
   std::string lacks(std::string_view module) const {
@@ -277,9 +276,9 @@ class Session {
   }
   std::string define(const Json& id, const std::string& module) const {
     if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
-    return Json::object_of({{"id", id}, {"success", true}}).dump();
+    return dump_json(Json::object({{"id", id}, {"success", true}}));
   }
-  std::string evaluate(const Json& id, const Json& message) const {
+  std::string evaluate(const Json& id, JsonView message) const {
     const std::string module = message["module"].str_or(""),
                       function = message["function"].str_or("");
     if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
@@ -303,15 +302,14 @@ class Session {
       error = e.what();
     }
     if (!error.empty()) return error_reply(id, error);
-    return Json::object_of(
-               {{"id", id}, {"success", true}, {"output", e.output}, {"timings", e.timings}})
-        .dump();
+    return dump_json(Json::object(
+        {{"id", id}, {"success", true}, {"output", e.output}, {"timings", e.timings}}));
   }
-  static std::string analysis(const Json& id, const Json& message) {
-    if (message["valid"].kind == Json::Kind::boolean && !message["valid"].boolean)
+  static std::string analysis(const Json& id, JsonView message) {
+    if (message["valid"].is_boolean() && !message["valid"].bool_or(false))
       std::fprintf(stderr, "bp_gradbench: GradBench judged evaluation %s invalid: %s\n",
-                   message["of"].dump().c_str(), message["error"].str_or("").c_str());
-    return Json::object_of({{"id", id}}).dump();
+                   dump_json(message["of"]).c_str(), message["error"].str_or("").c_str());
+    return dump_json(Json::object({{"id", id}}));
   }
 
   std::string backend_;

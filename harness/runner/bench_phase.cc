@@ -82,14 +82,15 @@ bool reuse_finished_row(RunState& run, const std::vector<Running>& running, int 
   std::map<std::string, Cell> kept = cells;
   for (const Running& r : running) {
     auto p = run.finished.find(r.name + "#" + std::to_string(round));
-    if (p == run.finished.end() || p->second["status"].str_or("") != "ok") return false;
+    if (p == run.finished.end() || JsonView(p->second)["status"].str_or("") != "ok") return false;
     Cell& c = kept[r.backend];
     try {
-      const Json file = parse_benchmark_json(read_file(run.folder.dir() / c.file));
-      c.max_rss_bytes = p->second["max_rss_bytes"].num_or(NAN);
+      const Json file_json = parse_benchmark_json(read_file(run.folder.dir() / c.file));
+      const JsonView file = file_json;
+      c.max_rss_bytes = JsonView(p->second)["max_rss_bytes"].num_or(NAN);
       c.take(read_benchmark_result(file));
       if (c.status != "ok") return false;
-      if (!run.contexts.count(r.backend)) run.contexts[r.backend] = file["context"];
+      if (!run.contexts.count(r.backend)) run.contexts[r.backend] = file["context"].json();
     } catch (const std::exception&) {
       return false;
     }
@@ -138,9 +139,10 @@ Json process_ended(RunState& run, const Selected& s, Running& r, Cell& c) {
           human_mb(c.max_rss_bytes));
   } else {
     try {
-      const Json file = parse_benchmark_json(read_file(run.folder.dir() / c.file));
+      const Json file_json = parse_benchmark_json(read_file(run.folder.dir() / c.file));
+      const JsonView file = file_json;
       c.take(read_benchmark_result(file));
-      if (!run.contexts.count(r.backend)) run.contexts[r.backend] = file["context"];
+      if (!run.contexts.count(r.backend)) run.contexts[r.backend] = file["context"].json();
     } catch (const std::exception& e) {
       c.status = "failed", c.message = fmt::format("{}: {}", c.file, e.what());
     }
@@ -171,11 +173,12 @@ std::map<std::string, Cell> bench_row(RunState& run, const Selected& s, int roun
     for (const auto& t : r.child->turns())
       when.push_back(std::round(std::chrono::duration<double>(t - row_start).count() * 1e4) / 1e4);
     const BenchPlan plan = plan_of(run, s, r.backend);
-    run.add_process(record.set("round", round + 1)
-                        .set("repetitions", plan.repetitions_in(round))
-                        .set("warmup_steps", plan.warmup_steps)
-                        .set("warm_once", plan.warm_once)
-                        .set("turns", Json::numbers(when)));
+    record.update(Json::object({{"round", round + 1},
+                                {"repetitions", plan.repetitions_in(round)},
+                                {"warmup_steps", plan.warmup_steps},
+                                {"warm_once", plan.warm_once},
+                                {"turns", json_numbers(when)}}));
+    run.add_process(std::move(record));
   }
   return cells;
 }
@@ -200,7 +203,7 @@ Cell merged(RunState& run, const Selected& s, const std::string& b,
     for (const Cell& round : cells)
       files.push_back(parse_benchmark_json(read_file(run.folder.dir() / round.file)));
     const Json merged_file = merge_rounds(files);
-    write_atomically(run.folder.dir() / c.file, merged_file.dump(2, 3) + "\n");
+    write_atomically(run.folder.dir() / c.file, dump_json(merged_file, 2, 3) + "\n");
     c.take(read_benchmark_result(merged_file));
     for (const Cell& round : cells)
       c.max_rss_bytes = std::max(c.max_rss_bytes, round.max_rss_bytes);

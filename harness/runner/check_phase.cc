@@ -21,9 +21,9 @@ Json unreadable_record(const std::string& line, const std::string& why) {
   const size_t open = line.find(':'), quote = line.find('"', open + 1);
   const size_t end = quote == std::string::npos ? quote : line.find('"', quote + 1);
   if (end == std::string::npos) return Json();
-  return Json::object_of({{"name", line.substr(quote + 1, end - quote - 1)},
-                          {"status", "failed"},
-                          {"message", "its check record is not valid JSON (" + why + ")"}});
+  return Json::object({{"name", line.substr(quote + 1, end - quote - 1)},
+                       {"status", "failed"},
+                       {"message", "its check record is not valid JSON (" + why + ")"}});
 }
 
 // A check file's records by benchmark name. A check process that died mid-way leaves its file
@@ -35,21 +35,25 @@ std::map<std::string, Json> read_check_records(const fs::path& path) {
   const fs::path cut_short = path.string() + ".tmp";
   const std::string text = read_file(fs::exists(path, ec) ? path : cut_short);
   try {
-    const Json doc = parse_json(text);
-    for (const Json& r : doc["records"].array) out[r["name"].str_or("")] = r;
+    const Json doc_json = parse_json(text);
+    const JsonView doc = doc_json;
+    for (JsonView r : doc["records"].elements()) out[r["name"].str_or("")] = r.json();
     return out;
   } catch (const std::exception&) {
   }
+  auto add = [&out](Json record) {
+    const std::string name = JsonView(record)["name"].str_or("");
+    out[name] = std::move(record);
+  };
   for (std::string line : split(text, '\n')) {  // "  {record}," per line
     while (!line.empty() && line[0] == ' ') line.erase(0, 1);
     while (!line.empty() && line.back() == ',') line.pop_back();
     if (line.rfind("{\"name\"", 0) != 0) continue;
     try {
-      Json r = parse_json(line);
-      out[r["name"].str_or("")] = r;
+      add(parse_json(line));
     } catch (const std::exception& e) {  // a whole line (cut short, it ends without a brace)
       if (line.back() != '}') continue;
-      if (Json r = unreadable_record(line, e.what()); !r.is_null()) out[r["name"].str_or("")] = r;
+      if (Json r = unreadable_record(line, e.what()); !r.is_null()) add(std::move(r));
     }
   }
   return out;
@@ -120,7 +124,7 @@ void check_ended(RunState& run, const CheckJob& job, const ProcessResult& p, Rec
                           human_bytes(double(run.opt.memory_limit)), no_memory);
     for (const Selected& s : run.selected)
       if (s.names.count(b) && !records[b].count(s.names.at(b)))
-        records[b][s.names.at(b)] = Json::object_of(
+        records[b][s.names.at(b)] = Json::object(
             {{"name", s.names.at(b)}, {"status", "out_of_memory"}, {"message", message}});
   } else if (!p.ok()) {
     status = "failed", message = p.failure() + " (see " + job.log + ")";
@@ -172,16 +176,16 @@ bool run_checks(RunState& run, const std::vector<CheckJob>& jobs, Records& recor
 }
 
 Json verdict_json(const std::string& instance, const Verdict& v) {
-  return Json::object_of({{"instance", instance},
-                          {"backend", v.backend},
-                          {"status", v.status},
-                          {"message", v.message},
-                          {"is_reference", v.is_reference},
-                          {"reference", v.reference},
-                          {"confirmed_by", v.confirmed_by},
-                          {"max_rel_diff", v.max_rel_diff},
-                          {"at", v.worst_at},
-                          {"tolerance", v.tolerance}});
+  return Json::object({{"instance", instance},
+                       {"backend", v.backend},
+                       {"status", v.status},
+                       {"message", v.message},
+                       {"is_reference", v.is_reference},
+                       {"reference", v.reference},
+                       {"confirmed_by", v.confirmed_by},
+                       {"max_rel_diff", v.max_rel_diff},
+                       {"at", v.worst_at},
+                       {"tolerance", v.tolerance}});
 }
 
 // Per backend: how many agreed, the closest to its tolerance, and every instance not ok.
@@ -227,7 +231,7 @@ struct CheckTally {
 
 // The judge over every instance; the verdicts, check steps and losses kept for the next phases.
 bool judge_all(RunState& run, Records& records, std::map<std::string, std::string>& died) {
-  Json results = Json::array_of();
+  Json results = Json::array();
   CheckTally tally;
   for (const Selected& s : run.selected) {
     std::vector<BackendRecord> in;
@@ -237,7 +241,7 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
       auto r = records[b].find(s.names.at(b));
       // A bound's numbers are not an answer; a bound that failed is judged failed as any row.
       if (const char* why = spec_of(b).not_judged;
-          why && r != records[b].end() && r->second["status"].str_or("") == "ok") {
+          why && r != records[b].end() && JsonView(r->second)["status"].str_or("") == "ok") {
         Verdict v;
         v.backend = b, v.status = "unverified", v.message = why;
         unjudged.push_back(v);
@@ -255,17 +259,17 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
     for (const Verdict& v : verdicts) {
       run.verdicts[s.id][v.backend] = v;
       tally.add(s.id, v);
-      results.push(verdict_json(s.id, v));
+      results.push_back(verdict_json(s.id, v));
       if (v.status != "ok" && v.status != "unverified") continue;
-      const Json& record = records[v.backend][s.names.at(v.backend)];
+      const JsonView record = records[v.backend][s.names.at(v.backend)];
       run.step_seconds[s.id][v.backend] = record["step_seconds"].num_or(NAN);
       if (s.workload->model)
-        for (const Json& l : record["losses"].array)
+        for (JsonView l : record["losses"].elements())
           run.losses[s.id][v.backend].push_back(l.num_or(NAN));
     }
   }
   write_atomically(run.folder.dir() / "check.json",
-                   Json::object_of({{"results", results}}).dump(2, 2) + "\n");
+                   dump_json(Json::object({{"results", results}}), 2, 2) + "\n");
   return tally.print(run.opt.backends);
 }
 

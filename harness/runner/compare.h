@@ -47,7 +47,8 @@ namespace bp {
 // One finished run as compare reads it.
 struct RunForCompare {
   fs::path dir;
-  Json summary;
+  Json summary_file;
+  JsonView summary() const { return summary_file; }
   struct Entry {
     std::string status, message, file;
     BenchmarkResult result;  // valid when status is "ok"
@@ -57,15 +58,15 @@ struct RunForCompare {
 };
 
 // A benchmark as summary.json holds it: its median, interval and repetitions.
-inline BenchmarkResult result_from_summary(const Json& cell) {
+inline BenchmarkResult result_from_summary(JsonView cell) {
   BenchmarkResult r;
   r.status = "ok";
   r.median_seconds = cell["median_seconds"].num_or(NAN);
-  const Json& interval = cell["median_interval_seconds"];
-  if (interval.array.size() == 2)
-    r.interval = {interval.array[0].num_or(NAN), interval.array[1].num_or(NAN),
+  const JsonView interval = cell["median_interval_seconds"];
+  if (interval.elements().size() == 2)
+    r.interval = {interval[0].num_or(NAN), interval[1].num_or(NAN),
                   cell["median_interval_level"].num_or(NAN)};
-  for (const Json& t : cell["repetition_seconds"].array)
+  for (JsonView t : cell["repetition_seconds"].elements())
     r.repetition_seconds.push_back(t.num_or(NAN));
   return r;
 }
@@ -90,12 +91,12 @@ inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, st
     return std::nullopt;
   }
   try {
-    run.summary = parse_json(read_file(dir / "summary.json"));
+    run.summary_file = parse_json(read_file(dir / "summary.json"));
   } catch (const std::exception& e) {
     *error = (dir / "summary.json").string() + ": unreadable (" + e.what() + ")";
     return std::nullopt;
   }
-  const double version = run.summary["format_version"].num_or(1);
+  const double version = run.summary()["format_version"].num_or(1);
   if (version != kResultFormat) {
     *error = fmt::format(
         "{}: written in result format {}, and this bench_run reads format {}: "
@@ -103,8 +104,8 @@ inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, st
         dir.string(), version, kResultFormat);
     return std::nullopt;
   }
-  for (const Json& row : run.summary["rows"].array)
-    for (const auto& [backend, cell] : row["backends"].object) {
+  for (JsonView row : run.summary()["rows"].elements())
+    for (const auto& [backend, cell] : row["backends"].members()) {
       RunForCompare::Entry e{
           cell["status"].str_or("?"), cell["message"].str_or(""), cell["file"].str_or(""), {}};
       if (e.status == "ok" && !fs::exists(dir / e.file, ec)) {
@@ -127,20 +128,21 @@ inline std::optional<RunForCompare> load_run_for_compare(const fs::path& dir, st
 // (harness/common/environment.h), the runner's options a time depends on, and each backend's
 // versions and build; and what only informs.
 inline EnvironmentDifferences run_differences(const RunForCompare& a, const RunForCompare& b) {
-  EnvironmentDifferences d = environment_differences(a.summary["machine"]["environment"],
-                                                     b.summary["machine"]["environment"]);
+  EnvironmentDifferences d = environment_differences(a.summary()["machine"]["environment"],
+                                                     b.summary()["machine"]["environment"]);
   std::vector<std::string>& out = d.decisive;
   for (const char* option :
        {"threads", "repetitions", "rounds", "min_time", "warmup_steps", "data"})
-    if (a.summary["options"][option].dump() != b.summary["options"][option].dump())
-      out.push_back(fmt::format("option {}: {} vs {}", option, a.summary["options"][option].dump(),
-                                b.summary["options"][option].dump()));
-  for (const auto& [backend, ctx] : a.summary["backend_contexts"].object) {
-    const Json& other = b.summary["backend_contexts"][backend];
+    if (dump_json(a.summary()["options"][option]) != dump_json(b.summary()["options"][option]))
+      out.push_back(fmt::format("option {}: {} vs {}", option,
+                                dump_json(a.summary()["options"][option]),
+                                dump_json(b.summary()["options"][option])));
+  for (const auto& [backend, ctx] : a.summary()["backend_contexts"].members()) {
+    const JsonView other = b.summary()["backend_contexts"][backend];
     if (other.is_null()) continue;
     for (const char* key : {"backend_version", "compiler", "cxx_flags", "blas", "blas_threads",
                             "intra_op_threads", "matmul"})
-      if (ctx[key].dump() != other[key].dump())
+      if (dump_json(ctx[key]) != dump_json(other[key]))
         out.push_back(fmt::format("{} {}: {} vs {}", backend, key, ctx[key].str_or("-"),
                                   other[key].str_or("-")));
   }
@@ -192,8 +194,8 @@ inline std::vector<Change> compare_runs(const RunForCompare& a, const RunForComp
   std::vector<Change> out;
   std::vector<std::pair<std::string, std::string>> keys;
   for (const RunForCompare* run : {&a, &b})
-    for (const Json& row : run->summary["rows"].array)
-      for (const auto& [backend, cell] : row["backends"].object) {
+    for (JsonView row : run->summary()["rows"].elements())
+      for (const auto& [backend, cell] : row["backends"].members()) {
         std::pair<std::string, std::string> key{row["instance"].str_or("?"), backend};
         if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
       }
@@ -219,7 +221,7 @@ struct CompareReport {
 // The compared benchmarks as the table's lines and as JSON rows, and how many got each verdict.
 struct CompareTable {
   std::string text;
-  Json rows = Json::array_of();
+  Json rows = Json::array();
   std::map<std::string, int> count;
 };
 
@@ -237,32 +239,34 @@ inline CompareTable compare_table(const std::vector<Change>& changes) {
     t.text += fmt::format("{:<{}} {:>11} {:>11} {:>8}  {:<17} {}{}\n", c.instance + " " + c.backend,
                           width, human_time(c.a), human_time(c.b), change_text(c.ratio), interval,
                           c.verdict, c.note.empty() ? "" : ": " + c.note);
-    t.rows.push(
-        Json::object_of({{"instance", c.instance},
-                         {"backend", c.backend},
-                         {"verdict", c.verdict},
-                         {"note", c.note},
-                         {"a_seconds", number(c.a)},
-                         {"b_seconds", number(c.b)},
-                         {"ratio", number(c.ratio)},
-                         {"ratio_interval", Json::numbers(std::vector<double>{c.lo, c.hi})}}));
+    t.rows.push_back(
+        Json::object({{"instance", c.instance},
+                      {"backend", c.backend},
+                      {"verdict", c.verdict},
+                      {"note", c.note},
+                      {"a_seconds", number(c.a)},
+                      {"b_seconds", number(c.b)},
+                      {"ratio", number(c.ratio)},
+                      {"ratio_interval", json_numbers(std::vector<double>{c.lo, c.hi})}}));
   }
   return t;
 }
 
-inline std::string run_id_of(const RunForCompare& run) { return run.summary["run_id"].str_or("?"); }
+inline std::string run_id_of(const RunForCompare& run) {
+  return run.summary()["run_id"].str_or("?");
+}
 
 // Which runs, on what, and how they differ.
 inline std::string compare_header(const RunForCompare& a, const RunForCompare& b,
                                   const EnvironmentDifferences& d) {
-  const Json& env = b.summary["machine"]["environment"];
+  const JsonView env = b.summary()["machine"]["environment"];
   std::string text = fmt::format(
       "compare baseline {} (git {})\n   with new run {} (git {})\non {} (family {} model {} "
       "stepping {}); change = new / baseline of the median time per step\n",
-      run_id_of(a), a.summary["machine"]["git_sha"].str_or("?"), run_id_of(b),
-      b.summary["machine"]["git_sha"].str_or("?"), b.summary["machine"]["cpu_model"].str_or("?"),
-      env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
-      env["cpu_stepping"].str_or("?"));
+      run_id_of(a), a.summary()["machine"]["git_sha"].str_or("?"), run_id_of(b),
+      b.summary()["machine"]["git_sha"].str_or("?"),
+      b.summary()["machine"]["cpu_model"].str_or("?"), env["cpu_family"].str_or("?"),
+      env["cpu_model_number"].str_or("?"), env["cpu_stepping"].str_or("?"));
   for (const std::string& line : d.decisive)
     text += "warning (--force): the runs differ: " + line + "\n";
   for (const std::string& line : d.informative)
@@ -293,17 +297,17 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
     r.text +=
         fmt::format("not compared: {} benchmark(s) only in the baseline, {} only in the new run\n",
                     only_a, only_b);
-  Json skipped = Json::array_of();
+  Json skipped = Json::array();
   for (const RunForCompare* run : {&a, &b})
     for (const std::string& u : run->unreadable) {
       r.text += fmt::format("unreadable, skipped: {}\n", u);
-      skipped.push(u);
+      skipped.push_back(u);
     }
   std::vector<std::string> parts;
-  Json counts = Json::object_of({});
+  Json counts = Json::object({});
   for (const char* v : {"slower", "faster", "same", "broken", "fixed", "not compared"})
     if (table.count[v])
-      parts.push_back(fmt::format("{} {}", table.count[v], v)), counts.set(v, table.count[v]);
+      parts.push_back(fmt::format("{} {}", table.count[v], v)), counts[v] = table.count[v];
   double level = 1;
   for (const Change& c : changes)
     if (std::isfinite(c.level)) level = std::min(level, c.level);
@@ -311,28 +315,26 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
       "\n{}: {} benchmarks in both runs: {}{} (slower or faster: the change's interval, at {:.1f}% "
       "or more, lies wholly beyond the threshold of {:.0f}%)\n",
       r.gate_fails ? "SLOWER" : "OK", changes.size(), fmt::join(parts, ", "),
-      skipped.array.empty()
-          ? ""
-          : fmt::format("; {} result file(s) unreadable, skipped", skipped.array.size()),
+      skipped.empty() ? "" : fmt::format("; {} result file(s) unreadable, skipped", skipped.size()),
       level * 100, threshold * 100);
-  Json decisive = Json::array_of(), informative = Json::array_of();
-  for (const std::string& d : differences.decisive) decisive.push(d);
-  for (const std::string& d : differences.informative) informative.push(d);
-  r.json = Json::object_of({{"format_version", kResultFormat},
-                            {"a", run_id_of(a)},
-                            {"b", run_id_of(b)},
-                            {"a_dir", a.dir.string()},
-                            {"b_dir", b.dir.string()},
-                            {"threshold", threshold},
-                            {"machine", b.summary["machine"]},
-                            {"differences_forced", std::move(decisive)},
-                            {"differences_informative", std::move(informative)},
-                            {"only_in_a", only_a},
-                            {"only_in_b", only_b},
-                            {"counts", std::move(counts)},
-                            {"unreadable", std::move(skipped)},
-                            {"gate_fails", r.gate_fails},
-                            {"rows", std::move(table.rows)}});
+  Json decisive = Json::array(), informative = Json::array();
+  for (const std::string& d : differences.decisive) decisive.push_back(d);
+  for (const std::string& d : differences.informative) informative.push_back(d);
+  r.json = Json::object({{"format_version", kResultFormat},
+                         {"a", run_id_of(a)},
+                         {"b", run_id_of(b)},
+                         {"a_dir", a.dir.string()},
+                         {"b_dir", b.dir.string()},
+                         {"threshold", threshold},
+                         {"machine", b.summary()["machine"].json()},
+                         {"differences_forced", std::move(decisive)},
+                         {"differences_informative", std::move(informative)},
+                         {"only_in_a", only_a},
+                         {"only_in_b", only_b},
+                         {"counts", std::move(counts)},
+                         {"unreadable", std::move(skipped)},
+                         {"gate_fails", r.gate_fails},
+                         {"rows", std::move(table.rows)}});
   return r;
 }
 
@@ -428,7 +430,7 @@ inline std::string write_comparison(const CompareOptions& o, const std::string& 
        fs::exists(o.out / (stem + ".json"), ec) || fs::exists(o.out / (stem + ".txt"), ec); n++)
     stem = id_a + "-vs-" + id_b + "-" + std::to_string(n);
   try {
-    write_atomically(o.out / (stem + ".json"), report.json.dump(2, 3) + "\n");
+    write_atomically(o.out / (stem + ".json"), dump_json(report.json, 2, 3) + "\n");
     write_atomically(o.out / (stem + ".txt"), report.text);
   } catch (const WriteError& e) {
     fmt::print(stderr, "error: compare: {}\n", e.what());
@@ -463,8 +465,8 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
     if (!run) compare_error(error);
     loaded.push_back(std::move(*run));
   }
-  const std::string id_a = loaded[0].summary["run_id"].str_or("baseline"),
-                    id_b = loaded[1].summary["run_id"].str_or("new");
+  const std::string id_a = loaded[0].summary()["run_id"].str_or("baseline"),
+                    id_b = loaded[1].summary()["run_id"].str_or("new");
   if (id_a == id_b)
     compare_error(
         fmt::format("the baseline and the new run are the same run ({}: {} is a copy of "

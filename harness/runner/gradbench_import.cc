@@ -82,7 +82,7 @@ int import_gradbench_main(const std::vector<std::string>& args) {
   const bool incomplete = !into.empty() && fs::exists(into / "INCOMPLETE");
   for (const char* kept : {"check.json", "processes.json", "run.json", "INCOMPLETE"})
     if (!into.empty() && fs::exists(into / kept)) fs::copy_file(into / kept, dir / kept, ec);
-  write_atomically(dir / "summary.json", summary_json(s).dump(2, 4) + "\n");
+  write_atomically(dir / "summary.json", dump_json(summary_json(s), 2, 4) + "\n");
   std::vector<std::string> log_names;
   for (const fs::path& log : logs) log_names.push_back(log.string());
   std::string text = summary_text(s);

@@ -46,9 +46,9 @@ struct GradbenchImport {
 
 // Our instance for an evaluate of `module`'s `function` on `input`, or "" with *why.
 inline std::string gradbench_instance(const std::string& module, const std::string& function,
-                                      const Json& input, const WorkloadInfo** w, int64_t* size,
+                                      JsonView input, const WorkloadInfo** w, int64_t* size,
                                       std::string* why) {
-  auto count = [](const Json& v) { return int64_t(v.array.size()); };
+  auto count = [](JsonView v) { return int64_t(v.size()); };
   const bool gradient = function == "gradient" || function == "jacobian";
   std::string name;
   if (!gradient) {
@@ -73,7 +73,7 @@ inline std::string gradbench_instance(const std::string& module, const std::stri
       *why = fmt::format(
           "d = {}, n = {}, m = {}, gamma = {} (ours: d = 2 or 10, n = 1000, m = 0, "
           "gamma = 1)",
-          d, input["n"].dump(), input["m"].dump(), input["gamma"].dump());
+          d, dump_json(input["n"]), dump_json(input["m"]), dump_json(input["gamma"]));
     else
       name = d == 2 ? "gmm_d2" : "gmm_d10", *size = int64_t(input["k"].num_or(0));
   } else {
@@ -95,18 +95,18 @@ inline std::string gradbench_backend_name(const std::string& tool) {
 // number of nanoseconds, at least 0; a string ("NaN"), null, a missing value, a negative or a
 // duration past a day (1e300, or 1e999 read as infinity) is not one, and its cell is failed
 // rather than a time.
-inline std::string evaluate_seconds(const Json& timings, std::vector<double>* seconds) {
+inline std::string evaluate_seconds(JsonView timings, std::vector<double>* seconds) {
   constexpr double kDayNanoseconds = 86400e9;
   size_t index = 0;
-  for (const Json& t : timings.array) {
+  for (JsonView t : timings.elements()) {
     index++;
     if (t["name"].str_or("") != "evaluate") continue;
-    const Json& ns = t["nanoseconds"];
-    if (!ns.is_number() || !(ns.number >= 0) || ns.number > kDayNanoseconds ||
-        ns.number != std::floor(ns.number))
+    const JsonView ns = t["nanoseconds"];
+    const double n = ns.num_or(NAN);
+    if (!(n >= 0) || n > kDayNanoseconds || n != std::floor(n))
       return fmt::format("timing {} is {}, not a whole number of nanoseconds from 0 to a day",
-                         index, ns.is_null() ? "missing or null" : ns.dump());
-    seconds->push_back(ns.number / 1e9);
+                         index, ns.is_null() ? "missing or null" : dump_json(ns));
+    seconds->push_back(n / 1e9);
   }
   if (seconds->empty()) return "response has no evaluate timing";
   return "";
@@ -130,16 +130,17 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
   for (std::string line; std::getline(in, line);) {
     line_number++;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Json j;
+    Json line_json;
     try {
-      j = parse_json(line);
+      line_json = parse_json(line);
     } catch (const std::exception& e) {
       throw std::runtime_error(fmt::format("{}:{}: not a GradBench log line ({})", path.string(),
                                            line_number, e.what()));
     }
-    const Json& m = j["message"];
-    const Json& r = j["response"];
-    if (m.kind == Json::Kind::object && m["kind"].str_or("") == "evaluate") {
+    const JsonView j = line_json;
+    const JsonView m = j["message"];
+    const JsonView r = j["response"];
+    if (m.is_object() && m["kind"].str_or("") == "evaluate") {
       Evaluate e{m["module"].str_or(""),
                  m["function"].str_or(""),
                  m["description"].str_or(""),
@@ -154,12 +155,12 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
         out->left_out.push_back(fmt::format("{}:{}: {} {} {}: {}", path.filename().string(),
                                             line_number, e.module, e.function, e.description, why));
       evaluates[m["id"].num_or(-1)] = std::move(e);
-    } else if (m.kind == Json::Kind::object && m["kind"].str_or("") == "analysis") {
-      analyses[m["of"].num_or(-1)] = m;
-    } else if (r.kind == Json::Kind::object) {
+    } else if (m.is_object() && m["kind"].str_or("") == "analysis") {
+      analyses[m["of"].num_or(-1)] = m.json();
+    } else if (r.is_object()) {
       if (!r["tool"].is_null()) tool = r["tool"].str_or(tool);
       if (auto it = evaluates.find(r["id"].num_or(-1)); it != evaluates.end())
-        it->second.response = r;
+        it->second.response = r.json();
     }
   }
   const std::string backend = gradbench_backend_name(tool);
@@ -167,14 +168,15 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
       fmt::format("GradBench tool {} (imported from {})", tool, path.filename().string());
   for (auto& [id, e] : evaluates) {
     if (e.instance.empty()) continue;
+    const JsonView response = e.response;
     ImportedCell c{backend, e.instance, e.workload, e.size, {}};
     Cell& cell = c.cell;
     if (e.response.is_null()) {
       cell.status = "failed", cell.message = "the log has no response to it";
-    } else if (!e.response["success"].boolean) {
+    } else if (!response["success"].bool_or(false)) {
       cell.status = "failed";
-      cell.message = "GradBench: " + e.response["error"].str_or("the tool failed");
-    } else if (std::string bad = evaluate_seconds(e.response["timings"], &cell.repetition_seconds);
+      cell.message = "GradBench: " + response["error"].str_or("the tool failed");
+    } else if (std::string bad = evaluate_seconds(response["timings"], &cell.repetition_seconds);
                !bad.empty()) {
       cell.status = "failed", cell.message = "the log's " + bad;
       cell.repetition_seconds.clear();
@@ -184,9 +186,12 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
       cell.status = "ok";
       const auto a = analyses.find(id);
       cell.verified = a != analyses.end();
-      if (a != analyses.end() && !a->second["valid"].boolean)
-        cell.status = "wrong",
-        cell.message = "GradBench judged it invalid: " + a->second["error"].str_or("(no reason)");
+      if (a != analyses.end()) {
+        const JsonView analysis = a->second;
+        if (!analysis["valid"].bool_or(false))
+          cell.status = "wrong",
+          cell.message = "GradBench judged it invalid: " + analysis["error"].str_or("(no reason)");
+      }
     }
     cell.file = path.filename().string();
     out->cells.push_back(std::move(c));
@@ -195,42 +200,43 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
 
 // summary.json back into a Summary, so that an import can add cells and write it again. What is
 // not a summary of bench_run (`{}`, `[]`, rows that are not a list) is a runtime_error.
-inline Summary summary_from_json(const Json& j) {
-  if (j.kind != Json::Kind::object || j["run_id"].kind != Json::Kind::string ||
-      j["rows"].kind != Json::Kind::array || j["backends"].kind != Json::Kind::array)
+inline Summary summary_from_json(JsonView j) {
+  if (!j.is_object() || !j["run_id"].is_string() || !j["rows"].is_array() ||
+      !j["backends"].is_array())
     throw std::runtime_error("not a summary of bench_run (no run_id, backends and rows)");
   Summary s;
   s.run_id = j["run_id"].str_or(""), s.study = j["study"].str_or("main");
   s.reference = j["reference"].str_or("");
-  for (const Json& b : j["backends"].array) s.backends.push_back(b.str_or(""));
-  for (const auto& [b, n] : j["threads"].object) s.threads[b] = int(n.num_or(1));
+  for (JsonView b : j["backends"].elements()) s.backends.push_back(b.str_or(""));
+  for (const auto& [b, n] : j["threads"].members()) s.threads[b] = int(n.num_or(1));
   for (const std::string& b : s.backends)
     if (!s.threads.count(b))
       throw std::runtime_error("not a summary of bench_run (no thread count for backend " + b +
                                ")");
-  s.machine = j["machine"], s.options = j["options"], s.contexts = j["backend_contexts"];
-  s.kernels = j["kernels"], s.intervals = j["intervals"];
-  for (const Json& row : j["rows"].array) {
+  s.machine = j["machine"].json(), s.options = j["options"].json();
+  s.contexts = j["backend_contexts"].json();
+  s.kernels = j["kernels"].json(), s.intervals = j["intervals"].json();
+  for (JsonView row : j["rows"].elements()) {
     const WorkloadInfo* w = find_workload(row["workload"].str_or(""));
     if (!w) continue;  // a workload this build does not have
     SummaryRow r{row["instance"].str_or(""), w, int64_t(row["size"].num_or(0)), {}};
-    for (const auto& [b, c] : row["backends"].object) {
+    for (const auto& [b, c] : row["backends"].members()) {
       Cell& cell = r.cells[b];
       cell.status = c["status"].str_or("failed"), cell.message = c["message"].str_or("");
-      cell.verified = c["verified"].kind != Json::Kind::boolean || c["verified"].boolean;
+      cell.verified = !c["verified"].is_boolean() || c["verified"].bool_or(false);
       cell.median_seconds = c["median_seconds"].num_or(NAN);
-      const Json& iv = c["median_interval_seconds"];
-      cell.interval = {iv.array.size() == 2 ? iv.array[0].num_or(NAN) : NAN,
-                       iv.array.size() == 2 ? iv.array[1].num_or(NAN) : NAN,
+      const JsonView iv = c["median_interval_seconds"];
+      cell.interval = {iv.size() == 2 ? iv[0].num_or(NAN) : NAN,
+                       iv.size() == 2 ? iv[1].num_or(NAN) : NAN,
                        c["median_interval_level"].num_or(NAN)};
-      for (const Json& t : c["repetition_seconds"].array)
+      for (JsonView t : c["repetition_seconds"].elements())
         cell.repetition_seconds.push_back(t.num_or(NAN));
       cell.max_rss_bytes = c["max_rss_bytes"].num_or(NAN);
       cell.peak_rss_bytes = c["peak_rss_bytes"].num_or(NAN);
       cell.items_per_second = c["items_per_second"].num_or(NAN);
       cell.file = c["file"].str_or("");
-      for (const Json& l : c["check_losses"].array) cell.check_losses.push_back(l.num_or(NAN));
-      for (const auto& [name, v] : c["counters"].object) cell.counters[name] = v.num_or(NAN);
+      for (JsonView l : c["check_losses"].elements()) cell.check_losses.push_back(l.num_or(NAN));
+      for (const auto& [name, v] : c["counters"].members()) cell.counters[name] = v.num_or(NAN);
     }
     s.rows.push_back(std::move(r));
   }
@@ -244,9 +250,8 @@ inline void merge_import(const GradbenchImport& imported, Summary* s) {
     if (std::find(s->backends.begin(), s->backends.end(), c.backend) == s->backends.end()) {
       s->backends.push_back(c.backend);
       s->threads[c.backend] = 1;  // GradBench's nightly runs are single-threaded
-      s->contexts.set(c.backend,
-                      Json::object_of({{"backend_version", imported.versions.at(c.backend)},
-                                       {"threads", "as the GradBench run had them"}}));
+      s->contexts[c.backend] = Json::object({{"backend_version", imported.versions.at(c.backend)},
+                                             {"threads", "as the GradBench run had them"}});
     }
     auto row = std::find_if(s->rows.begin(), s->rows.end(),
                             [&](const SummaryRow& r) { return r.instance == c.instance; });

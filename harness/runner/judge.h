@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,19 +49,20 @@ struct Verdict {
 struct Numbers {
   std::vector<std::string> labels;
   std::vector<double> values;  // NaN where the record has null or nothing
-  void add(std::string label, const Json& v) {
+  void add(std::string label, JsonView v) {
     labels.push_back(std::move(label));
-    values.push_back(v.is_number() ? v.number : NAN);
+    values.push_back(v.num_or(NAN));
   }
-  void add_all(const std::string& label, const Json& array) {
-    for (size_t i = 0; i < array.array.size(); i++)
-      add(fmt::format("{}[{}]", label, i), array.array[i]);
+  void add_all(const std::string& label, JsonView array) {
+    for (size_t i = 0; i < array.elements().size(); i++)
+      add(fmt::format("{}[{}]", label, i), array[i]);
   }
 };
 
 // A scalar graph's step ({"value", "grads"}); a model's step 0 ({"loss", "grad_norms"}) and, with
 // `losses`, its training losses.
-inline Numbers step_numbers(const WorkloadInfo& w, const Json& step, const Json* losses = nullptr) {
+inline Numbers step_numbers(const WorkloadInfo& w, JsonView step,
+                            std::optional<JsonView> losses = {}) {
   Numbers n;
   if (w.model) {
     n.add("step-0 loss", step["loss"]);
@@ -68,17 +70,17 @@ inline Numbers step_numbers(const WorkloadInfo& w, const Json& step, const Json*
     if (losses) n.add_all("losses", *losses);
   } else {
     n.add("value", step["value"]);
-    const Json& grads = step["grads"];
-    const Json& of = step["grad_of"];  // a sample of many gradients: which each one is
-    for (size_t i = 0; i < grads.array.size(); i++)
+    const JsonView grads = step["grads"];
+    const JsonView of = step["grad_of"];  // a sample of many gradients: which each one is
+    for (size_t i = 0; i < grads.elements().size(); i++)
       n.add(fmt::format("grads[{}]",
-                        i < of.array.size() ? int64_t(of.array[i].num_or(-1)) : int64_t(i)),
-            grads.array[i]);
+                        i < of.elements().size() ? int64_t(of[i].num_or(-1)) : int64_t(i)),
+            grads[i]);
   }
   return n;
 }
-inline Numbers record_numbers(const WorkloadInfo& w, const Json& record) {
-  return w.model ? step_numbers(w, record["step0"], &record["losses"])
+inline Numbers record_numbers(const WorkloadInfo& w, JsonView record) {
+  return w.model ? step_numbers(w, record["step0"], record["losses"])
                  : step_numbers(w, record["step"]);
 }
 
@@ -99,19 +101,20 @@ inline std::string worst_difference(const Numbers& ref, const Numbers& got, doub
 
 // Why a record does not hold up on its own, or "" if it does.
 // `plain`: the scalar graph's answer without autodiff, or nullptr (models).
-inline std::string self_check(const WorkloadInfo& w, const Json& record,
+inline std::string self_check(const WorkloadInfo& w, JsonView record,
                               const PlainAnswer* plain = nullptr) {
   const Numbers n = record_numbers(w, record);
-  const size_t reported = record["step"]["grads"].array.size();
+  const size_t reported = record["step"]["grads"].elements().size();
   if (!w.model && w.num_grads != kGradsPerSize && reported != size_t(w.num_grads))
     return fmt::format("reported {} gradients; {} has {}", reported, w.name, w.num_grads);
   if (!w.model && plain && reported != plain->grads.size())
     return fmt::format("reported {} gradients; {} checks {} at this size", reported, w.name,
                        plain->grads.size());
-  if (w.model && record["losses"].array.size() != size_t(w.check_steps))
+  if (w.model && record["losses"].elements().size() != size_t(w.check_steps))
     return fmt::format("reported {} training losses; the check asks for {}",
-                       record["losses"].array.size(), w.check_steps);
-  if (w.model && record["step0"]["grad_norms"].array.empty()) return "reported no gradient norms";
+                       record["losses"].elements().size(), w.check_steps);
+  if (w.model && record["step0"]["grad_norms"].elements().empty())
+    return "reported no gradient norms";
   for (size_t i = 0; i < n.values.size(); i++)
     if (!std::isfinite(n.values[i])) return fmt::format("{} is not a finite number", n.labels[i]);
 
@@ -140,11 +143,11 @@ inline std::string self_check(const WorkloadInfo& w, const Json& record,
   }
 
   if (w.known.exists) {
-    const Json& step = record["step"];
+    const JsonView step = record["step"];
     double worst = std::fabs(step["value"].num_or(NAN) - w.known.value);
     std::string at = "value";
     for (size_t i = 0; i < w.known.num_grads; i++) {
-      const double d = std::fabs(step["grads"].array[i].num_or(NAN) - w.known.grads[i]);
+      const double d = std::fabs(step["grads"][i].num_or(NAN) - w.known.grads[i]);
       if (!(d <= worst)) worst = d, at = fmt::format("grads[{}]", i);
     }
     if (!(worst <= w.known.tolerance))
@@ -197,10 +200,10 @@ inline std::vector<Verdict> self_verdicts(const WorkloadInfo& w,
     v.backend = r.backend, v.status = "ok";
     if (!r.record) {
       v.status = "failed", v.message = r.why_missing;
-    } else if (const std::string status = (*r.record)["status"].str_or("no status");
+    } else if (const std::string status = JsonView(*r.record)["status"].str_or("no status");
                status != "ok") {
       v.status = status == "skipped" || status == "out_of_memory" ? status : "failed";
-      v.message = (*r.record)["message"].str_or(status);
+      v.message = JsonView(*r.record)["message"].str_or(status);
     } else if (std::string why = self_check(w, *r.record, plain); !why.empty()) {
       v.status = "wrong", v.message = why;
     } else {

@@ -43,8 +43,9 @@ namespace {
 // process itself exiting 0) has a capped peak that says nothing of the need.
 std::string probe_status(const fs::path& record_file) {
   try {
-    const Json doc = parse_json(read_file(record_file));
-    if (!doc["records"].array.empty()) return doc["records"].array[0]["status"].str_or("failed");
+    const Json doc_json = parse_json(read_file(record_file));
+    const JsonView doc = doc_json;
+    if (!doc["records"].elements().empty()) return doc["records"][0]["status"].str_or("failed");
   } catch (const std::exception&) {
   }
   return "failed";
@@ -102,11 +103,11 @@ void estimate_memory(RunState& run) {
                                  4));
         if (oom) {
           const std::string line = fmt::format("its probe at {}", why);
-          run.estimates.push(Json::object_of({{"instance", s.id},
-                                              {"backend", b},
-                                              {"bytes", Json()},
-                                              {"how", line},
-                                              {"not_run", true}}));
+          run.estimates.push_back(Json::object({{"instance", s.id},
+                                                {"backend", b},
+                                                {"bytes", Json()},
+                                                {"how", line},
+                                                {"not_run", true}}));
           run.not_run_for_memory(s, b, line);
         }
         continue;
@@ -121,11 +122,11 @@ void estimate_memory(RunState& run) {
       fmt::print("{}", wrapped(fmt::format("memory estimate: {}{}", line,
                                            too_big ? ": above the limit, not run" : ""),
                                4));
-      run.estimates.push(Json::object_of({{"instance", s.id},
-                                          {"backend", b},
-                                          {"bytes", need},
-                                          {"how", line},
-                                          {"not_run", too_big}}));
+      run.estimates.push_back(Json::object({{"instance", s.id},
+                                            {"backend", b},
+                                            {"bytes", need},
+                                            {"how", line},
+                                            {"not_run", too_big}}));
       if (too_big) run.not_run_for_memory(s, b, line);
     }
   }

@@ -326,13 +326,14 @@ inline std::vector<std::string> resumed_args(const std::vector<std::string>& giv
   if (!RunFolder::reopen(run, &error)) usage_error(error);
   std::vector<std::string> args;
   try {
-    const Json saved = parse_json(read_file(run / "run.json"));
+    const Json saved_json = parse_json(read_file(run / "run.json"));
+    const JsonView saved = saved_json;
     if (saved["format_version"].num_or(0) != result_format)
       usage_error(
           fmt::format("--resume {}: written by another version of bench_run (result "
                       "format {}, this one reads {})",
                       run.string(), saved["format_version"].num_or(0), result_format));
-    for (const Json& a : saved["args"].array) args.push_back(a.str_or(""));
+    for (JsonView a : saved["args"].elements()) args.push_back(a.str_or(""));
   } catch (const std::exception& e) {
     usage_error(fmt::format("--resume {}: run.json unreadable: {}", run.string(), e.what()));
   }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,12 +88,12 @@ inline double seconds_per_unit(const std::string& unit) {
 
 // One benchmark process's Google Benchmark JSON. The median aggregate when there are
 // repetitions; with one repetition Google Benchmark writes no aggregates, and that run is it.
-inline BenchmarkResult read_benchmark_result(const Json& file) {
+inline BenchmarkResult read_benchmark_result(JsonView file) {
   BenchmarkResult r;
-  const Json* chosen = nullptr;
+  std::optional<JsonView> chosen;
   std::vector<double>& times = r.repetition_seconds;
-  for (const Json& run : file["benchmarks"].array) {
-    if (run["error_occurred"].boolean) {
+  for (JsonView run : file["benchmarks"].elements()) {
+    if (run["error_occurred"].bool_or(false)) {
       r.message = run["error_message"].str_or("error");
       r.status = r.message.rfind("skipped", 0) == 0 ? "skipped" : "failed";
       return r;
@@ -104,9 +105,9 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
       if (peak >= 0 && !(peak <= r.largest_peak_rss_bytes)) r.largest_peak_rss_bytes = peak;
     }
     if (run["run_type"].str_or("") == "aggregate" && run["aggregate_name"].str_or("") == "median")
-      chosen = &run;
+      chosen = run;
   }
-  if (!chosen && times.size() == 1) chosen = &file["benchmarks"].array[0];
+  if (!chosen && times.size() == 1) chosen = file["benchmarks"][0];
   if (!chosen) {
     r.message = "no median in the result file";
     return r;
@@ -116,7 +117,7 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
   r.peak_rss_bytes = (*chosen)["peak_rss_bytes"].num_or(NAN);
   r.items_per_second = (*chosen)["items_per_second"].num_or(NAN);
   for (const char* name : kExtraCounters)
-    if ((*chosen)[name].kind == Json::Kind::number) r.counters[name] = (*chosen)[name].number;
+    if ((*chosen)[name].is_number()) r.counters[name] = (*chosen)[name].num_or(NAN);
   if (!(r.median_seconds >= 0)) {
     r.message = "no time in the result file";
     return r;
@@ -134,15 +135,15 @@ inline BenchmarkResult read_benchmark_result(const Json& file) {
 // aggregates of its own: they are made here, as Google Benchmark makes them).
 inline Json merge_rounds(const std::vector<Json>& files) {
   std::vector<Json> runs;
-  for (const Json& f : files)
-    for (const Json& run : f["benchmarks"].array)
-      if (run["run_type"].str_or("") == "iteration") runs.push_back(run);
+  for (JsonView f : files)
+    for (JsonView run : f["benchmarks"].elements())
+      if (run["run_type"].str_or("") == "iteration") runs.push_back(run.json());
   for (size_t i = 0; i < runs.size(); i++)
-    runs[i].set("repetition_index", int64_t(i)).set("repetitions", int64_t(runs.size()));
+    runs[i]["repetition_index"] = int64_t(i), runs[i]["repetitions"] = int64_t(runs.size());
   auto values = [&](const char* field) {
     std::vector<double> v;
-    for (const Json& r : runs)
-      if (r[field].kind == Json::Kind::number) v.push_back(r[field].number);
+    for (JsonView r : runs)
+      if (r[field].is_number()) v.push_back(r[field].num_or(NAN));
     return v;
   };
   auto mean = [](const std::vector<double>& v) {
@@ -156,16 +157,17 @@ inline Json merge_rounds(const std::vector<Json>& files) {
     for (double x : v) sq += (x - m) * (x - m);
     return v.size() > 1 ? std::sqrt(sq / double(v.size() - 1)) : 0.0;
   };
-  Json benchmarks = Json::array_of(runs);
+  Json benchmarks = Json(runs);
   if (runs.size() > 1)  // Google Benchmark writes aggregates only over repetitions
     for (const char* kind : {"mean", "median", "stddev", "cv"}) {
       Json a = runs[0];
-      const std::string name = runs[0]["run_name"].str_or(runs[0]["name"].str_or("?"));
-      a.set("name", name + "_" + kind)
-          .set("run_type", "aggregate")
-          .set("aggregate_name", kind)
-          .set("aggregate_unit", std::string(kind) == "cv" ? "percentage" : "time")
-          .set("iterations", int64_t(runs.size()));
+      const JsonView first = runs[0];
+      const std::string name = first["run_name"].str_or(first["name"].str_or("?"));
+      a.update(Json::object({{"name", name + "_" + kind},
+                             {"run_type", "aggregate"},
+                             {"aggregate_name", kind},
+                             {"aggregate_unit", std::string(kind) == "cv" ? "percentage" : "time"},
+                             {"iterations", int64_t(runs.size())}}));
       std::vector<const char*> fields = {"real_time", "cpu_time", "peak_rss_bytes",
                                          "items_per_second"};
       fields.insert(fields.end(), std::begin(kExtraCounters), std::end(kExtraCounters));
@@ -173,16 +175,16 @@ inline Json merge_rounds(const std::vector<Json>& files) {
         const std::vector<double> v = values(field);
         if (v.size() != runs.size()) continue;
         const std::string k = kind;
-        a.set(field, k == "mean"     ? mean(v)
-                     : k == "median" ? median_of(v)
-                     : k == "stddev" ? stddev(v)
-                                     : stddev(v) / mean(v));
+        a[field] = k == "mean"     ? mean(v)
+                   : k == "median" ? median_of(v)
+                   : k == "stddev" ? stddev(v)
+                                   : stddev(v) / mean(v);
       }
-      benchmarks.push(std::move(a));
+      benchmarks.push_back(std::move(a));
     }
-  Json context = files[0]["context"];
-  context.set("rounds", std::to_string(files.size()));
-  return Json::object_of({{"context", std::move(context)}, {"benchmarks", std::move(benchmarks)}});
+  Json context = JsonView(files[0])["context"].json();
+  context["rounds"] = std::to_string(files.size());
+  return Json::object({{"context", std::move(context)}, {"benchmarks", std::move(benchmarks)}});
 }
 
 // One benchmark of a run: what the runner saw of its process, and what its result file says.

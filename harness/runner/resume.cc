@@ -20,7 +20,8 @@ void reopen_run(RunState& run) {
   std::optional<RunFolder> folder = RunFolder::reopen(run.opt.resume, &error);
   if (!folder || !folder->lock(&error)) usage_error(error);
   run.folder = std::move(*folder);
-  const Json saved = parse_json(read_file(run.folder.dir() / "run.json"));
+  const Json saved_json = parse_json(read_file(run.folder.dir() / "run.json"));
+  const JsonView saved = saved_json;
   std::vector<std::string> differences;
   if (saved["git_sha"].str_or("?") != run.git_sha)
     differences.push_back(
@@ -34,19 +35,20 @@ void reopen_run(RunState& run) {
         "anyway",
         run.opt.resume.string(), fmt::join(differences, "; ")));
   try {
-    const Json old = parse_json(read_file(run.folder.dir() / "processes.json"));
-    for (const Json& e : old["memory_estimates"].array) {  // as decided then
-      run.estimates.push(e);
-      if (e["not_run"].boolean)
+    const Json old_json = parse_json(read_file(run.folder.dir() / "processes.json"));
+    const JsonView old = old_json;
+    for (JsonView e : old["memory_estimates"].elements()) {  // as decided then
+      run.estimates.push_back(e.json());
+      if (e["not_run"].bool_or(false))
         for (const Selected& s : run.selected)
           if (s.id == e["instance"].str_or("") && s.names.count(e["backend"].str_or("")))
             run.not_run_for_memory(s, e["backend"].str_or(""), e["how"].str_or(""));
     }
-    for (const Json& p : old["processes"].array) {
-      run.processes.push(p);
+    for (JsonView p : old["processes"].elements()) {
+      run.processes.push_back(p.json());
       if (p["phase"].str_or("") == "bench")
         run.finished[p["benchmark"].str_or("") + "#" +
-                     std::to_string(int(p["round"].num_or(1)) - 1)] = p;
+                     std::to_string(int(p["round"].num_or(1)) - 1)] = p.json();
     }
   } catch (const std::exception&) {  // interrupted before its first process: nothing finished
   }

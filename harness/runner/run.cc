@@ -57,14 +57,14 @@ void create_run_folder(RunState& run) {
       RunFolder::create(run.opt.out, fmt::format("{}-{}-{}", stamp, host, run.git_sha), &error);
   if (!folder) usage_error(error);
   run.folder = std::move(*folder);
-  Json args = Json::array_of();
-  for (const std::string& a : run.opt.args) args.push(a);
+  Json args = Json::array();
+  for (const std::string& a : run.opt.args) args.push_back(a);
   write_atomically(run.folder.dir() / "run.json",
-                   Json::object_of({{"format_version", kResultFormat},
-                                    {"args", std::move(args)},
-                                    {"git_sha", run.git_sha},
-                                    {"environment", run.environment}})
-                           .dump(2, 2) +
+                   dump_json(Json::object({{"format_version", kResultFormat},
+                                           {"args", std::move(args)},
+                                           {"git_sha", run.git_sha},
+                                           {"environment", run.environment}}),
+                             2, 2) +
                        "\n");
   fmt::print("{}  writing to {}\n",
              wrapped(fmt::format("run {} ({}: {})", run.folder.id(), run.opt.study->name,
@@ -79,7 +79,7 @@ int run_main(RunState& run) {
       usage_error(fmt::format("{} not found; build first (make)", run.program(b)));
   run.start = std::time(nullptr);
   run.load_start = load_average_1min();
-  for (const auto& [key, value] : proc_environment()) run.environment.set(key, value);
+  for (const auto& [key, value] : proc_environment()) run.environment[key] = value;
   run.git_sha = source_git_sha();
   remove_orphaned_probe_folders();
   if (run.opt.resume.empty()) {

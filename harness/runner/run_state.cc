@@ -63,7 +63,8 @@ std::string RunState::instance_arg(const Selected& s, const std::string& backend
 // The environment (harness/common/proc.h) goes to the Python backend, which has no reader of its
 // own; thread counts are each backend's own business (--threads).
 std::vector<std::string> RunState::child_env() const {
-  return {"BACKPROP_BENCH_GIT_SHA=" + git_sha, "BACKPROP_BENCH_ENVIRONMENT=" + environment.dump()};
+  return {"BACKPROP_BENCH_GIT_SHA=" + git_sha,
+          "BACKPROP_BENCH_ENVIRONMENT=" + dump_json(environment)};
 }
 
 // Another benchmark on the machine makes this run's timings incomparable: say so, once, and in
@@ -90,8 +91,7 @@ void RunState::note_other_benchmarks() {
 // backend's own.
 void RunState::decide_not_to_run(const Selected& s, const std::string& b, const std::string& status,
                                  const std::string& why) {
-  not_run[s.id][b] =
-      Json::object_of({{"name", s.names.at(b)}, {"status", status}, {"message", why}});
+  not_run[s.id][b] = Json::object({{"name", s.names.at(b)}, {"status", status}, {"message", why}});
 }
 
 const Json* RunState::not_run_record(const Selected& s, const std::string& b) const {
@@ -116,40 +116,40 @@ void RunState::not_run_for_memory(const Selected& s, const std::string& b,
 }
 
 void RunState::add_process(Json record) {
-  processes.push(std::move(record));
+  processes.push_back(std::move(record));
   write_processes();
 }
 
 void RunState::write_processes() const {
   char started[32];
   std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&start));
-  const Json doc = Json::object_of({{"run_id", folder.id()},
-                                    {"git_sha", git_sha},
-                                    {"started_utc", started},
-                                    {"options", run_options_json()},
-                                    {"memory_estimates", estimates},
-                                    {"processes", processes}});
-  write_atomically(folder.dir() / "processes.json", doc.dump(2, 2) + "\n");
+  const Json doc = Json::object({{"run_id", folder.id()},
+                                 {"git_sha", git_sha},
+                                 {"started_utc", started},
+                                 {"options", run_options_json()},
+                                 {"memory_estimates", estimates},
+                                 {"processes", processes}});
+  write_atomically(folder.dir() / "processes.json", dump_json(doc, 2, 2) + "\n");
 }
 
 // The options a number depends on, as the run used them.
 Json RunState::run_options_json() const {
-  Json options = Json::object_of({{"study", std::string(opt.study->name)},
-                                  {"filter", opt.filter},
-                                  {"workloads", opt.workloads},
-                                  {"data", opt.data},
-                                  {"threads", opt.threads},
-                                  {"repetitions", opt.repetitions},
-                                  {"rounds", opt.rounds},
-                                  {"min_time", opt.min_time},
-                                  {"warmup_steps", opt.warmup_steps},
-                                  {"time_budget", opt.time_budget},
-                                  {"memory_limit_bytes", opt.memory_limit},
-                                  {"timeout", opt.timeout}});
-  Json backends = Json::array_of(), sizes = Json::array_of();
-  for (const std::string& b : opt.backends) backends.push(b);
-  for (const std::string& s : opt.sizes) sizes.push(s);
-  options.set("backends", std::move(backends)).set("sizes", std::move(sizes));
+  Json options = Json::object({{"study", std::string(opt.study->name)},
+                               {"filter", opt.filter},
+                               {"workloads", opt.workloads},
+                               {"data", opt.data},
+                               {"threads", opt.threads},
+                               {"repetitions", opt.repetitions},
+                               {"rounds", opt.rounds},
+                               {"min_time", opt.min_time},
+                               {"warmup_steps", opt.warmup_steps},
+                               {"time_budget", opt.time_budget},
+                               {"memory_limit_bytes", opt.memory_limit},
+                               {"timeout", opt.timeout}});
+  Json backends = Json::array(), sizes = Json::array();
+  for (const std::string& b : opt.backends) backends.push_back(b);
+  for (const std::string& s : opt.sizes) sizes.push_back(s);
+  options["backends"] = std::move(backends), options["sizes"] = std::move(sizes);
   return options;
 }
 
@@ -157,18 +157,18 @@ Json RunState::process_json(const std::string& backend, const std::string& phase
                             const std::string& benchmark, const std::string& file,
                             const std::string& log, const std::string& status,
                             const std::string& message, const ProcessResult& p) {
-  return Json::object_of({{"backend", backend},
-                          {"phase", phase},
-                          {"benchmark", benchmark},
-                          {"file", file},
-                          {"log", log},
-                          {"status", status},
-                          {"message", message},
-                          {"exit_code", p.exit_code},
-                          {"signal", p.signal},
-                          {"timed_out", p.timed_out},
-                          {"wall_seconds", std::round(p.wall_seconds * 1000) / 1000},
-                          {"max_rss_bytes", p.max_rss_bytes}});
+  return Json::object({{"backend", backend},
+                       {"phase", phase},
+                       {"benchmark", benchmark},
+                       {"file", file},
+                       {"log", log},
+                       {"status", status},
+                       {"message", message},
+                       {"exit_code", p.exit_code},
+                       {"signal", p.signal},
+                       {"timed_out", p.timed_out},
+                       {"wall_seconds", std::round(p.wall_seconds * 1000) / 1000},
+                       {"max_rss_bytes", p.max_rss_bytes}});
 }
 
 std::string RunState::memory_failure_line(const std::string& log) const {

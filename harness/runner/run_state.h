@@ -33,13 +33,13 @@ struct RunState {
   std::vector<Selected> selected;
   RunFolder folder;
   std::string git_sha;
-  Json environment = Json::object_of({});  // harness/common/proc.h's, read once at the start
+  Json environment = Json::object({});  // harness/common/proc.h's, read once at the start
   std::time_t start = 0;
   double load_start = -1;
   std::vector<std::string> others;  // other benchmark processes seen during the run
   std::vector<long> other_runs;     // the runs they belong to (proc_benchmark_root), each warned of
-  Json processes = Json::array_of();
-  Json estimates = Json::array_of();     // sizes beyond the defaults: what each will need
+  Json processes = Json::array();
+  Json estimates = Json::array();        // sizes beyond the defaults: what each will need
   ByCell<Json> not_run;                  // the runner's own records, in place of the check's
   ByCell<Verdict> verdicts;              // the judge's
   ByCell<Cell> cells;                    // the benchmarks' results, rounds merged

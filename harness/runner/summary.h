@@ -36,16 +36,16 @@ struct Crossover {
 };
 
 struct Summary {
-  std::string run_id, reference;        // reference: whom the ratios divide by
-  std::string study = "main";           // harness/runner/studies.h
-  std::vector<std::string> backends;    // in the runner's fixed order
-  std::map<std::string, int> threads;   // backend -> threads it ran with
-  Json machine;                         // cpu, cores, git sha: the caption of every plot
-  Json options = Json::object_of({});   // the runner's: repetitions, min time, warm-up...
-  Json contexts = Json::object_of({});  // backend -> its result files' context (versions, BLAS)
-  std::vector<SummaryRow> rows;         // in registry order
-  Json kernels;                         // kernel_summary of kernels.json; null without one
-  Json intervals;                       // intervals.json's rows (bench_run's interval sweep)
+  std::string run_id, reference;       // reference: whom the ratios divide by
+  std::string study = "main";          // harness/runner/studies.h
+  std::vector<std::string> backends;   // in the runner's fixed order
+  std::map<std::string, int> threads;  // backend -> threads it ran with
+  Json machine;                        // cpu, cores, git sha: the caption of every plot
+  Json options = Json::object({});     // the runner's: repetitions, min time, warm-up...
+  Json contexts = Json::object({});    // backend -> its result files' context (versions, BLAS)
+  std::vector<SummaryRow> rows;        // in registry order
+  Json kernels;                        // kernel_summary of kernels.json; null without one
+  Json intervals;                      // intervals.json's rows (bench_run's interval sweep)
 
   // backend time / reference time, with its interval; NaN unless both ran. The benchmarks of a
   // row take turns (harness/common/protocol.h), so repetition i of the backend and of the reference
@@ -128,71 +128,72 @@ inline std::string human_ratio(double r) {
 
 inline Json summary_json(const Summary& s) {
   auto number_or_null = [](double x) { return std::isfinite(x) ? Json(x) : Json(); };
-  Json rows = Json::array_of();
+  Json rows = Json::array();
   for (const SummaryRow& row : s.rows) {
-    Json cells = Json::object_of({});
+    Json cells = Json::object({});
     for (const auto& [backend, c] : row.cells) {
       const Summary::Ratio ratio = s.ratio_of(row, backend);
-      Json cell = Json::object_of({{"status", c.status}, {"verified", c.verified}});
-      if (!c.message.empty()) cell.set("message", c.message);
-      cell.set("median_seconds", number_or_null(c.median_seconds))
-          .set("median_interval_seconds",
-               Json::numbers(std::vector<double>{c.interval.lo, c.interval.hi}))
-          .set("median_interval_level", number_or_null(c.interval.level))
-          .set("wide", c.status == "ok" && c.wide())
-          .set("ratio_to_reference", number_or_null(ratio.value))
-          .set("ratio_interval", Json::numbers(std::vector<double>{ratio.lo, ratio.hi}))
-          .set("ratio_paired", ratio.paired)
-          .set("repetition_seconds", Json::numbers(c.repetition_seconds))
-          .set("max_rss_bytes", number_or_null(c.max_rss_bytes))
-          .set("peak_rss_bytes", number_or_null(c.peak_rss_bytes))
-          .set("items_per_second", number_or_null(c.items_per_second))
-          .set("file", c.file);
-      if (!c.check_losses.empty()) cell.set("check_losses", Json::numbers(c.check_losses));
-      Json counters = Json::object_of({});
-      for (const auto& [name, value] : c.counters) counters.set(name, value);
-      cell.set("counters", std::move(counters));
-      cells.set(backend, std::move(cell));
+      Json cell = Json::object({{"status", c.status}, {"verified", c.verified}});
+      if (!c.message.empty()) cell["message"] = c.message;
+      cell.update(
+          Json::object({{"median_seconds", number_or_null(c.median_seconds)},
+                        {"median_interval_seconds",
+                         json_numbers(std::vector<double>{c.interval.lo, c.interval.hi})},
+                        {"median_interval_level", number_or_null(c.interval.level)},
+                        {"wide", c.status == "ok" && c.wide()},
+                        {"ratio_to_reference", number_or_null(ratio.value)},
+                        {"ratio_interval", json_numbers(std::vector<double>{ratio.lo, ratio.hi})},
+                        {"ratio_paired", ratio.paired},
+                        {"repetition_seconds", json_numbers(c.repetition_seconds)},
+                        {"max_rss_bytes", number_or_null(c.max_rss_bytes)},
+                        {"peak_rss_bytes", number_or_null(c.peak_rss_bytes)},
+                        {"items_per_second", number_or_null(c.items_per_second)},
+                        {"file", c.file}}));
+      if (!c.check_losses.empty()) cell["check_losses"] = json_numbers(c.check_losses);
+      Json counters = Json::object({});
+      for (const auto& [name, value] : c.counters) counters[name] = value;
+      cell["counters"] = std::move(counters);
+      cells[backend] = std::move(cell);
     }
     const WorkloadInfo& w = *row.workload;
-    rows.push(Json::object_of({{"instance", row.instance},
-                               {"phase", w.phase},
-                               {"workload", w.name},
-                               {"family", w.family},
-                               {"size_key", w.sizes.key},
-                               {"size", row.size},
-                               {"backends", std::move(cells)}}));
+    rows.push_back(Json::object({{"instance", row.instance},
+                                 {"phase", w.phase},
+                                 {"workload", w.name},
+                                 {"family", w.family},
+                                 {"size_key", w.sizes.key},
+                                 {"size", row.size},
+                                 {"backends", std::move(cells)}}));
   }
-  Json threads = Json::object_of({});
-  for (const auto& [b, n] : s.threads) threads.set(b, n);
-  Json crossovers = Json::array_of();
+  Json threads = Json::object({});
+  for (const auto& [b, n] : s.threads) threads[b] = n;
+  Json crossovers = Json::array();
   for (const Crossover& c : s.crossovers())
-    crossovers.push(Json::object_of({{"workload", c.workload},
-                                     {"size_key", c.size_key},
-                                     {"baseline", c.baseline},
-                                     {"from", c.from ? Json(c.from) : Json()},
-                                     {"largest", c.largest}}));
-  Json backends = Json::array_of(), styles = Json::object_of({});
+    crossovers.push_back(Json::object({{"workload", c.workload},
+                                       {"size_key", c.size_key},
+                                       {"baseline", c.baseline},
+                                       {"from", c.from ? Json(c.from) : Json()},
+                                       {"largest", c.largest}}));
+  Json backends = Json::array(), styles = Json::object({});
   for (const std::string& b : s.backends) {
-    backends.push(b);
+    backends.push_back(b);
     if (const BackendSpec* spec = find_backend(b))  // an imported tool has none: the plot picks
-      styles.set(b, Json::object_of(
-                        {{"color", spec->color}, {"marker", spec->marker}, {"main", spec->main}}));
+      styles[b] =
+          Json::object({{"color", spec->color}, {"marker", spec->marker}, {"main", spec->main}});
   }
-  return Json::object_of({{"format_version", kResultFormat},
-                          {"run_id", s.run_id},
-                          {"study", s.study},
-                          {"reference", s.reference},
-                          {"backends", std::move(backends)},
-                          {"backend_styles", std::move(styles)},
-                          {"threads", std::move(threads)},
-                          {"machine", s.machine},
-                          {"options", s.options},
-                          {"backend_contexts", s.contexts},
-                          {"rows", std::move(rows)},
-                          {"crossovers", std::move(crossovers)},
-                          {"kernels", s.kernels},
-                          {"intervals", s.intervals}});
+  return Json::object({{"format_version", kResultFormat},
+                       {"run_id", s.run_id},
+                       {"study", s.study},
+                       {"reference", s.reference},
+                       {"backends", std::move(backends)},
+                       {"backend_styles", std::move(styles)},
+                       {"threads", std::move(threads)},
+                       {"machine", s.machine},
+                       {"options", s.options},
+                       {"backend_contexts", s.contexts},
+                       {"rows", std::move(rows)},
+                       {"crossovers", std::move(crossovers)},
+                       {"kernels", s.kernels},
+                       {"intervals", s.intervals}});
 }
 
 // The kernel rows of bench_compiled --kernel_rows (studies/kernels/kernel_rows.h), per op shape:
@@ -203,26 +204,28 @@ inline Json summary_json(const Summary& s) {
 // loop measured them rather than the machine). {"peak_gflops": x, "shapes":
 // [{"shape", "flops", "auto", "best", "median_seconds": {dialect: s}, "fraction_of_fma": {dialect:
 // f}, "auto_over_best", "auto_gflops", "auto_fraction_of_peak", "auto_fraction_of_fma"}]}.
-inline Json kernel_summary(const Json& file) {
+inline Json kernel_summary(JsonView file) {
   std::map<std::string, std::vector<double>> times;  // row name -> seconds per repetition
   // row name -> per repetition: fraction_of_fma, and the in-turn loop's GFLOP/s per core
   std::map<std::string, std::vector<std::pair<double, double>>> of_fma;
   std::map<std::string, const Json*> first;
   std::vector<std::string> order;
-  for (const Json& b : file["benchmarks"].array) {
-    if (b["run_type"].str_or("") != "iteration" || b["error_occurred"].boolean) continue;
+  for (JsonView b : file["benchmarks"].elements()) {
+    if (b["run_type"].str_or("") != "iteration" || b["error_occurred"].bool_or(false)) continue;
     std::string name = b["run_name"].str_or(b["name"].str_or(""));
     if (name.ends_with("/manual_time")) name.resize(name.size() - 12);  // timed by the row itself
     const double scale = b["time_unit"].str_or("") == "us" ? 1e-6 : 1e-9;
-    if (!times.count(name)) order.push_back(name), first[name] = &b;
+    if (!times.count(name)) order.push_back(name), first[name] = &b.json();
     times[name].push_back(b["real_time"].num_or(NAN) * scale);
     if (b["fraction_of_fma"].is_number())
-      of_fma[name].push_back({b["fraction_of_fma"].number, b["fma_gflops_per_core"].num_or(NAN)});
+      of_fma[name].push_back(
+          {b["fraction_of_fma"].num_or(NAN), b["fma_gflops_per_core"].num_or(NAN)});
   }
   // In registration order (Google Benchmark's family_index), whatever order the file lists them
   // in: the rows' repetitions run interleaved, and each row is written when its last one ends.
   std::stable_sort(order.begin(), order.end(), [&](const std::string& x, const std::string& y) {
-    return (*first[x])["family_index"].num_or(0) < (*first[y])["family_index"].num_or(0);
+    return JsonView(*first[x])["family_index"].num_or(0) <
+           JsonView(*first[y])["family_index"].num_or(0);
   });
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -233,8 +236,8 @@ inline Json kernel_summary(const Json& file) {
   double peak = NAN;  // the peak row (registered last), first: the fractions are checked by it
   for (const std::string& name : order)
     if (name.rfind("peak/", 0) == 0)
-      peak = (*first[name])["flops"].num_or(NAN) / median(times[name]) * 1e-9;
-  Json shapes = Json::array_of();
+      peak = JsonView(*first[name])["flops"].num_or(NAN) / median(times[name]) * 1e-9;
+  Json shapes = Json::array();
   std::map<std::string, size_t> shape_at;
   for (const std::string& name : order) {
     if (name.rfind("peak/", 0) == 0) continue;
@@ -242,35 +245,37 @@ inline Json kernel_summary(const Json& file) {
     if (name.rfind("kernel/", 0) != 0 || cut == std::string::npos) continue;
     const std::string shape = name.substr(7, cut - 7), dialect = name.substr(cut + 1);
     if (!shape_at.count(shape)) {
-      shape_at[shape] = shapes.array.size();
-      shapes.push(Json::object_of({{"shape", shape},
-                                   {"flops", (*first[name])["flops"].num_or(NAN)},
-                                   {"median_seconds", Json::object_of({})},
-                                   {"fraction_of_fma", Json::object_of({})}}));
+      shape_at[shape] = shapes.size();
+      shapes.push_back(Json::object({{"shape", shape},
+                                     {"flops", JsonView(*first[name])["flops"].num_or(NAN)},
+                                     {"median_seconds", Json::object({})},
+                                     {"fraction_of_fma", Json::object({})}}));
     }
-    Json& row = shapes.array[shape_at[shape]];
-    row.set("median_seconds", Json(row["median_seconds"]).set(dialect, median(times[name])));
+    Json& row = shapes[shape_at[shape]];
+    row["median_seconds"][dialect] = median(times[name]);
     std::vector<double> fractions;
     for (const auto& [fraction, fma_gflops] : of_fma[name])
       if (fma_gflops >= peak / 2) fractions.push_back(fraction);
-    if (!fractions.empty())
-      row.set("fraction_of_fma", Json(row["fraction_of_fma"]).set(dialect, median(fractions)));
-    if ((*first[name])["auto"].num_or(0) == 1) row.set("auto", dialect);
+    if (!fractions.empty()) row["fraction_of_fma"][dialect] = median(fractions);
+    if (JsonView(*first[name])["auto"].num_or(0) == 1) row["auto"] = dialect;
   }
-  for (Json& row : shapes.array) {
+  for (Json& row_json : shapes) {
+    const JsonView row = row_json;
     std::string best;
     double best_s = INFINITY;
-    for (const auto& [d, v] : row["median_seconds"].object)
-      if (v.num_or(INFINITY) < best_s) best = d, best_s = v.number;
-    row.set("best", best);
-    const double auto_s = row["median_seconds"][row["auto"].str_or("")].num_or(NAN);
+    for (const auto& [d, v] : row["median_seconds"].members())
+      if (v.num_or(INFINITY) < best_s) best = d, best_s = v.num_or(INFINITY);
+    const std::string chosen = row["auto"].str_or("");
+    const double auto_s = row["median_seconds"][chosen].num_or(NAN);
     const double gflops = row["flops"].num_or(NAN) / auto_s * 1e-9;
-    row.set("auto_over_best", auto_s / best_s)
-        .set("auto_gflops", gflops)
-        .set("auto_fraction_of_peak", gflops / peak)
-        .set("auto_fraction_of_fma", row["fraction_of_fma"][row["auto"].str_or("")].num_or(NAN));
+    const double of_fma_loop = row["fraction_of_fma"][chosen].num_or(NAN);
+    row_json.update(Json::object({{"best", best},
+                                  {"auto_over_best", auto_s / best_s},
+                                  {"auto_gflops", gflops},
+                                  {"auto_fraction_of_peak", gflops / peak},
+                                  {"auto_fraction_of_fma", of_fma_loop}}));
   }
-  return Json::object_of({{"peak_gflops", peak}, {"shapes", std::move(shapes)}});
+  return Json::object({{"peak_gflops", peak}, {"shapes", std::move(shapes)}});
 }
 
 }  // namespace bp

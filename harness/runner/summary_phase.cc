@@ -15,21 +15,22 @@ void summary_phase(RunState& run) {
   s.backends = run.opt.backends;
   s.reference = run.opt.backends.front();
   for (const std::string& b : run.opt.backends) s.threads[b] = threads_of(b, run.opt.threads);
-  Json others = Json::array_of();
-  for (const std::string& o : run.others) others.push(o);
-  s.machine = Json::object_of({{"cpu_model", proc_cpu_model()},
-                               {"cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
-                               {"environment", run.environment},
-                               {"git_sha", run.git_sha},
-                               {"load_average_start", run.load_start},
-                               {"load_average_end", load_average_1min()},
-                               {"other_benchmarks", std::move(others)}});
+  Json others = Json::array();
+  for (const std::string& o : run.others) others.push_back(o);
+  s.machine = Json::object({{"cpu_model", proc_cpu_model()},
+                            {"cpus", int(sysconf(_SC_NPROCESSORS_ONLN))},
+                            {"environment", run.environment},
+                            {"git_sha", run.git_sha},
+                            {"load_average_start", run.load_start},
+                            {"load_average_end", load_average_1min()},
+                            {"other_benchmarks", std::move(others)}});
   s.options = run.run_options_json();
   if (fs::exists(run.folder.dir() / "intervals.json"))
-    s.intervals = parse_json(read_file(run.folder.dir() / "intervals.json"))["rows"];
+    s.intervals =
+        JsonView(parse_json(read_file(run.folder.dir() / "intervals.json")))["rows"].json();
   if (fs::exists(run.folder.dir() / "kernels.json"))
     s.kernels = kernel_summary(parse_benchmark_json(read_file(run.folder.dir() / "kernels.json")));
-  for (const auto& [b, context] : run.contexts) s.contexts.set(b, context);
+  for (const auto& [b, context] : run.contexts) s.contexts[b] = context;
   for (const Selected& sel : run.selected) {
     for (const auto& [b, name] : sel.names)
       if (!run.cells[sel.id].count(b)) {
@@ -40,15 +41,15 @@ void summary_phase(RunState& run) {
     for (auto& [b, l] : run.losses[sel.id]) row.cells[b].check_losses = l;
     s.rows.push_back(std::move(row));
   }
-  write_atomically(run.folder.dir() / "summary.json", summary_json(s).dump(2, 4) + "\n");
+  write_atomically(run.folder.dir() / "summary.json", dump_json(summary_json(s), 2, 4) + "\n");
   std::string text = summary_text(s);
   if (!run.others.empty())
     text += "\n" + wrapped(fmt::format("warning: other benchmarks ran on this machine during this "
                                        "run ({}); load average {:.2f} at the start, {:.2f} at the "
                                        "end: timings may be inflated",
                                        fmt::join(run.others, ", "),
-                                       s.machine["load_average_start"].num_or(-1),
-                                       s.machine["load_average_end"].num_or(-1)),
+                                       JsonView(s.machine)["load_average_start"].num_or(-1),
+                                       JsonView(s.machine)["load_average_end"].num_or(-1)),
                            2);
   if (run.failures)
     text +=

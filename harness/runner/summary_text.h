@@ -81,7 +81,7 @@ inline std::vector<std::vector<std::string>> column_blocks(const Summary& s, siz
 }
 
 inline std::string machine_lines(const Summary& s) {
-  const Json& env = s.machine["environment"];
+  const JsonView env = JsonView(s.machine)["environment"];
   const std::string kernel = env["kernel"].str_or("?");  // its release: what comes before ' #'
   std::map<int, std::vector<std::string>> by_threads;
   for (const std::string& b : s.backends) by_threads[s.threads.at(b)].push_back(b);
@@ -100,11 +100,11 @@ inline std::string machine_lines(const Summary& s) {
   return wrapped(fmt::format("summary of {} (study {}); {}", s.run_id, s.study, threads), 2) +
          wrapped(fmt::format("machine: {} ({} family {} model {} stepping {}), CPUs {} of {}, "
                              "kernel {}, governor {}",
-                             s.machine["cpu_model"].str_or("?"), env["cpu_vendor"].str_or("?"),
-                             env["cpu_family"].str_or("?"), env["cpu_model_number"].str_or("?"),
-                             env["cpu_stepping"].str_or("?"), env["cpu_affinity"].str_or("?"),
-                             env["cpus_online"].str_or("?"), kernel.substr(0, kernel.find(' ')),
-                             env["cpu_governor"].str_or("?")),
+                             JsonView(s.machine)["cpu_model"].str_or("?"),
+                             env["cpu_vendor"].str_or("?"), env["cpu_family"].str_or("?"),
+                             env["cpu_model_number"].str_or("?"), env["cpu_stepping"].str_or("?"),
+                             env["cpu_affinity"].str_or("?"), env["cpus_online"].str_or("?"),
+                             kernel.substr(0, kernel.find(' ')), env["cpu_governor"].str_or("?")),
                  2);
 }
 

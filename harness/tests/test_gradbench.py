@@ -224,7 +224,6 @@ def test_an_import_takes_nothing_on_trust(bin_dir, tmp_path):
                   {"response": {"id": 10 + i, "success": True, "output": [0.1] * size,
                                 "timings": [timing]}}]
     log = "".join(json.dumps(line) + "\n" for line in lines)
-    log = log.replace('"nanoseconds": 1e+300', '"nanoseconds": 1e999')  # read as infinity
     (tmp_path / "odd.jsonl").write_text(log)
     r = subprocess.run([bench_run, "import-gradbench", str(tmp_path / "odd.jsonl"), "--out",
                         str(out)], capture_output=True, text=True)
@@ -235,6 +234,15 @@ def test_an_import_takes_nothing_on_trust(bin_dir, tmp_path):
     for cell in cells:
         assert cell["status"] == "failed", cell
         assert "not a whole number of nanoseconds" in cell["message"], cell["message"]
+    # 1e999 is past a double's range, a number no strict reader takes: the log is refused with
+    # its line named, and nothing is written
+    (tmp_path / "inf.jsonl").write_text(log.replace('"nanoseconds": 1e+300', '"nanoseconds": 1e999'))
+    r = subprocess.run([bench_run, "import-gradbench", str(tmp_path / "inf.jsonl"), "--out",
+                        str(tmp_path / "inf-results")], capture_output=True, text=True)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "inf.jsonl:11: not a GradBench log line" in r.stderr, r.stderr
+    assert "number overflow parsing '1e999'" in r.stderr, r.stderr
+    assert not (tmp_path / "inf-results").exists()
     # --into a folder whose summary.json is no summary, or names another folder as its run
     (tmp_path / "good.jsonl").write_text("".join(json.dumps(line) + "\n" for line in [
         {"message": {"id": 1, "kind": "evaluate", "module": "lse", "function": "gradient",

@@ -108,11 +108,11 @@ bool finish_sweep(RunState& run, const std::string& w, const Selected& s, Sweep&
     for (const auto& t : sweep.children[i]->turns())
       turns.push_back(std::round(std::chrono::duration<double>(t - sweep.start).count() * 1e4) /
                       1e4);
-    run.add_process(RunState::process_json("engine_multistage", "intervals", sweep.ks[i],
-                                           interval_file(w, sweep.ks[i]),
-                                           interval_log(w, sweep.ks[i]), status, message,
-                                           processes[i])
-                        .set("turns", Json::numbers(turns)));
+    Json record = RunState::process_json(
+        "engine_multistage", "intervals", sweep.ks[i], interval_file(w, sweep.ks[i]),
+        interval_log(w, sweep.ks[i]), status, message, processes[i]);
+    record["turns"] = json_numbers(turns);
+    run.add_process(std::move(record));
     if (status != "ok") {
       fmt::print(" k={}: failed", sweep.ks[i]);
       run.failures++;
@@ -127,18 +127,18 @@ bool finish_sweep(RunState& run, const std::string& w, const Selected& s, Sweep&
     const double interval = r.counters.count("interval") ? r.counters.at("interval") : NAN;
     fmt::print(" {}{:.2f}x", sweep.ks[i] == "auto" ? fmt::format("auto (k={:.0f}) ", interval) : "",
                slowdown);
-    Json row = Json::object_of({{"workload", w},
-                                {"length", s.size},
-                                {"k", sweep.ks[i]},
-                                {"interval", interval},
-                                {"seconds", r.median_seconds},
-                                {"store_all_seconds", store_all.median_seconds},
-                                {"slowdown", slowdown},
-                                {"slowdowns", Json::numbers(ratios)}});
+    Json row = Json::object({{"workload", w},
+                             {"length", s.size},
+                             {"k", sweep.ks[i]},
+                             {"interval", interval},
+                             {"seconds", r.median_seconds},
+                             {"store_all_seconds", store_all.median_seconds},
+                             {"slowdown", slowdown},
+                             {"slowdowns", json_numbers(ratios)}});
     for (const char* c : {"write_seconds_measured", "step_seconds_measured", "write_wait_seconds",
                           "read_wait_seconds", "records", "bytes_written"})
-      row.set(c, r.counters.count(c) ? r.counters.at(c) : NAN);
-    rows.push(std::move(row));
+      row[c] = r.counters.count(c) ? r.counters.at(c) : NAN;
+    rows.push_back(std::move(row));
   }
   return true;
 }
@@ -154,7 +154,7 @@ void interval_sweep_phase(RunState& run) {
       "\nintervals: multistage at k = 1, 2, 4, ... and its own choice, against store-all, "
       "taking turns\n");
   run.make_folders({run.folder.dir() / "intervals", run.folder.dir() / "logs/intervals"});
-  Json rows = Json::array_of();
+  Json rows = Json::array();
   for (const auto& [w, s] : chosen) {
     run.note_other_benchmarks();  // its warning before the line below, never inside it
     fmt::print("  {:<30}", s->id);
@@ -166,7 +166,7 @@ void interval_sweep_phase(RunState& run) {
     fmt::print("\n");
     std::fflush(stdout);
   }
-  write_atomically(out, Json::object_of({{"rows", rows}}).dump(2, 2) + "\n");
+  write_atomically(out, dump_json(Json::object({{"rows", rows}}), 2, 2) + "\n");
 }
 
 }  // namespace bp

@@ -13,12 +13,12 @@ namespace bp {
 // The study bptt: the interval sweep, and what each checkpointing strategy recomputed.
 inline std::string bptt_table(const Summary& s) {
   std::string out;
-  if (s.intervals.kind == Json::Kind::array && !s.intervals.array.empty()) {
+  if (s.intervals.is_array() && !s.intervals.empty()) {
     out +=
         "\nmultistage against its checkpoint interval k, time per sequence over store-all's "
         "(medians of 5 paired ratios):\n";
     std::map<std::string, std::string> lines;  // "workload length" -> its k's
-    for (const Json& r : s.intervals.array) {
+    for (JsonView r : JsonView(s.intervals).elements()) {
       std::string& line =
           lines[fmt::format("{} length {}", r["workload"].str_or("?"), r["length"].num_or(NAN))];
       const std::string k = r["k"].str_or("?");

@@ -12,15 +12,16 @@ namespace bp {
 
 // The study kernels: every dialect per op shape, auto's choice, and the FMA peak.
 inline std::string kernels_table(const Summary& s) {
-  if (s.kernels.kind != Json::Kind::object) return "";
+  const JsonView kernels = s.kernels;
+  if (!kernels.is_object()) return "";
   std::string out = "\n" + wrapped(fmt::format("matmul kernels, forward and backward of one op "
                                                "(median per dialect; * auto's choice, made in "
                                                "the step's own setup); FMA peak {:.1f} GFLOP/s:",
-                                               s.kernels["peak_gflops"].num_or(NAN)),
+                                               kernels["peak_gflops"].num_or(NAN)),
                                    2);
-  for (const Json& row : s.kernels["shapes"].array) {
+  for (JsonView row : kernels["shapes"].elements()) {
     std::string times;
-    for (const auto& [d, v] : row["median_seconds"].object)
+    for (const auto& [d, v] : row["median_seconds"].members())
       times += fmt::format(" {}{} {};", d, d == row["auto"].str_or("") ? "*" : "",
                            unbroken(human_time(v.num_or(NAN))));
     out += wrapped(
