@@ -10,9 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "apps/gradbench_backends.h"
-#include "engine/backend.h"
-#include "engine/compiled/backend.h"
+#include "apps/gradbench_engine.h"
 #include "harness/common/proc.h"
 #include "harness/gradbench/cli.h"
 
@@ -33,7 +31,6 @@ int main(int argc, char** argv) {
   // The compiled mode weighs a library's resident memory against what its plan saves; the
   // candidates are timed here (a session is one process, as GradBench runs tools).
   bp::process_hooks().resident_bytes = bp::proc_resident_bytes;
-  using Backends = bp::gradbench::EngineBackends<bp::EngineBackend, bp::CompiledBackend>;
-  return bp::gradbench::tool_main<Backends>(
+  return bp::gradbench::tool_main<bp::gradbench::OurEngineBackends>(
       argc, argv, [](std::string_view b) { return b == "libtorch"; }, run_libtorch_binary);
 }

@@ -233,26 +233,9 @@ class Session {
  public:
   explicit Session(std::string backend) : backend_(std::move(backend)) {}
 
-  // The response to one message line (without its newline).
-  std::string reply(std::string_view line) {
-    Json message_json;
-    try {
-      message_json = parse_json(line);
-    } catch (const std::exception& e) {
-      return error_reply(Json(), std::string("the message is not JSON: ") + e.what());
-    }
-    const JsonView message = message_json;
-    if (!message.is_object()) return error_reply(Json(), "the message is not a JSON object");
-    const JsonView id = message["id"];
-    if (!id.is_number()) return error_reply(Json(), "the message has no numeric \"id\"");
-    const std::string kind = message["kind"].str_or("");
-    if (kind == "start") return start(id.json());
-    if (kind == "define") return define(id.json(), message["module"].str_or(""));
-    if (kind == "evaluate") return evaluate(id.json(), message);
-    if (kind == "analysis") return analysis(id.json(), message);
-    return error_reply(
-        id.json(), "unknown kind " + shown(kind) + "; valid: start, define, evaluate, analysis");
-  }
+  // The response to one message line (without its newline). Defined out of the class, so not
+  // inline: apps/gradbench_engine.cc compiles a session once for the programs that declare it.
+  std::string reply(std::string_view line);
 
  private:
   static std::string error_reply(const Json& id, const std::string& why) {
@@ -314,5 +297,26 @@ class Session {
 
   std::string backend_;
 };
+
+template <class Backends>
+std::string Session<Backends>::reply(std::string_view line) {
+  Json message_json;
+  try {
+    message_json = parse_json(line);
+  } catch (const std::exception& e) {
+    return error_reply(Json(), std::string("the message is not JSON: ") + e.what());
+  }
+  const JsonView message = message_json;
+  if (!message.is_object()) return error_reply(Json(), "the message is not a JSON object");
+  const JsonView id = message["id"];
+  if (!id.is_number()) return error_reply(Json(), "the message has no numeric \"id\"");
+  const std::string kind = message["kind"].str_or("");
+  if (kind == "start") return start(id.json());
+  if (kind == "define") return define(id.json(), message["module"].str_or(""));
+  if (kind == "evaluate") return evaluate(id.json(), message);
+  if (kind == "analysis") return analysis(id.json(), message);
+  return error_reply(id.json(),
+                     "unknown kind " + shown(kind) + "; valid: start, define, evaluate, analysis");
+}
 
 }  // namespace bp::gradbench

@@ -12,9 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/gradbench_backends.h"
-#include "engine/backend.h"
-#include "engine/compiled/backend.h"
+#include "apps/gradbench_engine.h"
 
 namespace {
 
@@ -22,8 +20,7 @@ using bp::Json;
 using bp::json_numbers;
 using bp::JsonView;
 // bp_gradbench's own backends (apps/gradbench_backends.h), libtorch aside.
-using Session =
-    bp::gradbench::Session<bp::gradbench::EngineBackends<bp::EngineBackend, bp::CompiledBackend>>;
+using Session = bp::gradbench::Session<bp::gradbench::OurEngineBackends>;
 
 // A reply, kept, and read as the harness reads JSON (a missing field reads as null).
 struct Reply {
