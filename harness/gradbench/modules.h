@@ -102,6 +102,33 @@ void within_limit(const Input& in, double limit) {
 template <class W>
 struct Module;
 
+// GradBench's first eval, its smoke test: square(x) = x^2 and its gradient, "double" (2x), on one
+// number. A module of the tool only: there is nothing in it to benchmark.
+struct Hello {
+  struct Input {
+    double x;
+  };
+  template <ScalarBackend B>
+  struct Graph {
+    std::vector<typename B::Scalar> params;  // x
+    Graph(B& be, const Input& in) : params{be.param(in.x)} {}
+    typename B::Scalar objective(B&) const { return params[0] * params[0]; }
+  };
+};
+
+template <>
+struct Module<Hello> {
+  static constexpr std::string_view name = "hello", primal = "square", gradient = "double";
+  static Hello::Input input(JsonView in) {  // the input is the number itself
+    if (!in.is_number() || !std::isfinite(in.num_or(NAN)))
+      bad_input("input: expected a finite number");
+    return {in.num_or(NAN)};
+  }
+  static double operations(const Hello::Input&) { return 1; }
+  static std::string sizes(const Hello::Input&) { return "one number"; }
+  static Json gradient_json(const Hello::Input&, std::span<const double> g) { return Json(g[0]); }
+};
+
 template <>
 struct Module<Lse> {
   static constexpr std::string_view name = "lse", primal = "primal", gradient = "gradient";
@@ -269,11 +296,12 @@ struct Module<Gmm> {
   }
 };
 
-inline constexpr std::string_view kModules = "lse, llsq, lstm, gmm, ode, det";
+inline constexpr std::string_view kModules = "hello, lse, llsq, lstm, gmm, ode, det";
 
 // Calls f.template operator()<W>() for the module named `name`; false if there is none.
 template <class F>
 bool with_module(std::string_view name, F&& f) {
+  if (name == "hello") return f.template operator()<Hello>(), true;
   if (name == "lse") return f.template operator()<Lse>(), true;
   if (name == "llsq") return f.template operator()<Llsq>(), true;
   if (name == "lstm") return f.template operator()<Lstm>(), true;

@@ -155,6 +155,41 @@ TEST(GradbenchTool, TensorFormsAgreeWithTheScalarGraphsByGradbenchsMeasure) {
   }
 }
 
+// GradBench's smoke test, hello, as its eval runs it: x = 1, squared, then the square's gradient
+// ("double") of that, four times; on the tape and the compiled program. The tensor backends say
+// why not at define, and an input that is no number is one error.
+TEST(GradbenchTool, HelloPassesGradbenchsSmokeTest) {
+  for (const char* backend : {"scalar", "compiled"}) {
+    Session s(backend);
+    ASSERT_TRUE(
+        ask(s, R"({"id": 1, "kind": "define", "module": "hello"})")["success"].bool_or(false))
+        << backend;
+    double x = 1;
+    for (int i = 0; i < 4; i++) {
+      const Reply y = ask(s, evaluate("hello", "square", x));
+      ASSERT_TRUE(y["success"].bool_or(false)) << dump_json(y);
+      EXPECT_EQ(y["output"].num_or(NAN), x * x);
+      const Reply g = ask(s, evaluate("hello", "double", y["output"].json()));
+      ASSERT_TRUE(g["success"].bool_or(false)) << dump_json(g);
+      EXPECT_EQ(g["output"].num_or(NAN), 2 * x * x);
+      x = g["output"].num_or(NAN);
+    }
+    EXPECT_EQ(x, 32768.0) << backend;
+    for (const Json& bad : {Json("seven"), Json::object({{"x", 1}}), Json()}) {
+      const Reply r = ask(s, evaluate("hello", "double", bad));
+      EXPECT_FALSE(r["success"].bool_or(true)) << dump_json(r);
+      EXPECT_NE(r["error"].str_or("").find(bad.is_null() ? "no \"input\"" : "expected a finite"),
+                std::string::npos)
+          << dump_json(r);
+    }
+  }
+  Session tensor("engine");
+  EXPECT_NE(
+      ask(tensor, R"({"id": 1, "kind": "define", "module": "hello"})")["error"].str_or("").find(
+          "no tensor form"),
+      std::string::npos);
+}
+
 // ode's primal is GradBench's vector (y at t = 2), its gradient that of y's last element.
 TEST(GradbenchTool, OdesPrimalIsTheWholeSolution) {
   Session s("compiled");
