@@ -231,111 +231,7 @@ class Program {
     return int32_t(buffers_.size() - 1);
   }
 
-  Emitted emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>& dialects) {
-    const uint32_t P = uint32_t(g.num_params());
-    const uint32_t N = root + 1;
-    Emitted e;
-    e.forward_of.assign(N - P, -1), e.cost.assign(N - P, 0);
-    // Where each node's value and gradient are: parameters and constants outside, the step's
-    // nodes in buffers, a view wherever its operand is.
-    std::vector<Ref> data(N), grad(N);
-    std::vector<int32_t> aux(N, -1);
-    std::vector<const Kernel<T>*> kernel_of(N, nullptr);
-    kernels_.clear();
-    for (uint32_t j = 0; j < P; j++)
-      data[j] = {-1, g.node_at(j).data}, grad[j] = {-1, g.node_at(j).grad};
-    std::vector<Pending>& code = e.code;
-
-    // Whether each library pays for its memory, weighed over the whole step
-    // (engine/dialects/dialects.h).
-    std::vector<std::pair<TensorOp, OpArgs<T>>> ops;
-    for (uint32_t i = P; i < N; i++)
-      if (g.node_at(i).op != TensorOp::view && g.node_at(i).op != TensorOp::leaf)
-        ops.push_back({g.node_at(i).op, shapes_of(g, g.node_at(i))});
-    if (!given_) dialects.weigh_libraries(ops);
-    // Forward, in creation order: every node gets its buffers here (a view its operand's).
-    for (uint32_t i = P; i < N; i++) {
-      const auto& n = g.node_at(i);
-      const OpRule<T>& rule = op_rules<T>[int(n.op)];
-      if (n.op == TensorOp::view) {
-        data[i] = data[n.in[0]], grad[i] = grad[n.in[0]];
-        continue;
-      }
-      if (n.op == TensorOp::leaf) fail("node %u is an input leaf inside the step", i);
-      data[i] = {new_buffer(numel(n), rule.forward_accumulates), nullptr};
-      if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), nullptr};
-      kernels_.push_back({i, n.op, shapes_of(g, n), {}});
-      kernels_.back().choice = given_ ? given_choice(n.op, kernels_.back().shape)
-                                      : dialects.choose(n.op, kernels_.back().shape);
-      const Kernel<T>& kernel = *kernels_.back().choice.kernel;
-      kernel_of[i] = &kernel;
-      Pending p{kernel.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
-      if (const size_t a = rule.aux_elems(p.args)) aux[i] = new_buffer(a, false);
-      p.out = data[i], p.aux = Ref{aux[i], nullptr};
-      bool recomputable =
-          n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;
-      for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
-        p.in[k] = data[n.in[k]];
-        const auto& x = g.node_at(n.in[k]);
-        if (n.in[k] < P && !x.needs_grad) recomputable = false;  // a slot: bound per step
-      }
-      if (const size_t s = kernel.forward_scratch(p.args))
-        p.scratch = {new_buffer(s, false), nullptr};
-      e.forward_of[i - P] = int32_t(code.size());
-      e.cost[i - P] = flops(p.args, n.op);
-      if (recomputable) e.candidates.push_back(i);
-      code.push_back(p);
-    }
-    e.forward_count = code.size();
-
-    // Backward, in reverse creation order, as the eager tape walks it.
-    if (grad[root].buffer < 0)
-      fail(
-          "the loss (node %u) is no op of the step with a gradient (a parameter, or a view of "
-          "one)",
-          root);
-    code.push_back({program_kernels::seed_loss<T>,
-                    {},
-                    grad[root],
-                    {},
-                    {},
-                    {},
-                    {},
-                    {},
-                    TensorOp::count,
-                    true,
-                    root});
-    code.back().args.rows = code.back().args.cols = 1;
-    for (uint32_t i = N; i-- > P;) {
-      const auto& n = g.node_at(i);
-      const OpRule<T>& rule = op_rules<T>[int(n.op)];
-      if (!n.needs_grad || !rule.backward) continue;
-      const Kernel<T>& kernel = *kernel_of[i];
-      Pending p{kernel.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
-      p.fresh_ok = kernel.backward_fresh;
-      p.dout = grad[i];
-      // Only what the rule reads: a pointer left null faults at once if the table is wrong.
-      if (rule.backward_reads & kReadsOut) p.out = data[i];
-      if (rule.backward_reads & kReadsAux) p.aux = Ref{aux[i], nullptr};
-      for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
-        if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data[n.in[k]];
-        p.din[k] = grad[n.in[k]];
-      }
-      if (const size_t s = kernel.backward_scratch(p.args))
-        p.scratch = {new_buffer(s, false), nullptr};
-      code.push_back(p);
-    }
-    e.loss_buffer = data[root].buffer;
-    // Only what a backward reads is worth recomputing (the rest dies in the forward anyway).
-    std::vector<bool> read_later(buffers_.size(), false);
-    for (size_t t = e.forward_count; t < code.size(); t++)
-      for (const Ref* r :
-           {&code[t].out, &code[t].aux, &code[t].in[0], &code[t].in[1], &code[t].in[2]})
-        if (r->buffer >= 0) read_later[r->buffer] = true;
-    std::erase_if(e.candidates,
-                  [&](uint32_t c) { return !read_later[code[e.forward_of[c - P]].out.buffer]; });
-    return e;
-  }
+  Emitted emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>& dialects);
 
   // A rough cost of an op's forward, to choose what to recompute: the products' multiply-adds,
   // attention's two passes over (T, T) per head, a few operations per element otherwise.
@@ -357,230 +253,10 @@ class Program {
   // The program in its final order, with `recomputed` nodes' outputs dropped after their last
   // forward use and recomputed before their first backward use; ops in place where they may be;
   // each zeroed buffer's fill right before its first use. Buffers come back merged (`buffers`).
-  Lowered lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const {
-    Lowered l;
-    l.buffers = buffers_;
-    std::vector<Pending> code(e.code.begin(), e.code.begin() + e.forward_count);
-    // Each recomputed node's forward again, writing a fresh output (and aux) buffer; every later
-    // reader of the old ones reads the copies, so the old ones die with the forward.
-    struct Move {
-      int32_t from, to;  // an output or aux buffer and its copy
-      size_t recompute;  // which of `recomputes` makes it
-    };
-    std::vector<Move> moves;
-    std::vector<Pending> recomputes;
-    auto copy_of = [&](int32_t b) {
-      l.buffers.push_back({l.buffers[b].elems, l.buffers[b].zeroed, -1});
-      return int32_t(l.buffers.size() - 1);
-    };
-    for (uint32_t node : recomputed) {
-      Pending r = e.code[e.forward_of[node - first_node_]];
-      r.recompute = r.backward = true;
-      moves.push_back({r.out.buffer, copy_of(r.out.buffer), recomputes.size()});
-      r.out.buffer = moves.back().to;
-      if (r.aux.buffer >= 0) {
-        moves.push_back({r.aux.buffer, copy_of(r.aux.buffer), recomputes.size()});
-        r.aux.buffer = moves.back().to;
-      }
-      if (r.scratch.buffer >= 0) r.scratch.buffer = copy_of(r.scratch.buffer);
-      recomputes.push_back(r);
-    }
-    // Each copy is made right before its first reader; a recomputation that reads another's
-    // output has that one made first.
-    std::vector<bool> placed(recomputes.size(), false);
-    auto redirect = [&](Pending& p, auto&& place) {
-      for (Ref* r : {&p.out, &p.aux, &p.in[0], &p.in[1], &p.in[2]})
-        for (const Move& m : moves)
-          if (r->buffer == m.from) {
-            place(m.recompute, place);
-            r->buffer = m.to;
-          }
-    };
-    auto place = [&](size_t i, auto&& self) -> void {
-      if (placed[i]) return;
-      placed[i] = true;
-      Pending r = recomputes[i];
-      for (Ref* in : {&r.in[0], &r.in[1], &r.in[2]})
-        for (const Move& m : moves)
-          if (in->buffer == m.from) {
-            self(m.recompute, self);
-            in->buffer = m.to;
-          }
-      code.push_back(r);
-    };
-    for (size_t t = e.forward_count; t < e.code.size(); t++) {
-      Pending p = e.code[t];
-      redirect(p, place);
-      code.push_back(p);
-    }
-    for (size_t i = 0; i < recomputes.size(); i++)
-      if (!placed[i])
-        fail("node %u was chosen for recomputation but no backward reads it", recomputed[i]);
-
-    // In place: an elementwise forward writes over an operand of its size that nothing reads
-    // later (not the loss, which is read after the step).
-    program_ir::touches(code, l.buffers, l.first, l.last);
-    for (size_t t = 0; t < e.forward_count; t++) {
-      Pending& p = code[t];
-      if (!op_rules<T>[int(p.op)].elementwise) continue;
-      const int32_t out = program_ir::find(l.buffers, p.out.buffer);
-      for (int k = 0; k < 3; k++) {
-        if (p.in[k].buffer < 0) continue;
-        const int32_t in = program_ir::find(l.buffers, p.in[k].buffer);
-        if (in != out && l.buffers[in].elems == l.buffers[out].elems && l.last[in] == int32_t(t) &&
-            l.first[out] == int32_t(t) && out != e.loss_buffer) {
-          // The merged buffer's lifetime is the union of both (what program_ir::touches() would
-          // find again, without a pass over the whole program per merge: an unrolled RNN has 10^4
-          // of them).
-          l.buffers[out].parent = in;
-          l.first[in] = std::min(l.first[in], l.first[out]);
-          l.last[in] = std::max(l.last[in], l.last[out]);
-          break;
-        }
-      }
-    }
-
-    // Each zeroed buffer's fill right before its first use, unless that use writes it fresh.
-    std::vector<std::vector<int32_t>> fills(code.size());
-    for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
-      if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0) {
-        Pending& p = code[l.first[b]];
-        const int k = program_ir::fresh_operand(p, [&](const Ref& r) {
-          return r.buffer >= 0 && program_ir::find(l.buffers, r.buffer) == b;
-        });
-        if (k >= 0)
-          p.args.fresh |= uint8_t(1 << k);
-        else
-          fills[l.first[b]].push_back(b);
-      }
-    for (size_t t = 0; t < code.size(); t++) {
-      if (t == e.forward_count) l.forward_end = l.code.size();
-      for (int32_t b : fills[t]) {
-        Pending z{program_kernels::zero_fill<T>,
-                  {},
-                  {b, nullptr},
-                  {},
-                  {},
-                  {},
-                  {},
-                  {},
-                  TensorOp::count,
-                  code[t].backward,
-                  code[t].node};
-        z.args.rows = 1, z.args.cols = int32_t(l.buffers[b].elems);
-        l.code.push_back(z);
-      }
-      l.code.push_back(code[t]);
-    }
-    if (e.forward_count == code.size()) l.forward_end = l.code.size();
-    program_ir::touches(l.code, l.buffers, l.first, l.last);
-    const int32_t loss = program_ir::find(l.buffers, e.loss_buffer);
-    l.last[loss] = int32_t(l.code.size()) - 1;  // read after the step
-    return l;
-  }
+  Lowered lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const;
 
   void compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit,
-               DialectSelector<T>& dialects) {
-    const uint32_t P = uint32_t(g.num_params());
-    first_node_ = P;
-    const uint32_t N = root + 1;
-    const Emitted e = emit(g, root, dialects);
-    size_t budget = limit.bytes;
-    // A fraction so small it rounds to no bytes is still a budget (one no plan meets), never none.
-    if (limit.fraction > 0)
-      budget = std::max<size_t>(
-          1, size_t(limit.fraction * double(program_ir::lower_bound_of(lower(e, {})))));
-    budget_bytes_ = budget;
-    std::vector<uint32_t> recomputed;
-    Lowered l;
-    std::vector<int32_t> slot;
-    // The choice aims at the lower bound; placement can need a little more. Then aim lower by
-    // the excess and choose again (a few times at most), or give up with the smallest arena
-    // placed, which as a budget is met.
-    size_t target = budget, smallest = SIZE_MAX, unbudgeted = 0;
-    if (given_) {
-      recomputed = given_->recomputed;
-      for (uint32_t c : recomputed)
-        if (std::find(e.candidates.begin(), e.candidates.end(), c) == e.candidates.end())
-          throw PlanMismatch{"node " + std::to_string(c) + " cannot be recomputed"};
-      std::vector<uint32_t> sorted = recomputed;
-      std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-        throw PlanMismatch{"a node recomputed twice"};
-      l = lower(e, recomputed);
-      waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
-      planned_ = program_ir::lifetimes(l, &slot);
-      if (given_->offsets.size() != planned_.size())
-        throw PlanMismatch{std::to_string(given_->offsets.size()) + " buffers placed for " +
-                           std::to_string(planned_.size())};
-      // Nothing read from a file is trusted: every offset is checked against the lifetimes
-      // made here, and the bounds are computed again rather than read.
-      plan_ = MemoryPlan{};
-      plan_.arena_bytes = given_->plan.arena_bytes;
-      for (size_t b = 0; b < planned_.size(); b++) {
-        planned_[b].bytes = plan_aligned(planned_[b].bytes);
-        planned_[b].offset = given_->offsets[b];
-        plan_.unplanned_bytes += planned_[b].bytes;
-      }
-      // Any placement fits in the buffers side by side; a larger arena is not a plan's.
-      if (plan_.arena_bytes > plan_.unplanned_bytes)
-        throw PlanMismatch{"an arena of " + std::to_string(plan_.arena_bytes) +
-                           " bytes where its buffers side by side take " +
-                           std::to_string(plan_.unplanned_bytes)};
-      if (std::string why = plan_placement_error(planned_, plan_.arena_bytes); !why.empty())
-        throw PlanMismatch{why};
-      plan_.lower_bound_bytes = plan_memory_bound(planned_, waves_.time_slots(l));
-      if (budget && plan_.arena_bytes > budget)
-        throw PlanMismatch{"an arena of " + std::to_string(plan_.arena_bytes) +
-                           " bytes over the budget of " + std::to_string(budget)};
-    }
-    for (int attempt = 0; !given_; attempt++) {
-      size_t reached = 0;
-      if (budget || limit.free_recomputation)
-        recomputed = choose_recomputation(
-            e, buffers_, first_node_,
-            [&](const Emitted& em, const std::vector<uint32_t>& r) { return lower(em, r); }, target,
-            &unbudgeted, &reached);
-      l = lower(e, recomputed);
-      waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
-      planned_ = program_ir::lifetimes(l, &slot);
-      plan_ = plan_memory(planned_, waves_.time_slots(l));
-      smallest = std::min(smallest, plan_.arena_bytes);
-      if (!budget || plan_.arena_bytes <= budget) break;
-      if (reached > target || attempt == 8 || plan_.arena_bytes - budget >= target)
-        throw BudgetError{budget, smallest, unbudgeted};
-      target -= plan_.arena_bytes - budget;
-    }
-    plan_.recomputed_nodes = recomputed.size();
-    recomputed_ = recomputed;
-    arena_.reset(
-        static_cast<T*>(std::aligned_alloc(kPlanAlign, std::max(plan_.arena_bytes, kPlanAlign))));
-    if (!arena_) throw AllocationFailed(plan_.arena_bytes, "the compiled program's arena");
-
-    auto resolve = [&](const Ref& r) -> T* {
-      if (r.buffer < 0) return const_cast<T*>(r.outside);
-      return arena_.get() +
-             planned_[slot[program_ir::find(l.buffers, r.buffer)]].offset / sizeof(T);
-    };
-    code_.clear();
-    forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
-    forward_end_ = l.forward_end;
-    for (Pending& p : l.code) {
-      OpArgs<T> a = p.args;
-      a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
-      a.scratch = resolve(p.scratch);
-      for (int k = 0; k < 3; k++) a.in[k] = resolve(p.in[k]), a.din[k] = resolve(p.din[k]);
-      if (p.op != TensorOp::count && !p.recompute)  // not a fill, the seed or a recomputation
-        (p.backward ? backward_at_ : forward_at_)[p.node - P] = int32_t(code_.size());
-      code_.push_back({p.run, a});
-    }
-    loss_ = arena_.get() +
-            planned_[slot[program_ir::find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
-    find_param_first_writes(g, l.code);
-    if (given_ && given_->instructions != code_.size())
-      throw PlanMismatch{std::to_string(code_.size()) + " instructions where the plan made " +
-                         std::to_string(given_->instructions)};
-  }
+               DialectSelector<T>& dialects);
 
   // The given decisions' kernel for the next op: by dialect name among the op's kernels of this
   // build, and able to run its shape.
@@ -608,33 +284,7 @@ class Program {
 
   // Each trained parameter's gradient's first writer (start_gradients), when it may write it fresh
   // (fresh_operand).
-  void find_param_first_writes(const TensorGraph<T>& g, const std::vector<Pending>& code) {
-    param_first_writes_.clear(), param_fills_.clear(), params_fresh_ = false;
-    std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
-    for (uint32_t j = 0; j < first_node_; j++)
-      if (g.node_at(j).grad) params.push_back({g.node_at(j).grad, j});
-    std::sort(params.begin(), params.end());
-    enum Start : uint8_t { unwritten, written_fresh, zeroed };
-    std::vector<Start> start(params.size(), unwritten);
-    for (size_t t = 0; t < code.size(); t++)
-      for (int k = 0; k < 3; k++) {
-        const T* grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : nullptr;
-        const auto it = std::lower_bound(params.begin(), params.end(), std::pair{grad, 0u});
-        if (!grad || it == params.end() || it->first != grad) continue;
-        const size_t i = size_t(it - params.begin());
-        if (start[i] != unwritten) continue;
-        const bool fresh = program_ir::fresh_operand(code[t], [&](const Ref& r) {
-                             return r.buffer < 0 && r.outside == grad;
-                           }) == k;
-        if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
-        start[i] = fresh ? written_fresh : zeroed;
-      }
-    for (size_t i = 0; i < params.size(); i++)
-      if (start[i] != written_fresh) {
-        const auto& p = g.node_at(params[i].second);
-        param_fills_.push_back({p.grad, size_t(p.rows) * p.cols});
-      }
-  }
+  void find_param_first_writes(const TensorGraph<T>& g, const std::vector<Pending>& code);
 
   static size_t numel(const typename TensorGraph<T>::Node& n) { return size_t(n.rows) * n.cols; }
   // An op's shapes and arguments with every pointer cleared: the refs fill them.
@@ -678,5 +328,372 @@ class Program {
   std::vector<uint32_t> recomputed_;
   const PlanDecisions* given_ = nullptr;  // while compiling from a plan cache's decisions
 };
+
+// The compile's steps, out of the class body: not inline, so that the one instantiation in
+// engine/compiled/program.cc serves every program (the extern declaration below).
+template <class T>
+auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>& dialects)
+    -> Emitted {
+  const uint32_t P = uint32_t(g.num_params());
+  const uint32_t N = root + 1;
+  Emitted e;
+  e.forward_of.assign(N - P, -1), e.cost.assign(N - P, 0);
+  // Where each node's value and gradient are: parameters and constants outside, the step's
+  // nodes in buffers, a view wherever its operand is.
+  std::vector<Ref> data(N), grad(N);
+  std::vector<int32_t> aux(N, -1);
+  std::vector<const Kernel<T>*> kernel_of(N, nullptr);
+  kernels_.clear();
+  for (uint32_t j = 0; j < P; j++)
+    data[j] = {-1, g.node_at(j).data}, grad[j] = {-1, g.node_at(j).grad};
+  std::vector<Pending>& code = e.code;
+
+  // Whether each library pays for its memory, weighed over the whole step
+  // (engine/dialects/dialects.h).
+  std::vector<std::pair<TensorOp, OpArgs<T>>> ops;
+  for (uint32_t i = P; i < N; i++)
+    if (g.node_at(i).op != TensorOp::view && g.node_at(i).op != TensorOp::leaf)
+      ops.push_back({g.node_at(i).op, shapes_of(g, g.node_at(i))});
+  if (!given_) dialects.weigh_libraries(ops);
+  // Forward, in creation order: every node gets its buffers here (a view its operand's).
+  for (uint32_t i = P; i < N; i++) {
+    const auto& n = g.node_at(i);
+    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    if (n.op == TensorOp::view) {
+      data[i] = data[n.in[0]], grad[i] = grad[n.in[0]];
+      continue;
+    }
+    if (n.op == TensorOp::leaf) fail("node %u is an input leaf inside the step", i);
+    data[i] = {new_buffer(numel(n), rule.forward_accumulates), nullptr};
+    if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), nullptr};
+    kernels_.push_back({i, n.op, shapes_of(g, n), {}});
+    kernels_.back().choice = given_ ? given_choice(n.op, kernels_.back().shape)
+                                    : dialects.choose(n.op, kernels_.back().shape);
+    const Kernel<T>& kernel = *kernels_.back().choice.kernel;
+    kernel_of[i] = &kernel;
+    Pending p{kernel.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
+    if (const size_t a = rule.aux_elems(p.args)) aux[i] = new_buffer(a, false);
+    p.out = data[i], p.aux = Ref{aux[i], nullptr};
+    bool recomputable = n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;
+    for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
+      p.in[k] = data[n.in[k]];
+      const auto& x = g.node_at(n.in[k]);
+      if (n.in[k] < P && !x.needs_grad) recomputable = false;  // a slot: bound per step
+    }
+    if (const size_t s = kernel.forward_scratch(p.args))
+      p.scratch = {new_buffer(s, false), nullptr};
+    e.forward_of[i - P] = int32_t(code.size());
+    e.cost[i - P] = flops(p.args, n.op);
+    if (recomputable) e.candidates.push_back(i);
+    code.push_back(p);
+  }
+  e.forward_count = code.size();
+
+  // Backward, in reverse creation order, as the eager tape walks it.
+  if (grad[root].buffer < 0)
+    fail(
+        "the loss (node %u) is no op of the step with a gradient (a parameter, or a view of "
+        "one)",
+        root);
+  code.push_back({program_kernels::seed_loss<T>,
+                  {},
+                  grad[root],
+                  {},
+                  {},
+                  {},
+                  {},
+                  {},
+                  TensorOp::count,
+                  true,
+                  root});
+  code.back().args.rows = code.back().args.cols = 1;
+  for (uint32_t i = N; i-- > P;) {
+    const auto& n = g.node_at(i);
+    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    if (!n.needs_grad || !rule.backward) continue;
+    const Kernel<T>& kernel = *kernel_of[i];
+    Pending p{kernel.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
+    p.fresh_ok = kernel.backward_fresh;
+    p.dout = grad[i];
+    // Only what the rule reads: a pointer left null faults at once if the table is wrong.
+    if (rule.backward_reads & kReadsOut) p.out = data[i];
+    if (rule.backward_reads & kReadsAux) p.aux = Ref{aux[i], nullptr};
+    for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
+      if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data[n.in[k]];
+      p.din[k] = grad[n.in[k]];
+    }
+    if (const size_t s = kernel.backward_scratch(p.args))
+      p.scratch = {new_buffer(s, false), nullptr};
+    code.push_back(p);
+  }
+  e.loss_buffer = data[root].buffer;
+  // Only what a backward reads is worth recomputing (the rest dies in the forward anyway).
+  std::vector<bool> read_later(buffers_.size(), false);
+  for (size_t t = e.forward_count; t < code.size(); t++)
+    for (const Ref* r :
+         {&code[t].out, &code[t].aux, &code[t].in[0], &code[t].in[1], &code[t].in[2]})
+      if (r->buffer >= 0) read_later[r->buffer] = true;
+  std::erase_if(e.candidates,
+                [&](uint32_t c) { return !read_later[code[e.forward_of[c - P]].out.buffer]; });
+  return e;
+}
+
+template <class T>
+auto Program<T>::lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const -> Lowered {
+  Lowered l;
+  l.buffers = buffers_;
+  std::vector<Pending> code(e.code.begin(), e.code.begin() + e.forward_count);
+  // Each recomputed node's forward again, writing a fresh output (and aux) buffer; every later
+  // reader of the old ones reads the copies, so the old ones die with the forward.
+  struct Move {
+    int32_t from, to;  // an output or aux buffer and its copy
+    size_t recompute;  // which of `recomputes` makes it
+  };
+  std::vector<Move> moves;
+  std::vector<Pending> recomputes;
+  auto copy_of = [&](int32_t b) {
+    l.buffers.push_back({l.buffers[b].elems, l.buffers[b].zeroed, -1});
+    return int32_t(l.buffers.size() - 1);
+  };
+  for (uint32_t node : recomputed) {
+    Pending r = e.code[e.forward_of[node - first_node_]];
+    r.recompute = r.backward = true;
+    moves.push_back({r.out.buffer, copy_of(r.out.buffer), recomputes.size()});
+    r.out.buffer = moves.back().to;
+    if (r.aux.buffer >= 0) {
+      moves.push_back({r.aux.buffer, copy_of(r.aux.buffer), recomputes.size()});
+      r.aux.buffer = moves.back().to;
+    }
+    if (r.scratch.buffer >= 0) r.scratch.buffer = copy_of(r.scratch.buffer);
+    recomputes.push_back(r);
+  }
+  // Each copy is made right before its first reader; a recomputation that reads another's
+  // output has that one made first.
+  std::vector<bool> placed(recomputes.size(), false);
+  auto redirect = [&](Pending& p, auto&& place) {
+    for (Ref* r : {&p.out, &p.aux, &p.in[0], &p.in[1], &p.in[2]})
+      for (const Move& m : moves)
+        if (r->buffer == m.from) {
+          place(m.recompute, place);
+          r->buffer = m.to;
+        }
+  };
+  auto place = [&](size_t i, auto&& self) -> void {
+    if (placed[i]) return;
+    placed[i] = true;
+    Pending r = recomputes[i];
+    for (Ref* in : {&r.in[0], &r.in[1], &r.in[2]})
+      for (const Move& m : moves)
+        if (in->buffer == m.from) {
+          self(m.recompute, self);
+          in->buffer = m.to;
+        }
+    code.push_back(r);
+  };
+  for (size_t t = e.forward_count; t < e.code.size(); t++) {
+    Pending p = e.code[t];
+    redirect(p, place);
+    code.push_back(p);
+  }
+  for (size_t i = 0; i < recomputes.size(); i++)
+    if (!placed[i])
+      fail("node %u was chosen for recomputation but no backward reads it", recomputed[i]);
+
+  // In place: an elementwise forward writes over an operand of its size that nothing reads
+  // later (not the loss, which is read after the step).
+  program_ir::touches(code, l.buffers, l.first, l.last);
+  for (size_t t = 0; t < e.forward_count; t++) {
+    Pending& p = code[t];
+    if (!op_rules<T>[int(p.op)].elementwise) continue;
+    const int32_t out = program_ir::find(l.buffers, p.out.buffer);
+    for (int k = 0; k < 3; k++) {
+      if (p.in[k].buffer < 0) continue;
+      const int32_t in = program_ir::find(l.buffers, p.in[k].buffer);
+      if (in != out && l.buffers[in].elems == l.buffers[out].elems && l.last[in] == int32_t(t) &&
+          l.first[out] == int32_t(t) && out != e.loss_buffer) {
+        // The merged buffer's lifetime is the union of both (what program_ir::touches() would
+        // find again, without a pass over the whole program per merge: an unrolled RNN has 10^4
+        // of them).
+        l.buffers[out].parent = in;
+        l.first[in] = std::min(l.first[in], l.first[out]);
+        l.last[in] = std::max(l.last[in], l.last[out]);
+        break;
+      }
+    }
+  }
+
+  // Each zeroed buffer's fill right before its first use, unless that use writes it fresh.
+  std::vector<std::vector<int32_t>> fills(code.size());
+  for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
+    if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0) {
+      Pending& p = code[l.first[b]];
+      const int k = program_ir::fresh_operand(p, [&](const Ref& r) {
+        return r.buffer >= 0 && program_ir::find(l.buffers, r.buffer) == b;
+      });
+      if (k >= 0)
+        p.args.fresh |= uint8_t(1 << k);
+      else
+        fills[l.first[b]].push_back(b);
+    }
+  for (size_t t = 0; t < code.size(); t++) {
+    if (t == e.forward_count) l.forward_end = l.code.size();
+    for (int32_t b : fills[t]) {
+      Pending z{program_kernels::zero_fill<T>,
+                {},
+                {b, nullptr},
+                {},
+                {},
+                {},
+                {},
+                {},
+                TensorOp::count,
+                code[t].backward,
+                code[t].node};
+      z.args.rows = 1, z.args.cols = int32_t(l.buffers[b].elems);
+      l.code.push_back(z);
+    }
+    l.code.push_back(code[t]);
+  }
+  if (e.forward_count == code.size()) l.forward_end = l.code.size();
+  program_ir::touches(l.code, l.buffers, l.first, l.last);
+  const int32_t loss = program_ir::find(l.buffers, e.loss_buffer);
+  l.last[loss] = int32_t(l.code.size()) - 1;  // read after the step
+  return l;
+}
+
+template <class T>
+void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit,
+                         DialectSelector<T>& dialects) {
+  const uint32_t P = uint32_t(g.num_params());
+  first_node_ = P;
+  const uint32_t N = root + 1;
+  const Emitted e = emit(g, root, dialects);
+  size_t budget = limit.bytes;
+  // A fraction so small it rounds to no bytes is still a budget (one no plan meets), never none.
+  if (limit.fraction > 0)
+    budget = std::max<size_t>(
+        1, size_t(limit.fraction * double(program_ir::lower_bound_of(lower(e, {})))));
+  budget_bytes_ = budget;
+  std::vector<uint32_t> recomputed;
+  Lowered l;
+  std::vector<int32_t> slot;
+  // The choice aims at the lower bound; placement can need a little more. Then aim lower by
+  // the excess and choose again (a few times at most), or give up with the smallest arena
+  // placed, which as a budget is met.
+  size_t target = budget, smallest = SIZE_MAX, unbudgeted = 0;
+  if (given_) {
+    recomputed = given_->recomputed;
+    for (uint32_t c : recomputed)
+      if (std::find(e.candidates.begin(), e.candidates.end(), c) == e.candidates.end())
+        throw PlanMismatch{"node " + std::to_string(c) + " cannot be recomputed"};
+    std::vector<uint32_t> sorted = recomputed;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      throw PlanMismatch{"a node recomputed twice"};
+    l = lower(e, recomputed);
+    waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
+    planned_ = program_ir::lifetimes(l, &slot);
+    if (given_->offsets.size() != planned_.size())
+      throw PlanMismatch{std::to_string(given_->offsets.size()) + " buffers placed for " +
+                         std::to_string(planned_.size())};
+    // Nothing read from a file is trusted: every offset is checked against the lifetimes
+    // made here, and the bounds are computed again rather than read.
+    plan_ = MemoryPlan{};
+    plan_.arena_bytes = given_->plan.arena_bytes;
+    for (size_t b = 0; b < planned_.size(); b++) {
+      planned_[b].bytes = plan_aligned(planned_[b].bytes);
+      planned_[b].offset = given_->offsets[b];
+      plan_.unplanned_bytes += planned_[b].bytes;
+    }
+    // Any placement fits in the buffers side by side; a larger arena is not a plan's.
+    if (plan_.arena_bytes > plan_.unplanned_bytes)
+      throw PlanMismatch{"an arena of " + std::to_string(plan_.arena_bytes) +
+                         " bytes where its buffers side by side take " +
+                         std::to_string(plan_.unplanned_bytes)};
+    if (std::string why = plan_placement_error(planned_, plan_.arena_bytes); !why.empty())
+      throw PlanMismatch{why};
+    plan_.lower_bound_bytes = plan_memory_bound(planned_, waves_.time_slots(l));
+    if (budget && plan_.arena_bytes > budget)
+      throw PlanMismatch{"an arena of " + std::to_string(plan_.arena_bytes) +
+                         " bytes over the budget of " + std::to_string(budget)};
+  }
+  for (int attempt = 0; !given_; attempt++) {
+    size_t reached = 0;
+    if (budget || limit.free_recomputation)
+      recomputed = choose_recomputation(
+          e, buffers_, first_node_,
+          [&](const Emitted& em, const std::vector<uint32_t>& r) { return lower(em, r); }, target,
+          &unbudgeted, &reached);
+    l = lower(e, recomputed);
+    waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
+    planned_ = program_ir::lifetimes(l, &slot);
+    plan_ = plan_memory(planned_, waves_.time_slots(l));
+    smallest = std::min(smallest, plan_.arena_bytes);
+    if (!budget || plan_.arena_bytes <= budget) break;
+    if (reached > target || attempt == 8 || plan_.arena_bytes - budget >= target)
+      throw BudgetError{budget, smallest, unbudgeted};
+    target -= plan_.arena_bytes - budget;
+  }
+  plan_.recomputed_nodes = recomputed.size();
+  recomputed_ = recomputed;
+  arena_.reset(
+      static_cast<T*>(std::aligned_alloc(kPlanAlign, std::max(plan_.arena_bytes, kPlanAlign))));
+  if (!arena_) throw AllocationFailed(plan_.arena_bytes, "the compiled program's arena");
+
+  auto resolve = [&](const Ref& r) -> T* {
+    if (r.buffer < 0) return const_cast<T*>(r.outside);
+    return arena_.get() + planned_[slot[program_ir::find(l.buffers, r.buffer)]].offset / sizeof(T);
+  };
+  code_.clear();
+  forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
+  forward_end_ = l.forward_end;
+  for (Pending& p : l.code) {
+    OpArgs<T> a = p.args;
+    a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
+    a.scratch = resolve(p.scratch);
+    for (int k = 0; k < 3; k++) a.in[k] = resolve(p.in[k]), a.din[k] = resolve(p.din[k]);
+    if (p.op != TensorOp::count && !p.recompute)  // not a fill, the seed or a recomputation
+      (p.backward ? backward_at_ : forward_at_)[p.node - P] = int32_t(code_.size());
+    code_.push_back({p.run, a});
+  }
+  loss_ =
+      arena_.get() + planned_[slot[program_ir::find(l.buffers, e.loss_buffer)]].offset / sizeof(T);
+  find_param_first_writes(g, l.code);
+  if (given_ && given_->instructions != code_.size())
+    throw PlanMismatch{std::to_string(code_.size()) + " instructions where the plan made " +
+                       std::to_string(given_->instructions)};
+}
+
+template <class T>
+void Program<T>::find_param_first_writes(const TensorGraph<T>& g,
+                                         const std::vector<Pending>& code) {
+  param_first_writes_.clear(), param_fills_.clear(), params_fresh_ = false;
+  std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
+  for (uint32_t j = 0; j < first_node_; j++)
+    if (g.node_at(j).grad) params.push_back({g.node_at(j).grad, j});
+  std::sort(params.begin(), params.end());
+  enum Start : uint8_t { unwritten, written_fresh, zeroed };
+  std::vector<Start> start(params.size(), unwritten);
+  for (size_t t = 0; t < code.size(); t++)
+    for (int k = 0; k < 3; k++) {
+      const T* grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : nullptr;
+      const auto it = std::lower_bound(params.begin(), params.end(), std::pair{grad, 0u});
+      if (!grad || it == params.end() || it->first != grad) continue;
+      const size_t i = size_t(it - params.begin());
+      if (start[i] != unwritten) continue;
+      const bool fresh = program_ir::fresh_operand(code[t], [&](const Ref& r) {
+                           return r.buffer < 0 && r.outside == grad;
+                         }) == k;
+      if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
+      start[i] = fresh ? written_fresh : zeroed;
+    }
+  for (size_t i = 0; i < params.size(); i++)
+    if (start[i] != written_fresh) {
+      const auto& p = g.node_at(params[i].second);
+      param_fills_.push_back({p.grad, size_t(p.rows) * p.cols});
+    }
+}
+
+extern template class Program<float>;
 
 }  // namespace bp

@@ -1,6 +1,7 @@
 // engine/dialects/dialects.cc: every op's kernels, made once for float and double
 // (engine/dialects/dialects.h says what a dialect is): the engine's own, the reference's, and for
-// the products those of the libraries found at build time.
+// the products those of the libraries found at build time; and the selector that chooses among
+// them.
 #include "engine/dialects/dialects.h"
 
 namespace bp {
@@ -112,5 +113,9 @@ std::span<const Kernel<T>> kernels_of(TensorOp op) {
 
 template std::span<const Kernel<float>> kernels_of<float>(TensorOp);
 template std::span<const Kernel<double>> kernels_of<double>(TensorOp);
+
+// The selector (engine/dialects/dialects.h), once for both.
+template class DialectSelector<float>;
+template class DialectSelector<double>;
 
 }  // namespace bp
