@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -71,6 +72,7 @@ struct ExecImage {
   char** envp = nullptr;
   char* maps = nullptr;  // "start-end perms offset dev inode [path]" lines, NUL-terminated
   void* region = nullptr;
+  size_t region_bytes = 0;
 };
 
 inline ExecImage lay_out_exec_image(const std::vector<std::string>& argv,
@@ -91,7 +93,7 @@ inline ExecImage lay_out_exec_image(const std::vector<std::string>& argv,
   void* region = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (region == MAP_FAILED) return {};
   ExecImage image;
-  image.region = region;
+  image.region = region, image.region_bytes = bytes;
   image.args = static_cast<char**>(region);
   image.envp = image.args + argv.size() + 1;
   char* text = reinterpret_cast<char*>(image.envp + vars.size() + 1);
@@ -116,9 +118,33 @@ inline ExecImage lay_out_exec_image(const std::vector<std::string>& argv,
   return image;
 }
 
-// Returns every private anonymous mapping of `maps` but those holding an address of `keep`
-// (MADV_DONTNEED: in a child of fork() the parent's pages are untouched). Raw system calls only.
-inline void return_private_pages(char* maps, const uintptr_t* keep, size_t num_keep) {
+// Addresses [start, end) that must survive the pages returned before exec.
+struct KeptRange {
+  uintptr_t start, end;
+};
+
+// Returns the pages of every private anonymous mapping of `maps` outside the `keep` ranges
+// (MADV_DONTNEED: in a child of fork() the parent's pages are untouched). Page by range, not
+// mapping by mapping: the kernel merges neighbouring anonymous mappings, so the fresh one exec
+// needs can share a mapping with the runner's largest allocation. Raw system calls only.
+inline void return_private_pages(char* maps, const KeptRange* keep, size_t num_keep) {
+  constexpr uintptr_t kPage = 4096;
+  auto unkept = [&](uintptr_t from, uintptr_t end) {  // madvise whatever keep does not cover
+    while (from < end) {
+      for (bool moved = true; moved;) {
+        moved = false;
+        for (size_t k = 0; k < num_keep; k++)
+          if (keep[k].start <= from && from < keep[k].end)
+            from = (keep[k].end + kPage - 1) & ~(kPage - 1), moved = true;
+      }
+      if (from >= end) return;
+      uintptr_t to = end;
+      for (size_t k = 0; k < num_keep; k++)
+        if (keep[k].start > from && keep[k].start < to) to = keep[k].start & ~(kPage - 1);
+      if (to > from) syscall(SYS_madvise, from, to - from, MADV_DONTNEED);
+      from = to > from ? to : from + kPage;
+    }
+  };
   for (char* line = maps; *line;) {
     char* next = std::strchr(line, '\n');
     if (next) *next = '\0';
@@ -130,9 +156,7 @@ inline void return_private_pages(char* maps, const uintptr_t* keep, size_t num_k
     for (char* c = cursor; *c && field < 5; c++)
       if (*c == ' ' && c[1] != ' ') field++, cursor = c + 1;
     const bool anonymous = field < 5 || *cursor == '\0' || std::strcmp(cursor, "[heap]") == 0;
-    bool kept = false;
-    for (size_t k = 0; k < num_keep; k++) kept = kept || (keep[k] >= start && keep[k] < end);
-    if (private_rw && anonymous && !kept) syscall(SYS_madvise, start, end - start, MADV_DONTNEED);
+    if (private_rw && anonymous) unkept(start, end);
     if (!next) break;
     line = next + 1;
   }
@@ -167,18 +191,23 @@ inline void exec_with_own_peak(const std::vector<std::string>& argv,
                                const std::vector<std::string>& env) {
   const ExecImage image = lay_out_exec_image(argv, env);
   if (!image.region) return;
-  // Kept: this stack, the fresh mapping, and the thread's control block and TLS (errno, the
-  // stack protector's canary).
+  // Kept: this stack around here, the fresh mapping, and the thread's control block and static
+  // TLS (errno, the stack protector's canary), which lie below and at the thread pointer.
   static thread_local char tls_marker;
   const char on_stack = 0;
-  const uintptr_t keep[] = {uintptr_t(&on_stack), uintptr_t(image.region), uintptr_t(&tls_marker)};
+  const uintptr_t here = uintptr_t(&on_stack), tls = uintptr_t(&tls_marker),
+                  tp = uintptr_t(__builtin_thread_pointer()), region = uintptr_t(image.region);
+  constexpr uintptr_t kStack = 256 << 10, kTls = 256 << 10;
+  const KeptRange keep[] = {{here - kStack, here + kStack},
+                            {region, region + image.region_bytes},
+                            {std::min(tls, tp) - kTls, std::max(tls, tp) + kTls}};
   // After the first page is returned, only raw system calls: a libc function called for the
   // first time would be bound by the dynamic loader, whose tables are among those pages. Under
   // AddressSanitizer nothing is returned: its shadow and thread state are such pages too (and no
   // peak is measured in that build).
   syscall(SYS_getpid);
 #if !defined(__SANITIZE_ADDRESS__)
-  return_private_pages(image.maps, keep, sizeof keep / sizeof keep[0]);
+  return_private_pages(image.maps, keep, std::size(keep));
 #endif
   if (const long fd = syscall(SYS_open, "/proc/self/clear_refs", O_WRONLY | O_CLOEXEC); fd >= 0) {
     if (syscall(SYS_write, fd, "5", 1) != 1) {
