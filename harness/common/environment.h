@@ -10,7 +10,7 @@
 // more or fewer of them on one model), the kernel release. The memory size and the load are
 // recorded but not compared: they change no step's cost unless the run swaps, which the memory
 // limit prevents, and the load is reported with the run.
-//   Tests: harness/harness_test.cc.
+//   Tests: harness/runner/results_test.cc.
 #pragma once
 
 #include <algorithm>

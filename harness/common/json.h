@@ -11,7 +11,7 @@
 //   rejects, harness/runner/judge.h) and each byte that is not UTF-8 as U+FFFD.
 // - Absence reads as null: JsonView, for files another program wrote. ordered_json's own const
 //   operator[] has no answer for a missing key, so reading goes through the view.
-//   Tests: harness/harness_test.cc.
+//   Tests: harness/common/json_test.cc.
 #pragma once
 
 #include <fmt/format.h>

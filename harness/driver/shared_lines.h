@@ -4,7 +4,7 @@
 // that times a shape (the check's) writes its verdict, and every later one reads it instead of
 // timing again (engine/dialects/dialects.h says what a line holds; this file does not know).
 // An unreadable or unwritable file is no error: the process keeps its verdicts to itself.
-//   Tests: harness/harness_test.cc (SharedLines).
+//   Tests: harness/tests/test_run.py (the verdict files a run shares).
 #pragma once
 
 #include <fcntl.h>

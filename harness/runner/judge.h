@@ -17,7 +17,7 @@
 //     own, are disputed). A backend that no other backend and no answer of the registry or of
 //     finite differences confirmed is "unverified", never "ok".
 // No verdict depends on the order backends were listed or run in, and none trusts one backend.
-//   Tests: harness/harness_test.cc.
+//   Tests: harness/runner/judge_test.cc.
 #pragma once
 
 #include <fmt/format.h>

@@ -9,7 +9,7 @@
 // three samples give p, with the floor cancelled; p is clamped to [1, 2], so noise in a small
 // difference cannot make a line curve (a parabola through the three samples turned a few
 // megabytes of noise into hundreds of gigabytes).
-//   Tests: harness/harness_test.cc; harness/tests/ (a refused size, and --force).
+//   Tests: harness/runner/selection_test.cc; harness/tests/ (a refused size, and --force).
 #pragma once
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // process's Google Benchmark JSON into seconds and bytes (the median over repetitions, its unit
 // converted once, its distribution-free interval); merge_rounds makes one file of a benchmark's
 // rounds; a Cell is one benchmark of a run as the tables show it (harness/runner/summary.h).
-//   Tests: harness/harness_test.cc, and harness/tests/ on real runs.
+//   Tests: harness/runner/results_test.cc, and harness/tests/ on real runs.
 #pragma once
 
 #include <fmt/format.h>

@@ -4,7 +4,7 @@
 // instance gets its benchmark name on every selected backend (harness/common/names.h), and the
 // backend processes are told exactly those (harness/common/protocol.h). No backend is asked what
 // exists.
-//   Tests: harness/harness_test.cc; harness/tests/ through bench_run.
+//   Tests: harness/runner/selection_test.cc; harness/tests/ through bench_run.
 #pragma once
 
 #include <fmt/format.h>

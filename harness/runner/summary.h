@@ -2,7 +2,7 @@
 // memory and status, and each backend's ratio to the run's reference backend with its interval.
 // bench_run writes it as summary.json, which plots/plot.py draws (it computes no number of its
 // own), and as summary.txt (harness/runner/summary_text.h), the same tables for people.
-//   Tests: harness/harness_test.cc, and harness/tests/ on real runs.
+//   Tests: harness/runner/results_test.cc, and harness/tests/ on real runs.
 #pragma once
 
 #include <fmt/format.h>

@@ -2,7 +2,7 @@
 // every line within kSummaryColumns: per instance each backend's median time with its ratio to
 // the reference (backends that do not fit go to a further block of columns), each process's peak
 // RSS, where the reference loses, and the study's own table (harness/runner/studies.h).
-//   Tests: harness/harness_test.cc (the width, the blocks), harness/tests/ on real runs.
+//   Tests: harness/runner/results_test.cc (the width, the blocks), harness/tests/ on real runs.
 #pragma once
 
 #include <fmt/format.h>
