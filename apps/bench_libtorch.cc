@@ -59,9 +59,9 @@ static void restart_before_the_libraries(int, char** argv, char** envp) {
   env[kept++] = passive, env[kept] = nullptr;
   execve("/proc/self/exe", argv, env);
 }
-__attribute__((section(".preinit_array"),
-               used)) static void (*restart_first)(int, char**,
-                                                   char**) = restart_before_the_libraries;
+using PreinitFunction = void (*)(int, char**, char**);
+[[gnu::section(".preinit_array"), gnu::used]] static PreinitFunction restart_first =
+    restart_before_the_libraries;
 
 static void wait_passively_in_openmp(char** argv) {
   if (const char* policy = std::getenv("OMP_WAIT_POLICY");

@@ -37,8 +37,8 @@ inline JsonView field(JsonView input, std::string_view name) {
 inline std::vector<double> numbers(JsonView v, const std::string& what) {
   if (!v.is_array()) bad_input(what + ": expected an array of numbers");
   std::vector<double> out;
-  out.reserve(v.elements().size());
-  for (size_t i = 0; i < v.elements().size(); i++) {
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); i++) {
     if (!v[i].is_number() || !std::isfinite(v[i].num_or(NAN)))
       bad_input(what + "[" + std::to_string(i) + "]: expected a finite number");
     out.push_back(v[i].num_or(NAN));
@@ -51,11 +51,10 @@ inline std::vector<double> matrix(JsonView input, std::string_view name, int64_t
   const JsonView v = field(input, name);
   const std::string what(name);
   if (!v.is_array()) bad_input(what + ": expected an array of arrays of numbers");
-  if (rows >= 0 && int64_t(v.elements().size()) != rows)
-    bad_input(what + ": " + std::to_string(v.elements().size()) + " rows, expected " +
-              std::to_string(rows));
+  if (rows >= 0 && int64_t(v.size()) != rows)
+    bad_input(what + ": " + std::to_string(v.size()) + " rows, expected " + std::to_string(rows));
   std::vector<double> flat;
-  for (size_t r = 0; r < v.elements().size(); r++) {
+  for (size_t r = 0; r < v.size(); r++) {
     const std::vector<double> row = numbers(v[r], what + "[" + std::to_string(r) + "]");
     if (cols < 0) cols = int64_t(row.size());
     if (int64_t(row.size()) != cols)
@@ -66,18 +65,17 @@ inline std::vector<double> matrix(JsonView input, std::string_view name, int64_t
   return flat;
 }
 inline int64_t whole(JsonView input, std::string_view name, int64_t least, int64_t most) {
-  const JsonView v = field(input, name);
-  if (!v.is_number() || v.num_or(NAN) != std::floor(v.num_or(NAN)) ||
-      v.num_or(NAN) < double(least) || v.num_or(NAN) > double(most))
+  const double x = field(input, name).num_or(NAN);  // NaN (not a number) fails every test
+  if (!(x == std::floor(x) && x >= double(least) && x <= double(most)))
     bad_input(std::string(name) + ": expected a whole number from " + std::to_string(least) +
               " to " + std::to_string(most));
-  return int64_t(v.num_or(NAN));
+  return int64_t(x);
 }
 inline int64_t rows_of(JsonView input, std::string_view name) {
   const JsonView v = field(input, name);
-  if (!v.is_array() || v.elements().empty() || !v[0].is_array())
+  if (!v.is_array() || v.size() == 0 || !v[0].is_array())
     bad_input(std::string(name) + ": expected a non-empty array of arrays of numbers");
-  return int64_t(v.elements().size());
+  return int64_t(v.size());
 }
 
 // Bounded work. Each module estimates from its input's sizes, before anything is allocated, the
@@ -177,10 +175,10 @@ struct Module<Lstm> {
       bad_input("main_params: " + std::to_string(main_rows) +
                 " rows, expected 2 per layer (weights, biases)");
     const JsonView first = field(in, "main_params")[0];
-    if (first.elements().empty() || first.elements().size() % 4)
-      bad_input("main_params[0]: " + std::to_string(first.elements().size()) +
+    if (first.size() == 0 || first.size() % 4)
+      bad_input("main_params[0]: " + std::to_string(first.size()) +
                 " numbers, expected 4 per bit (forget, input, output gates, change)");
-    const int64_t layers = main_rows / 2, bits = int64_t(first.elements().size() / 4);
+    const int64_t layers = main_rows / 2, bits = int64_t(first.size() / 4);
     const int64_t chars = rows_of(in, "sequence");
     if (chars < 2) bad_input("sequence: 1 character, expected at least 2");
     Lstm::Input out{int32_t(layers), int32_t(chars), int32_t(bits), {}, {}, {}, {}};

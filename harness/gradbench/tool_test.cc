@@ -81,7 +81,7 @@ TEST(GradbenchTool, EachModuleAnswersAsOurEngineInGradbenchsShapes) {
           const std::vector<double> p = flat(r["output"][part]);
           got.insert(got.end(), p.begin(), p.end());
         }
-        EXPECT_EQ(r["output"]["mu"].elements().size(), size_t(size)) << "one row per component";
+        EXPECT_EQ(r["output"]["mu"].size(), size_t(size)) << "one row per component";
       }
       const std::vector<double> want = bp::eval_gradient<W, bp::EngineBackend>(size);
       ASSERT_EQ(got.size(), want.size()) << module;
@@ -195,7 +195,7 @@ TEST(GradbenchTool, OdesPrimalIsTheWholeSolution) {
   Session s("compiled");
   const Reply y = ask(s, evaluate("ode", "primal", input_of<bp::Ode>(5)));
   ASSERT_TRUE(y["success"].bool_or(false)) << dump_json(y);
-  ASSERT_EQ(y["output"].elements().size(), size_t(5));
+  ASSERT_EQ(y["output"].size(), size_t(5));
   EXPECT_EQ(y["output"][4].num_or(NAN), bp::plain_answer<bp::Ode>(5).value);
   const Reply g = ask(s, evaluate("ode", "gradient", input_of<bp::Ode>(5)));
   const std::vector<double> want = bp::eval_gradient<bp::Ode, bp::EngineBackend>(5);
@@ -306,7 +306,7 @@ TEST(GradbenchTool, EveryBadMessageGetsOneErrorAndTheSessionGoesOn) {
   std::printf("  a message of %.1f MB\n", double(huge.size()) / 1e6);
   const Reply r = ask(s, huge);
   ASSERT_TRUE(r["success"].bool_or(false));
-  EXPECT_EQ(r["output"].elements().size(), size_t(1000000));
+  EXPECT_EQ(r["output"].size(), size_t(1000000));
   // analysis and unknown backends
   EXPECT_EQ(s.reply(R"({"id": 10, "kind": "analysis", "of": 9, "valid": true})"), R"({"id": 10})");
   Session unknown("tensorflow");

@@ -63,7 +63,7 @@ inline BenchmarkResult result_from_summary(JsonView cell) {
   r.status = "ok";
   r.median_seconds = cell["median_seconds"].num_or(NAN);
   const JsonView interval = cell["median_interval_seconds"];
-  if (interval.elements().size() == 2)
+  if (interval.size() == 2)
     r.interval = {interval[0].num_or(NAN), interval[1].num_or(NAN),
                   cell["median_interval_level"].num_or(NAN)};
   for (JsonView t : cell["repetition_seconds"].elements())

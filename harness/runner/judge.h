@@ -54,8 +54,7 @@ struct Numbers {
     values.push_back(v.num_or(NAN));
   }
   void add_all(const std::string& label, JsonView array) {
-    for (size_t i = 0; i < array.elements().size(); i++)
-      add(fmt::format("{}[{}]", label, i), array[i]);
+    for (size_t i = 0; i < array.size(); i++) add(fmt::format("{}[{}]", label, i), array[i]);
   }
 };
 
@@ -72,9 +71,8 @@ inline Numbers step_numbers(const WorkloadInfo& w, JsonView step,
     n.add("value", step["value"]);
     const JsonView grads = step["grads"];
     const JsonView of = step["grad_of"];  // a sample of many gradients: which each one is
-    for (size_t i = 0; i < grads.elements().size(); i++)
-      n.add(fmt::format("grads[{}]",
-                        i < of.elements().size() ? int64_t(of[i].num_or(-1)) : int64_t(i)),
+    for (size_t i = 0; i < grads.size(); i++)
+      n.add(fmt::format("grads[{}]", i < of.size() ? int64_t(of[i].num_or(-1)) : int64_t(i)),
             grads[i]);
   }
   return n;
@@ -104,17 +102,16 @@ inline std::string worst_difference(const Numbers& ref, const Numbers& got, doub
 inline std::string self_check(const WorkloadInfo& w, JsonView record,
                               const PlainAnswer* plain = nullptr) {
   const Numbers n = record_numbers(w, record);
-  const size_t reported = record["step"]["grads"].elements().size();
+  const size_t reported = record["step"]["grads"].size();
   if (!w.model && w.num_grads != kGradsPerSize && reported != size_t(w.num_grads))
     return fmt::format("reported {} gradients; {} has {}", reported, w.name, w.num_grads);
   if (!w.model && plain && reported != plain->grads.size())
     return fmt::format("reported {} gradients; {} checks {} at this size", reported, w.name,
                        plain->grads.size());
-  if (w.model && record["losses"].elements().size() != size_t(w.check_steps))
+  if (w.model && record["losses"].size() != size_t(w.check_steps))
     return fmt::format("reported {} training losses; the check asks for {}",
-                       record["losses"].elements().size(), w.check_steps);
-  if (w.model && record["step0"]["grad_norms"].elements().empty())
-    return "reported no gradient norms";
+                       record["losses"].size(), w.check_steps);
+  if (w.model && record["step0"]["grad_norms"].size() == 0) return "reported no gradient norms";
   for (size_t i = 0; i < n.values.size(); i++)
     if (!std::isfinite(n.values[i])) return fmt::format("{} is not a finite number", n.labels[i]);
 

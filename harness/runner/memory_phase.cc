@@ -45,7 +45,7 @@ std::string probe_status(const fs::path& record_file) {
   try {
     const Json doc_json = parse_json(read_file(record_file));
     const JsonView doc = doc_json;
-    if (!doc["records"].elements().empty()) return doc["records"][0]["status"].str_or("failed");
+    if (!doc["records"].size() == 0) return doc["records"][0]["status"].str_or("failed");
   } catch (const std::exception&) {
   }
   return "failed";

@@ -77,7 +77,7 @@ TEST(Results, KernelRowsInRegistrationOrderWhateverTheFileSays) {
   const Json summary = bp::kernel_summary(Json::object({{"benchmarks", rows}}));
   const JsonView k = summary;
   EXPECT_DOUBLE_EQ(k["peak_gflops"].num_or(0), 1e5 / 1e-6 * 1e-9);
-  ASSERT_EQ(k["shapes"].elements().size(), 2u);
+  ASSERT_EQ(k["shapes"].size(), 2u);
   const JsonView first = k["shapes"][0];
   EXPECT_EQ(first["shape"].str_or(""), "step/w/n:1/linear[64x8,8x8,1x8]");
   std::vector<std::string> dialects;
