@@ -14,6 +14,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -151,11 +152,28 @@ inline std::vector<std::pair<std::string, std::string>> proc_environment() {
   return env;
 }
 
+// What is left to read on `fd`, or what was read before a read failed. Plain read(2): a file of
+// another process under /proc fails to read (ESRCH) once that process has ended, and libstdc++'s
+// filebuf throws then, whatever the stream's exception mask.
+inline std::string read_to_end(int fd) {
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, size_t(n));
+  return text;
+}
+// A file of another process under /proc, whole, or what could be read of it ("": it was gone).
+inline std::string read_proc_file(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text = read_to_end(fd);
+  close(fd);
+  return text;
+}
+
 // A process's parent, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold spaces);
 // 0 if it is gone.
 inline long proc_parent_of(long pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  const std::string line((std::istreambuf_iterator<char>(stat)), {});
+  const std::string line = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = line.rfind(')');
   long ppid = 0;
   if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %*c %ld", &ppid);
@@ -208,9 +226,7 @@ inline std::vector<std::string> proc_other_benchmarks(pid_t self) {
     if (pid <= 0 || pid == self ||
         std::find(ancestors.begin(), ancestors.end(), pid) != ancestors.end())
       continue;
-    const std::string dir = std::string("/proc/") + e->d_name;
-    std::ifstream cmd(dir + "/cmdline");
-    const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
+    const std::string cmdline = read_proc_file(std::string("/proc/") + e->d_name + "/cmdline");
     const std::string name = benchmark_program_of(split(cmdline, '\0'));
     if (!name.empty() && !proc_descends_from(pid, self))
       out.push_back(std::to_string(pid) + " " + name);
@@ -226,8 +242,7 @@ inline long proc_benchmark_root(long pid) {
   long root = pid;
   if (proc_parent_of(pid) == 0) return 0;
   for (long p = proc_parent_of(pid), hops = 0; p > 1 && hops < 64; p = proc_parent_of(p), hops++) {
-    std::ifstream cmd("/proc/" + std::to_string(p) + "/cmdline");
-    const std::string cmdline((std::istreambuf_iterator<char>(cmd)), {});
+    const std::string cmdline = read_proc_file("/proc/" + std::to_string(p) + "/cmdline");
     if (benchmark_program_of(split(cmdline, '\0')).empty()) break;
     root = p;
   }

@@ -4,6 +4,7 @@
 //   build/harness_test --gtest_filter='Proc*'
 #include "harness/runner/process.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -63,6 +64,22 @@ TEST(Proc, EveryBackendProgramIsAnotherBenchmark) {
   }
   kill(sibling, SIGKILL);
   waitpid(sibling, nullptr, 0);
+}
+
+// Another run's process that ends while this one reads its /proc files is no error (a read of
+// them fails with ESRCH then, and a std::ifstream threw it: bench_run ended on SIGABRT).
+TEST(Proc, AProcessThatEndsMidReadIsNoError) {
+  const pid_t pid = start_named("bench_engine");
+  ASSERT_GT(pid, 0);
+  const std::string cmdline = "/proc/" + std::to_string(pid) + "/cmdline";
+  const int fd = open(cmdline.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  EXPECT_EQ(bp::read_to_end(fd), "");
+  close(fd);
+  EXPECT_EQ(bp::read_proc_file(cmdline), "");
+  EXPECT_EQ(bp::proc_parent_of(pid), 0);
 }
 
 // A wrapper names a benchmark in its arguments and is none itself; Python runs the driver.
