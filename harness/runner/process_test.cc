@@ -32,10 +32,8 @@ pid_t start_named(const std::string& program) {
     _exit(127);
   }
   for (int tries = 0; tries < 500; tries++) {
-    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
-    std::string first;
-    std::getline(cmdline, first, '\0');
-    if (first == program) break;
+    const std::string cmdline = bp::read_proc_file("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmdline.substr(0, cmdline.find('\0')) == program) break;
     usleep(10 * 1000);
   }
   return pid;
