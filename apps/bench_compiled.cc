@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
   hooks.forget_warm_state = [] { bp::DialectSelector<float>::forget_verdicts(); };
   hooks.share_verdicts = [](const bp::SharedLines& file) {
     bp::DialectSelector<float>::exchange_verdicts(
-        [file] { return file.read(); }, [file](const std::string& line) { file.append(line); });
+        [file](size_t& offset) { return file.read_after(offset); },
+        [file](const std::string& line) { file.append(line); });
   };
   hooks.kernel_rows = [](const std::vector<bp::InstanceSpec>& instances, const bp::Corpus& corpus) {
     bp::register_kernel_rows(instances, corpus);

@@ -78,17 +78,22 @@ class DialectSelector {
       : spec_(std::move(spec)), libraries_(libraries) {}
   double seconds_measuring() const { return seconds_measuring_; }  // auto's timing, in all
   // Auto's verdicts are kept for the process (below); this forgets them, so that the next
-  // program measures again (time to first step, measured from cold).
-  static void forget_verdicts() { verdicts().clear(); }
+  // program measures again (time to first step, measured from cold). The shared lines are read
+  // again from their start: what other processes measured is not forgotten.
+  static void forget_verdicts() { verdicts().clear(), exchange().cursor = 0, sought().clear(); }
   // Forgets every library's resident memory, measured or reported (for the tests).
   static void forget_resident_memory() { resident_here().clear(), resident_reported().clear(); }
   // Where auto's verdicts are shared with other processes (a run's file, kept by the harness:
-  // harness/driver/shared_lines.h): `read` gives every line shared so far, `publish` offers one
-  // of this process's. Null functions: the process keeps its verdicts to itself.
-  using ReadShared = std::function<std::vector<std::string>()>;
+  // harness/driver/shared_lines.h): `read` gives the lines shared after `cursor` and moves it
+  // past them (a cursor of 0: from the first line; only the reader knows what it counts), so a
+  // shape with no verdict costs a look at what is new, not a read of every line (dev/notes.md,
+  // "Shared verdicts read from where the last read stopped"). `publish` offers one of this
+  // process's. Null functions: the process keeps its verdicts to itself.
+  using ReadShared = std::function<std::vector<std::string>(size_t& cursor)>;
   using PublishShared = std::function<void(const std::string&)>;
   static void exchange_verdicts(ReadShared read, PublishShared publish) {
-    exchange() = {std::move(read), std::move(publish)};
+    exchange() = {std::move(read), std::move(publish), 0};
+    sought().clear();
   }
 
   // A library is resident memory from its first use (megabytes of code and tables), so auto
@@ -152,6 +157,7 @@ class DialectSelector {
   struct Exchange {
     ReadShared read;
     PublishShared publish;
+    size_t cursor = 0;  // where `read` stopped
   };
   static Exchange& exchange() {
     static Exchange e;
@@ -253,7 +259,7 @@ class DialectSelector {
   // Auto's verdict on this shape, if there is one (opens no library).
   static std::optional<KernelChoice<T>> verdict(TensorOp op, const OpArgs<T>& a) {
     const Key key = key_of(op, a);
-    if (!verdicts().count(key)) read_shared_verdicts();
+    seek_shared(key);
     const auto hit = verdicts().find(key);
     if (hit == verdicts().end()) return std::nullopt;
     return hit->second;
@@ -301,7 +307,16 @@ class DialectSelector {
   }
   static void read_shared_verdicts() {
     if (!exchange().read) return;
-    for (const std::string& line : exchange().read()) take_line(line);
+    for (const std::string& line : exchange().read(exchange().cursor)) take_line(line);
+  }
+  // A shape with no verdict here is looked for in what is new in the shared lines once: an
+  // unrolled RNN asks for its few shapes thousands of times, and a read is three system calls.
+  static std::set<Key>& sought() {
+    static std::set<Key> keys;
+    return keys;
+  }
+  static void seek_shared(const Key& key) {
+    if (!verdicts().count(key) && sought().insert(key).second) read_shared_verdicts();
   }
   // One shared line: a verdict (kept unless this process has one for the shape) or a library's
   // resident memory ("resident DIALECT BYTES", the largest kept). True if it told this process
@@ -400,7 +415,7 @@ auto DialectSelector<T>::choose(TensorOp op, const OpArgs<T>& a) -> KernelChoice
   }
   const Key key = key_of(op, a);
   std::map<Key, KernelChoice<T>>& measured = verdicts();
-  if (!measured.count(key)) read_shared_verdicts();
+  seek_shared(key);
   // (library first: asking a library kernel whether it can run opens the library)
   if (auto hit = measured.find(key); hit != measured.end()) {
     if (hit->second.kernel->library && libraries_ && excluded_.count(hit->second.kernel->dialect))

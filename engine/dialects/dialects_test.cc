@@ -43,6 +43,16 @@ DialectSpec forced(OpFamily f, const std::string& name) {
   return spec.value_or(DialectSpec{});
 }
 
+// What other processes of a run shared, as a reader hands it over: the lines after the cursor
+// (here a count of lines).
+DialectSelector<float>::ReadShared reading(std::vector<std::string> lines) {
+  return [lines = std::move(lines)](size_t& cursor) {
+    std::vector<std::string> fresh(lines.begin() + std::min(cursor, lines.size()), lines.end());
+    cursor = lines.size();
+    return fresh;
+  };
+}
+
 // The families a case's ops use.
 std::set<OpFamily> families_of(const CompiledRun& run) {
   std::set<OpFamily> fams;
@@ -244,7 +254,7 @@ TEST(Dialects, ALibraryServesAProgramOnlyIfItGainsTwoPercentOfIt) {
     std::vector<std::string> lines;
     std::istringstream in(shared.str());
     for (std::string line; std::getline(in, line);) lines.push_back(line);
-    DialectSelector<float>::exchange_verdicts([lines] { return lines; }, nullptr);
+    DialectSelector<float>::exchange_verdicts(reading(lines), nullptr);
     DialectSelector<float> dialects(*bp::parse_dialect_spec<float>("auto", &error));
     dialects.weigh_libraries(
         {{bp::TensorOp::matmul, shape(m)}, {bp::TensorOp::matmul, shape(m + 1)}});
@@ -284,7 +294,7 @@ TEST(Dialects, ALibraryIsKeptOnlyWhileItsResidentMemoryFitsThePlansSaving) {
         "libxsmm=1e-3"};
     if (c.resident) lines.push_back(std::string("resident libxsmm ") + c.resident);
     DialectSelector<float>::forget_resident_memory();
-    DialectSelector<float>::exchange_verdicts([lines] { return lines; }, nullptr);
+    DialectSelector<float>::exchange_verdicts(reading(lines), nullptr);
     DialectSelector<float> dialects(*bp::parse_dialect_spec<float>("auto", &error));
     dialects.keep_libraries_within_saving();
     dialects.weigh_libraries({{bp::TensorOp::matmul, a}});

@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,13 +20,21 @@ class SharedLines {
   explicit SharedLines(std::string path) : path_(std::move(path)) {}
   const std::string& path() const { return path_; }
 
-  // Every whole line so far (a line still being written by another process has no newline yet).
-  std::vector<std::string> read() const {
+  // The whole lines after byte `offset` (0: every line so far), and `offset` moved past them. A
+  // line still being written by another process has no newline yet: it is left for a later read.
+  std::vector<std::string> read_after(size_t& offset) const {
     std::vector<std::string> lines;
-    std::ifstream in(path_);
-    std::string line;
-    while (std::getline(in, line))
-      if (!in.eof()) lines.push_back(line);
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return lines;
+    std::string text;
+    char buf[1 << 14];
+    for (ssize_t got; (got = ::pread(fd, buf, sizeof buf, off_t(offset + text.size()))) > 0;)
+      text.append(buf, size_t(got));
+    ::close(fd);
+    size_t start = 0;
+    for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1)
+      lines.emplace_back(text, start, end - start);
+    offset += start;
     return lines;
   }
   // One line, appended in one write; false if the file could not take it.
