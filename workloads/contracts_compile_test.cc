@@ -4,8 +4,10 @@
 // the others proves the contract and not a typo in this file.
 //   ctest -R contract --output-on-failure
 #include "engine/backend.h"
-#include "harness/driver/backend_main.h"
 #include "workloads/registry.h"
+#if CASE == 0 || CASE == 5  // the others stop before a backend binary would be instantiated
+#include "harness/driver/backend_main.h"
+#endif
 
 namespace {
 
@@ -57,5 +59,10 @@ int main(int argc, char** argv) {
   Good::Run<bp::EngineBackend> run(be, 0);
   std::array<double, 2> grads;
   run.step(be, grads);
+#if CASE == 0 || CASE == 5
   return bp::backend_main<Drifted>(argc, argv, bp::BackendHooks<Drifted>{});
+#else
+  (void)argc, (void)argv;
+  return 0;
+#endif
 }
