@@ -2,8 +2,6 @@
 // libtorch's ops for bp_gradbench --backend libtorch (apps/bp_gradbench.cc execs it), on one
 // thread as GradBench times tools. No dialect library: LIBXSMM's BLAS wrappers beside libtorch's
 // BLAS broke libtorch's products.
-#include <torch/torch.h>
-
 #include "apps/gradbench_backends.h"
 #include "baselines/libtorch/backend.h"
 #include "harness/gradbench/cli.h"

@@ -7,7 +7,9 @@
 // in double, the tensor forms of workloads/gradbench_tensor.h in float32) can be weighed against
 // the tensor code a GradBench user runs (dev/notes.md, "GradBench's evals", "Tensor forms").
 //   build/dev/gradbench_libtorch_tensor [runs]      (cmake -DBP_DEV=ON; make test builds it)
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
