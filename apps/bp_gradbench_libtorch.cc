@@ -8,5 +8,6 @@
 
 int main(int argc, char** argv) {
   torch::set_num_threads(1);
-  return bp::gradbench::tool_main<bp::gradbench::LibtorchBackends<bp::LibtorchBackend>>(argc, argv);
+  return bp::gradbench::tool_main<
+      bp::gradbench::LibtorchBackends<bp::LibtorchBackend, bp::LibtorchDoubleBackend>>(argc, argv);
 }

@@ -23,35 +23,51 @@ inline bool our_backend(std::string_view b) {
   return b == "scalar" || b == "compiled" || tensor_form_backend(b);
 }
 
-// bp_gradbench's: Eager and Compiled are our engine's backend types (EngineBackend,
-// CompiledBackend); libtorch is handed to bp_gradbench_libtorch before a session starts.
-template <class Eager, class Compiled>
+// bp_gradbench's: Eager, EagerDouble and Compiled are our engine's backend types (EngineBackend,
+// EngineDoubleBackend, CompiledBackend); libtorch is handed to bp_gradbench_libtorch before a
+// session starts. The scalar forms are double whatever the precision; the compiled tensor mode
+// has no double yet, so a float64 session on compiled_tensor defines nothing and says why.
+template <class Eager, class EagerDouble, class Compiled>
 struct EngineBackends {
   static constexpr std::string_view kNames = kOurBackends;
   static bool known(std::string_view b) { return our_backend(b); }
   static bool runs_tensor_forms(std::string_view b) { return tensor_form_backend(b); }
+  static std::string lacks_precision(std::string_view b, Precision p) {
+    if (b == "compiled_tensor" && p == Precision::float64)
+      return "--backend compiled_tensor computes in float32 only (no float64 compiled tensor "
+             "mode yet); --precision float32 runs it, --backend engine runs float64";
+    return "";
+  }
   template <class W>
-  static Evaluation gradient(const std::string& backend, JsonView input) {
+  static Evaluation gradient(const std::string& backend, Precision p, JsonView input) {
     if (backend == "scalar") return gradbench::gradient<W, Eager>(input);
     if (backend == "compiled") return gradbench::gradient<W, Compiled>(input);
     if constexpr (kHasTensorForm<W>) {
-      if (backend == "engine") return tensor_gradient<W, Eager>(input);
-      if (backend == "compiled_tensor") return tensor_gradient<W, Compiled>(input);
+      if (backend == "engine")
+        return p == Precision::float64 ? tensor_gradient<W, EagerDouble>(input)
+                                       : tensor_gradient<W, Eager>(input);
+      if (backend == "compiled_tensor" && p == Precision::float32)
+        return tensor_gradient<W, Compiled>(input);
     }
-    throw std::invalid_argument("--backend " + backend + " is not in this binary");
+    throw std::invalid_argument("--backend " + backend + " at " + std::string(precision_name(p)) +
+                                " is not in this binary");
   }
 };
 
-// bp_gradbench_libtorch's: libtorch's ops on the tensor forms, nothing else.
-template <class Libtorch>
+// bp_gradbench_libtorch's: libtorch's ops on the tensor forms, in float64 (Double) or float32
+// (Float), nothing else.
+template <class Float, class Double>
 struct LibtorchBackends {
   static constexpr std::string_view kNames = kOurBackends;
   static bool known(std::string_view b) { return our_backend(b); }
   static bool runs_tensor_forms(std::string_view b) { return tensor_form_backend(b); }
+  static std::string lacks_precision(std::string_view, Precision) { return ""; }
   template <class W>
-  static Evaluation gradient(const std::string& backend, JsonView input) {
+  static Evaluation gradient(const std::string& backend, Precision p, JsonView input) {
     if constexpr (kHasTensorForm<W>)
-      if (backend == "libtorch") return tensor_gradient<W, Libtorch>(input);
+      if (backend == "libtorch")
+        return p == Precision::float64 ? tensor_gradient<W, Double>(input)
+                                       : tensor_gradient<W, Float>(input);
     throw std::invalid_argument("--backend " + backend + " is not in this binary");
   }
 };

@@ -9,7 +9,7 @@
 
 namespace bp::gradbench {
 
-using OurEngineBackends = EngineBackends<EngineBackend, CompiledBackend>;
+using OurEngineBackends = EngineBackends<EngineBackend, EngineDoubleBackend, CompiledBackend>;
 extern template class Session<OurEngineBackends>;
 
 }  // namespace bp::gradbench

@@ -41,9 +41,10 @@ struct EngineTensorInputs {
 };
 
 // The tensor ops of a TensorBackend on our graph in T, each the graph's own: shared by
-// EngineBackend (float) and the tests' double-precision backend (workloads/workloads_test.cc).
+// EngineBackend (float) and EngineDoubleBackend (double).
 template <class T>
 struct EngineTensorOps : EngineTensorInputs {
+  using Real = T;
   using Tensor = bp::Tensor;
   using Indices = IndexSpan;
   TensorGraph<T> graph;
@@ -73,6 +74,24 @@ struct EngineTensorOps : EngineTensorInputs {
   void zero_grad() { graph.zero_grad(); }
   void end_step() { graph.end_step(); }
   double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
+};
+
+// Our engine's tensor graph in double: GradBench's evals in the precision its own tools compute
+// in (bp_gradbench's tensor forms, apps/gradbench_backends.h). Models only; float32 is what the
+// bench's model rows run (EngineBackend).
+struct EngineDoubleBackend : EngineTensorOps<double> {
+  static constexpr std::string_view name = "engine_double";
+  static constexpr Implements implements = Implements::models;
+  Tensor param(int32_t rows, int32_t cols, std::span<const double> v) {
+    return graph.param(rows, cols, v);
+  }
+  Tensor constant(int32_t rows, int32_t cols, std::span<const double> v) {
+    return graph.constant(rows, cols, v);
+  }
+  void backward(Tensor loss) { graph.backward(loss); }
+  void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }
+  void read_grad(Tensor p, std::span<double> out) const { graph.read_grad(p, out); }
+  size_t arena_bytes() const { return graph.arena_bytes(); }
 };
 
 struct EngineBackend : EngineTensorOps<float> {

@@ -7,8 +7,8 @@
 // (harness/driver/backend_main.h): a backend that drifts out of a concept it claims, or a workload
 // that uses more than its concept, does not compile.
 //
-// Two concepts: ScalarBackend (every value one number) and TensorBackend (row-major float32
-// matrices).
+// Two concepts: ScalarBackend (every value one number) and TensorBackend (row-major matrices of
+// the backend's `Real`: float32 for every model row, double for GradBench's evals).
 #pragma once
 
 #include <array>
@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace bp {
@@ -135,8 +136,8 @@ struct AdamW {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
-// A tensor autodiff backend with an optimizer. Tensors are (rows, cols) float32, row-major;
-// a (1, n) parameter is a row that broadcasts (a bias, a layernorm scale).
+// A tensor autodiff backend with an optimizer. Tensors are (rows, cols) of B::Real (float or
+// double), row-major; a (1, n) parameter is a row that broadcasts (a bias, a layernorm scale).
 //  - param / constant / indices copy plain numbers in (at setup, never in the timed step);
 //  - linear(x, W, b) is x W^T + b with W (out, in), as torch.nn.Linear; linear(x, W) has no bias;
 //    linear_relu(x, W, b) is relu(linear(x, W, b)), which a backend may fuse;
@@ -146,8 +147,10 @@ struct AdamW {
 //  - a training step is: zero_grad, the forward ops, backward(loss), optimizer_step, end_step.
 template <class B>
 concept TensorBackend = requires(B& b, typename B::Tensor x, typename B::Indices idx,
-                                 std::span<const float> values, std::span<const int32_t> ids,
-                                 std::span<float> out, int32_t n, AdamW adamw, double lr) {
+                                 std::span<const typename B::Real> values,
+                                 std::span<const int32_t> ids, std::span<typename B::Real> out,
+                                 int32_t n, AdamW adamw, double lr) {
+  requires std::same_as<typename B::Real, float> || std::same_as<typename B::Real, double>;
   { B::name } -> std::convertible_to<std::string_view>;
   { b.param(n, n, values) } -> std::same_as<typename B::Tensor>;
   { b.constant(n, n, values) } -> std::same_as<typename B::Tensor>;
@@ -179,6 +182,21 @@ concept TensorBackend = requires(B& b, typename B::Tensor x, typename B::Indices
   { b.loss_value(x) } -> std::convertible_to<double>;
   {b.read_grad(x, out)};
 };
+
+// Numbers a workload made (float32 weights, an eval's doubles) as tensor backend B takes them:
+// the same vector when it is already B's Real (no copy: setup memory counts in the peak),
+// otherwise rounded to nearest into a new one.
+template <class B, class From>
+auto as_reals(const std::vector<From>& v) {
+  if constexpr (std::is_same_v<From, typename B::Real>)
+    return std::span<const From>(v);
+  else
+    return std::vector<typename B::Real>(v.begin(), v.end());
+}
+template <class B, class From>
+std::vector<typename B::Real> as_reals(std::span<const From> v) {
+  return {v.begin(), v.end()};
+}
 
 // How a backend goes back through time on a recurrent model, as the backend binaries' flags give
 // it (--strategy, --snapshots, --interval, --checkpoint_dir). A backend that has strategies names

@@ -1,6 +1,7 @@
 // workloads/gradbench_tensor.h: GradBench's lstm and gmm as tensor code, each written once for
 // every TensorBackend: the same function as workloads/gradbench.h's scalar graph, on the same
-// inputs (rounded to float32), the way a tensor framework's user writes it.
+// inputs (in the backend's Real: exact on a double backend, rounded on a float32 one), the way a
+// tensor framework's user writes it.
 //
 // lstm_tensor: a (1, bits) row per character and layer, elementwise ops as GradBench's PyTorch
 // tool writes them. gmm_*_tensor: every point against every component at once, as products:
@@ -47,10 +48,6 @@ struct GradientRun : Model {
   }
 };
 
-inline std::vector<float> to_floats(std::span<const double> v) {
-  return std::vector<float>(v.begin(), v.end());
-}
-
 // Elements `index` of x (of `numel` elements, row-major) as a (rows, cols) tensor.
 template <TensorBackend B>
 typename B::Tensor gather(B& be, const typename B::Tensor& x, int32_t numel,
@@ -76,6 +73,7 @@ struct LstmTensor {
   template <TensorBackend B>
   struct Model : ParamList<B> {
     using Tn = typename B::Tensor;
+    using R = typename B::Real;
     int32_t layers, chars, bits;
     Tn main, extra;                           // (2 layers, 4 bits), (3, bits)
     std::vector<typename B::Indices> slices;  // main's 8 per layer (weights, biases), extra's 3
@@ -88,26 +86,26 @@ struct LstmTensor {
     Model(B& be, const Lstm::Input& in) {  // GradBench's own (harness/gradbench/)
       layers = in.layers, chars = in.chars, bits = in.bits;
       const int32_t b = bits;
-      main = this->make(be, 2 * layers, 4 * b, to_floats(in.main_params));
-      extra = this->make(be, 3, b, to_floats(in.extra_params));
+      main = this->make(be, 2 * layers, 4 * b, in.main_params);
+      extra = this->make(be, 3, b, in.extra_params);
       for (int32_t row = 0; row < 2 * layers; row++)
         for (int32_t gate = 0; gate < 4; gate++)
           slices.push_back(be.indices(range(row * 4 * b + gate * b, b)));
       for (int32_t row = 0; row < 3; row++) slices.push_back(be.indices(range(row * b, b)));
       for (int32_t l = 0; l < layers; l++) {
         const double* state = &in.state[size_t(2 * l * b)];
-        hidden0.push_back(be.constant(1, b, to_floats({state, size_t(b)})));
-        cell0.push_back(be.constant(1, b, to_floats({state + b, size_t(b)})));
+        hidden0.push_back(be.constant(1, b, as_reals<B>(std::span(state, size_t(b)))));
+        cell0.push_back(be.constant(1, b, as_reals<B>(std::span(state + b, size_t(b)))));
       }
       for (int32_t t = 0; t < chars; t++) {
         const std::span<const double> x(&in.sequence[size_t(t) * b], size_t(b));
-        bits_of.push_back(be.constant(1, b, to_floats(x)));
-        float ones = 0;
-        for (double v : x) ones += float(v);
-        minus_ones.push_back(be.constant(1, 1, std::vector<float>{-ones}));
+        bits_of.push_back(be.constant(1, b, as_reals<B>(x)));
+        R ones = 0;
+        for (double v : x) ones += R(v);
+        minus_ones.push_back(be.constant(1, 1, std::vector<R>{-ones}));
       }
-      two = be.constant(1, 1, std::vector<float>{2});
-      scale = be.constant(1, 1, std::vector<float>{float(-1.0 / (double(chars - 1) * b))});
+      two = be.constant(1, 1, std::vector<R>{2});
+      scale = be.constant(1, 1, std::vector<R>{R(-1.0 / (double(chars - 1) * b))});
       be.use_sgd(0);  // zero_grad needs an optimizer on some backends; no step takes it
     }
     static std::vector<int32_t> range(int32_t from, int32_t n) {
@@ -169,6 +167,7 @@ struct GmmTensor {
   template <TensorBackend B>
   struct Model : ParamList<B> {
     using Tn = typename B::Tensor;
+    using R = typename B::Real;
     int32_t d, k, n, lsz;
     Tn alpha, mu, q, l;  // (1, k), (k, d), (k, d), (k, d(d-1)/2)
     Tn x;                // (n, d)
@@ -181,14 +180,14 @@ struct GmmTensor {
     Model(B& be, int64_t size, const Corpus&) : Model(be, GmmEval<D>::input(size)) {}
     Model(B& be, const GmmInput& in) {  // GradBench's own, of any d (harness/gradbench/)
       d = in.d, k = in.k, n = in.n, lsz = d * (d - 1) / 2;
-      alpha = this->make(be, 1, k, to_floats(in.alpha));
-      mu = this->make(be, k, d, to_floats(in.mu));
-      q = this->make(be, k, d, to_floats(in.q));
-      l = this->make(be, k, lsz, to_floats(in.l));
-      x = be.constant(n, d, to_floats(in.x));
+      alpha = this->make(be, 1, k, in.alpha);
+      mu = this->make(be, k, d, in.mu);
+      q = this->make(be, k, d, in.q);
+      l = this->make(be, k, lsz, in.l);
+      x = be.constant(n, d, as_reals<B>(in.x));
       const size_t kdd = size_t(k) * d * d;
       std::vector<int32_t> diagonal(kdd), lower(kdd), mean(kdd);
-      std::vector<float> is_diagonal(kdd), is_lower(kdd);
+      std::vector<R> is_diagonal(kdd), is_lower(kdd);
       for (int32_t c = 0; c < k; c++)  // row c*d + j of W is row j of Q_c
         for (int32_t j = 0; j < d; j++)
           for (int32_t i = 0; i < d; i++) {
@@ -204,15 +203,15 @@ struct GmmTensor {
       mean_index = be.indices(mean);
       diagonal_mask = be.constant(k * d, d, is_diagonal);
       lower_mask = be.constant(k * d, d, is_lower);
-      minus_ones = be.constant(1, k * d, std::vector<float>(size_t(k) * d, -1));
-      minus_halves = be.constant(1, k, std::vector<float>(size_t(k), -0.5f));
-      minus_n = be.constant(1, 1, std::vector<float>{float(-n)});
-      prior_scale = be.constant(1, 1, std::vector<float>{float(0.5 * in.gamma * in.gamma)});
-      minus_m = be.constant(1, 1, std::vector<float>{float(-in.m)});
-      minus_one = be.constant(1, 1, std::vector<float>{-1});
+      minus_ones = be.constant(1, k * d, std::vector<R>(size_t(k) * d, -1));
+      minus_halves = be.constant(1, k, std::vector<R>(size_t(k), R(-0.5)));
+      minus_n = be.constant(1, 1, std::vector<R>{R(-n)});
+      prior_scale = be.constant(1, 1, std::vector<R>{R(0.5 * in.gamma * in.gamma)});
+      minus_m = be.constant(1, 1, std::vector<R>{R(-in.m)});
+      minus_one = be.constant(1, 1, std::vector<R>{-1});
       const double constant =
           -n * d * 0.5 * std::log(2 * M_PI) + k * gmm_wishart_constant(d, in.m, in.gamma);
-      constant_terms = be.constant(1, 1, std::vector<float>{float(constant)});
+      constant_terms = be.constant(1, 1, std::vector<R>{R(constant)});
       be.use_sgd(0);  // zero_grad needs an optimizer on some backends; no step takes it
     }
 

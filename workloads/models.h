@@ -62,8 +62,9 @@ template <TensorBackend B>
 struct ParamList {
   std::vector<typename B::Tensor> params;
   std::vector<size_t> param_sizes;
-  typename B::Tensor make(B& be, int32_t rows, int32_t cols, const std::vector<float>& init) {
-    params.push_back(be.param(rows, cols, init));
+  template <class From>  // float32 weights, or an eval's doubles
+  typename B::Tensor make(B& be, int32_t rows, int32_t cols, const std::vector<From>& init) {
+    params.push_back(be.param(rows, cols, as_reals<B>(init)));
     param_sizes.push_back(size_t(rows) * cols);
     return params.back();
   }
@@ -247,7 +248,8 @@ struct MlpWidth {
       w1 = this->weight(be, rng, W, W), b1 = this->zeros(be, W);
       w2 = this->weight(be, rng, classes, W), b2 = this->zeros(be, classes);
       for (size_t i = 0; i < kBatches; i++) {
-        inputs.push_back(be.constant(batch, W, uniform_init(rng, size_t(batch) * W, 1.0)));
+        inputs.push_back(
+            be.constant(batch, W, as_reals<B>(uniform_init(rng, size_t(batch) * W, 1.0))));
         std::vector<int32_t> t(batch);
         for (int32_t& y : t) y = int32_t(rng.below(classes));
         targets.push_back(be.indices(t));

@@ -62,7 +62,7 @@ struct RnnModel : ParamList<B> {
     table = this->make(be, V, H, uniform_init(rng, size_t(V) * H, 1.0));
     w_h = this->weight(be, rng, H, H), b_h = this->zeros(be, H);
     w_y = this->weight(be, rng, V, H), b_y = this->zeros(be, V);
-    h0 = be.constant(batch, H, constant_init(size_t(batch) * H, 0));
+    h0 = be.constant(batch, H, as_reals<B>(constant_init(size_t(batch) * H, 0)));
     TokenBatch rows = sample_batch(corpus, rng, batch, kRnnColumns);  // (B, kRnnColumns) each
     std::vector<int32_t> column(batch), next(batch);
     for (int32_t c = 0; c < kRnnColumns; c++) {

@@ -174,46 +174,16 @@ TEST(Workloads, EveryModelTrainsOnTheEngine) {
   EXPECT_GE(checked, 4);
 }
 
-// Our engine's tensor graph in double behind the TensorBackend concept: parameters and constants
-// arrive as float32 (the concept's), every op runs in double.
-struct DoubleTensorBackend : bp::EngineTensorOps<double> {
-  static constexpr std::string_view name = "engine_double";
-  static constexpr bp::Implements implements = bp::Implements::models;
+static_assert(bp::TensorBackend<bp::EngineDoubleBackend>);
 
-  static std::vector<double> widen(std::span<const float> v) { return {v.begin(), v.end()}; }
-  Tensor param(int32_t r, int32_t c, std::span<const float> v) {
-    return graph.param(r, c, widen(v));
-  }
-  Tensor constant(int32_t r, int32_t c, std::span<const float> v) {
-    return graph.constant(r, c, widen(v));
-  }
-  void backward(Tensor loss) { graph.backward(loss); }
-  void optimizer_step() { graph.sgd_step(sgd_lr); }
-  void read_grad(Tensor p, std::span<float> out) const {
-    std::copy(graph.grad(p), graph.grad(p) + out.size(), out.begin());
-  }
-};
-static_assert(bp::TensorBackend<DoubleTensorBackend>);
-
-// An eval's inputs as its tensor form sees them: every number rounded to float32.
-void round_to_float(std::vector<double>& v) {
-  for (double& x : v) x = double(float(x));
-}
-void round_to_float(bp::Lstm::Input& in) {
-  for (auto* v : {&in.main_params, &in.extra_params, &in.state, &in.sequence}) round_to_float(*v);
-}
-void round_to_float(bp::GmmInput& in) {
-  for (auto* v : {&in.alpha, &in.mu, &in.q, &in.l, &in.x}) round_to_float(*v);
-}
-
-// The tensor form T and the scalar graph S of one eval, in double on the same (rounded) inputs:
-// the value and every gradient, in GradBench's order, agree to 1e-7. Not to rounding: the tensor
-// form's constants are float32 too (lstm's -1/((chars-1) bits), gmm's constant term), which
-// moves the results by up to 3e-8; a wrong index or op moves them by far more.
+// The tensor form T and the scalar graph S of one eval, both in double on the same inputs (the
+// double tensor mode GradBench's sessions run): the value and every gradient, in GradBench's
+// order, agree to 1e-12, relative above 1 and absolute below; the two sum in different orders.
+// A float32 input or constant anywhere in the tensor form moves them by 1e-8 or more.
 template <class T, class S>
 void expect_tensor_form_matches_scalar(int64_t size) {
-  DoubleTensorBackend tb;
-  typename T::template Run<DoubleTensorBackend> run(tb, size, bp::Corpus{});
+  bp::EngineDoubleBackend tb;
+  typename T::template Run<bp::EngineDoubleBackend> run(tb, size, bp::Corpus{});
   tb.zero_grad();
   const double tensor_value = run.forward_backward(tb, 0);
   std::vector<double> tensor_grads;
@@ -221,8 +191,7 @@ void expect_tensor_form_matches_scalar(int64_t size) {
     const double* g = tb.graph.grad(run.params[i]);
     tensor_grads.insert(tensor_grads.end(), g, g + run.param_sizes[i]);
   }
-  typename S::Input in = S::input(size);
-  round_to_float(in);
+  const typename S::Input in = S::input(size);
   bp::EngineBackend sb;
   typename S::template Graph<bp::EngineBackend> graph(sb, in);
   std::vector<double> grads(graph.params.size());
@@ -233,10 +202,11 @@ void expect_tensor_form_matches_scalar(int64_t size) {
   for (size_t i = 0; i < grads.size(); i++)
     worst =
         std::max(worst, std::fabs(tensor_grads[i] - grads[i]) / std::max(1.0, std::fabs(grads[i])));
-  std::printf("  %-14s size %-4lld value %.6g, %zu gradients: max rel diff to %s %.2e (tol 1e-7)\n",
-              std::string(T::name).c_str(), (long long)size, value, grads.size(),
-              std::string(S::name).c_str(), worst);
-  EXPECT_LE(worst, 1e-7) << T::name;
+  std::printf(
+      "  %-14s size %-4lld value %.6g, %zu gradients: max rel diff to %s %.2e (tol 1e-12)\n",
+      std::string(T::name).c_str(), (long long)size, value, grads.size(),
+      std::string(S::name).c_str(), worst);
+  EXPECT_LE(worst, 1e-12) << T::name;
 }
 
 TEST(Workloads, TensorFormsOfEvalsMatchTheirScalarGraphsInDouble) {

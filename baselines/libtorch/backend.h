@@ -29,14 +29,21 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "workloads/backend.h"
 
 namespace bp {
 
-struct LibtorchBackend {
-  static constexpr std::string_view name = "libtorch";
+// R: the tensors' type, float (every model row) or double (GradBench's evals in bp_gradbench's
+// default precision); scalar graphs are in double either way.
+template <class R>
+struct LibtorchBackendOf {
+  static constexpr std::string_view name =
+      std::is_same_v<R, float> ? "libtorch" : "libtorch_double";
+  using Real = R;
+  static constexpr torch::ScalarType kReal = c10::CppTypeToScalarType<R>::value;
   static constexpr Implements implements = Implements::both;
   using Scalar = torch::Tensor;
 
@@ -62,23 +69,23 @@ struct LibtorchBackend {
     for (auto& p : params) p.mutable_grad().reset();
   }
 
-  // ---- tensors, float32 ----
+  // ---- tensors, in R ----
   using Tensor = torch::Tensor;
   using Indices = torch::Tensor;  // int64, as embedding and cross_entropy take them
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::map<int32_t, torch::Tensor> causal_masks;  // per context length: true above the diagonal
 
   // A (1, n) parameter becomes a 1-D tensor of n, the shape torch gives biases and norm scales.
-  static torch::Tensor from(int32_t rows, int32_t cols, std::span<const float> v) {
+  static torch::Tensor from(int32_t rows, int32_t cols, std::span<const R> v) {
     auto shape = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{rows, cols};
-    return torch::from_blob(const_cast<float*>(v.data()), shape, torch::kFloat32).clone();
+    return torch::from_blob(const_cast<R*>(v.data()), shape, kReal).clone();
   }
-  Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
+  Tensor param(int32_t rows, int32_t cols, std::span<const R> v) {
     params.push_back(from(rows, cols, v).requires_grad_(true));
     return params.back();
   }
-  Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
-    return torch::from_blob(const_cast<float*>(v.data()), {rows, cols}, torch::kFloat32).clone();
+  Tensor constant(int32_t rows, int32_t cols, std::span<const R> v) {
+    return torch::from_blob(const_cast<R*>(v.data()), {rows, cols}, kReal).clone();
   }
   Indices indices(std::span<const int32_t> ids) {
     return torch::from_blob(const_cast<int32_t*>(ids.data()), {int64_t(ids.size())}, torch::kInt32)
@@ -146,7 +153,7 @@ struct LibtorchBackend {
   void use_through_time(const ThroughTime& t) { segments = t.strategy == "segments"; }
 
   template <class Model>
-  requires RecurrentModel<Model, LibtorchBackend>
+  requires RecurrentModel<Model, LibtorchBackendOf>
   double through_time(Model& m) {
     if (!segments) {
       torch::Tensor loss = m.loss(*this, 0);
@@ -182,10 +189,12 @@ struct LibtorchBackend {
     return loss;
   }
 
-  void read_grad(const Tensor& p, std::span<float> out) const {
+  void read_grad(const Tensor& p, std::span<R> out) const {
     auto g = p.grad().contiguous();
-    std::copy(g.data_ptr<float>(), g.data_ptr<float>() + out.size(), out.begin());
+    std::copy(g.data_ptr<R>(), g.data_ptr<R>() + out.size(), out.begin());
   }
 };
+using LibtorchBackend = LibtorchBackendOf<float>;
+using LibtorchDoubleBackend = LibtorchBackendOf<double>;
 
 }  // namespace bp

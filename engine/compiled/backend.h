@@ -78,6 +78,7 @@ struct CompiledBackend : EngineTensorInputs {
   double replay_scalar_step(std::span<double> grads) { return scalars.replay(grads); }
 
   // ---- tensors, float32 ----
+  using Real = float;
   using Tensor = bp::Tensor;
   using Indices = IndexSpan;
   using Node = TensorGraph<float>::Node;

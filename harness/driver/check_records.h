@@ -57,12 +57,12 @@ Json model_step0(B& be, Run& run, double offset) {
   be.zero_grad();
   const double loss = run.forward_backward(be, 0);
   Json norms = Json::array();
-  std::vector<float> g;
+  std::vector<typename B::Real> g;
   for (size_t i = 0; i < run.params.size(); i++) {
     g.resize(run.param_sizes[i]);
     be.read_grad(run.params[i], g);
     double sq = 0;
-    for (float v : g) sq += double(v) * v;
+    for (const double v : g) sq += v * v;
     norms.push_back(std::sqrt(sq));
   }
   return Json::object({{"loss", loss + offset}, {"grad_norms", norms}});

@@ -1,8 +1,8 @@
 // harness/gradbench/cli.h: bp_gradbench's command line (its main() and backends are
 // apps/bp_gradbench.cc; the protocol is harness/gradbench/tool.h).
 //
-//   bp_gradbench [--backend B]                           GradBench's protocol on stdin/stdout
-//   bp_gradbench [--backend B] [--module M] FILE FUNCTION
+//   bp_gradbench [--backend B] [--precision P]           GradBench's protocol on stdin/stdout
+//   bp_gradbench [--backend B] [--precision P] [--module M] FILE FUNCTION
 //       GradBench's C++ tools' convention: the input in FILE, the output JSON on the first line
 //       of stdout, then one {"name", "nanoseconds"} line per timing; run as `bin/<module>` (a
 //       link named after the module) it needs no --module
@@ -33,7 +33,7 @@ namespace bp::gradbench {
 
 inline constexpr const char* kToolUsage =
     "usage: bp_gradbench [--backend scalar|compiled|engine|compiled_tensor|libtorch]\n"
-    "                    [[--module M] FILE FUNCTION]\n"
+    "                    [--precision float64|float32] [[--module M] FILE FUNCTION]\n"
     "       bp_gradbench --write-input WORKLOAD SIZE\n"
     "       bp_gradbench --help\n";
 
@@ -48,9 +48,11 @@ inline void help() {
       "With no FILE it speaks GradBench's protocol: one JSON message a line on stdin, one reply a\n"
       "line on stdout (start, define, evaluate, analysis). With FILE FUNCTION it evaluates one\n"
       "input as GradBench's C++ tools do; run as bin/<module> it needs no --module.\n"
-      "  --backend  scalar (default) or compiled on every module; engine, compiled_tensor or\n"
-      "             libtorch on the tensor forms of lstm and gmm\n"
-      "  --module   %s\n"
+      "  --backend    scalar (default) or compiled on every module; engine, compiled_tensor or\n"
+      "               libtorch on the tensor forms of lstm and gmm\n"
+      "  --precision  the tensor forms' numbers: float64 (default, as GradBench's own tools) or\n"
+      "               float32 (as the bench's model rows); the scalar forms are double\n"
+      "  --module     %s\n"
       "Sizes are bounded: past 2^27 operations on a tape (2^33 without), 10^5 runs or 600 s,\n"
       "an evaluation is an error reply.\n",
       kToolUsage, std::string(kModules).c_str());
@@ -77,15 +79,15 @@ inline int write_input(const std::string& workload, const std::string& size_text
 
 // GradBench's C++ convention: one evaluation of FILE's input, as its cpp/gradbench/main.hpp does.
 template <class Backends>
-int run_file(const std::string& backend, const std::string& module, const std::string& file,
-             const std::string& function) {
+int run_file(const std::string& backend, Precision precision, const std::string& module,
+             const std::string& file, const std::string& function) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) usage(file + ": a directory, not an input file");
   std::ifstream in(file);
   if (!in) usage(file + ": cannot open it");
   std::stringstream text;
   text << in.rdbuf();
-  Session<Backends> session(backend);
+  Session<Backends> session(backend, precision);
   const Json define = Json::object({{"id", 0}, {"kind", "define"}, {"module", module}});
   const Json defined = parse_json(session.reply(dump_json(define)));
   if (!JsonView(defined)["success"].bool_or(false))
@@ -116,6 +118,8 @@ template <class Backends>
 int tool_main(int argc, char** argv, bool (*elsewhere)(std::string_view) = nullptr,
               void (*hand_over)(char** argv) = nullptr) {
   std::string backend = "scalar", module;
+  Precision precision = Precision::float64;
+  bool precision_given = false;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; i++) {
     const std::string_view arg = argv[i];
@@ -128,6 +132,12 @@ int tool_main(int argc, char** argv, bool (*elsewhere)(std::string_view) = nullp
     } else if (arg.rfind("--backend=", 0) == 0 || arg == "--backend") {
       if (arg == "--backend" && i + 1 >= argc) usage("--backend takes a value");
       backend = arg == "--backend" ? argv[++i] : std::string(arg.substr(10));
+    } else if (arg.rfind("--precision=", 0) == 0 || arg == "--precision") {
+      if (arg == "--precision" && i + 1 >= argc) usage("--precision takes a value");
+      const std::string text = arg == "--precision" ? argv[++i] : std::string(arg.substr(12));
+      const std::optional<Precision> p = parse_precision(text);
+      if (!p) usage("--precision " + text + ": valid: " + std::string(kPrecisions));
+      precision = *p, precision_given = true;
     } else if (arg.rfind("--module=", 0) == 0 || arg == "--module") {
       if (arg == "--module" && i + 1 >= argc) usage("--module takes a value");
       module = arg == "--module" ? argv[++i] : std::string(arg.substr(9));
@@ -140,6 +150,11 @@ int tool_main(int argc, char** argv, bool (*elsewhere)(std::string_view) = nullp
   if (std::string why = backend_lacks<Backends>(backend);
       !why.empty() && why.rfind("unknown", 0) == 0)
     usage("--backend " + why);
+  if (precision_given && precision == Precision::float32 && Backends::known(backend) &&
+      !Backends::runs_tensor_forms(backend))
+    usage("--precision float32: --backend " + backend +
+          " computes its scalar graph in double only; the precision is the tensor forms' "
+          "(engine, compiled_tensor, libtorch)");
   if (elsewhere && elsewhere(backend)) hand_over(argv);
   if (!positional.empty()) {
     if (positional.size() != 2) usage("expected FILE FUNCTION");
@@ -150,9 +165,9 @@ int tool_main(int argc, char** argv, bool (*elsewhere)(std::string_view) = nullp
         usage("name the module (--module M, one of " + std::string(kModules) +
               ") or run as bin/<module>");
     }
-    return run_file<Backends>(backend, module, positional[0], positional[1]);
+    return run_file<Backends>(backend, precision, module, positional[0], positional[1]);
   }
-  Session<Backends> session(backend);
+  Session<Backends> session(backend, precision);
   std::ios::sync_with_stdio(false);
   for (std::string line; std::getline(std::cin, line);) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line

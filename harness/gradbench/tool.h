@@ -22,6 +22,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -41,7 +42,9 @@ namespace bp::gradbench {
 //   static constexpr std::string_view kNames;                 // the valid --backend values
 //   static bool known(std::string_view backend);
 //   static bool runs_tensor_forms(std::string_view backend);  // lstm and gmm's tensor forms only
-//   template <class W> static Evaluation gradient(const std::string& backend, JsonView input);
+//   static std::string lacks_precision(std::string_view backend, Precision);  // why not, or ""
+//   template <class W>
+//   static Evaluation gradient(const std::string& backend, Precision, JsonView input);
 // with gradient() calling gradient<W, B> or tensor_gradient<W, B> below for its backend type B.
 template <class Backends>
 std::string backend_lacks(std::string_view backend) {
@@ -64,6 +67,20 @@ struct TensorFormOf<GmmEval<D>> {
 };
 template <class W>
 inline constexpr bool kHasTensorForm = !std::is_void_v<typename TensorFormOf<W>::type>;
+
+// What the tensor forms compute in: float64 by default, as GradBench's own tools do (its
+// PyTorch tool, its manual C++), or float32, as the bench's model rows run. The scalar graphs
+// are double either way.
+enum class Precision { float64, float32 };
+inline constexpr std::string_view kPrecisions = "float64, float32";
+inline std::optional<Precision> parse_precision(std::string_view text) {
+  if (text == "float64") return Precision::float64;
+  if (text == "float32") return Precision::float32;
+  return std::nullopt;
+}
+inline std::string_view precision_name(Precision p) {
+  return p == Precision::float64 ? "float64" : "float32";
+}
 
 struct Evaluation {
   Json output;
@@ -195,7 +212,7 @@ Evaluation tensor_gradient(JsonView input) {
   int64_t start = now_ns();
   const auto setup = std::make_unique<Setup>(in);
   std::vector<double> grads;
-  std::vector<float> g;
+  std::vector<typename B::Real> g;
   e.time("prepare", now_ns() - start);
   auto step = [&] {
     B& be = setup->be;
@@ -231,7 +248,8 @@ inline std::string shown(std::string_view name) {
 template <class Backends>
 class Session {
  public:
-  explicit Session(std::string backend) : backend_(std::move(backend)) {}
+  explicit Session(std::string backend, Precision precision = Precision::float64)
+      : backend_(std::move(backend)), precision_(precision) {}
 
   // The response to one message line (without its newline). Defined out of the class, so not
   // inline: apps/gradbench_engine.cc compiles a session once for the programs that declare it.
@@ -242,9 +260,11 @@ class Session {
     return dump_json(Json::object({{"id", id}, {"success", false}, {"error", why}}));
   }
   std::string start(const Json& id) const {
-    return dump_json(Json::object({{"id", id},
-                                   {"tool", "backprop-bench"},
-                                   {"config", Json::object({{"backend", backend_}})}}));
+    return dump_json(Json::object(
+        {{"id", id},
+         {"tool", "backprop-bench"},
+         {"config",
+          Json::object({{"backend", backend_}, {"precision", precision_name(precision_)}})}}));
   }
   // Why this tool cannot evaluate `module`, or "".
   std::string lacks(std::string_view module) const {
@@ -255,7 +275,7 @@ class Session {
     if (Backends::runs_tensor_forms(backend_) && !tensor_form)
       return "module '" + std::string(module) + "' has no tensor form for --backend " + backend_ +
              " (lstm and gmm have); --backend scalar or compiled runs it";
-    return "";
+    return Backends::lacks_precision(backend_, precision_);
   }
   std::string define(const Json& id, const std::string& module) const {
     if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
@@ -273,7 +293,7 @@ class Session {
         if (function == Module<W>::primal)
           e = primal<W>(message["input"]);
         else if (function == Module<W>::gradient)
-          e = Backends::template gradient<W>(backend_, message["input"]);
+          e = Backends::template gradient<W>(backend_, precision_, message["input"]);
         else
           error = "unknown function " + shown(function) + " of " + module +
                   "; valid: " + std::string(Module<W>::primal) + ", " +
@@ -296,6 +316,7 @@ class Session {
   }
 
   std::string backend_;
+  Precision precision_;
 };
 
 template <class Backends>

@@ -78,12 +78,13 @@ def test_gradbenchs_cpp_convention_as_bin_module(bin_dir, tmp_path):
 
 def test_libtorch_runs_in_its_own_binary_near_the_scalar_graph(bin_dir, tmp_path):
     """--backend libtorch: bp_gradbench (no libtorch linked) runs bp_gradbench_libtorch with the
-    same arguments; its float32 gradient against the scalar graph's, by GradBench's measure."""
+    same arguments; its gradient against the scalar graph's, by GradBench's measure: to rounding
+    in float64 (the default), near GradBench's tolerance in float32."""
     gmm = our_input(bin_dir, "gmm_d10", 4) | {"min_runs": 2}
     (tmp_path / "gmm.json").write_text(json.dumps(gmm))
 
-    def jacobian(backend):
-        out = subprocess.run([os.path.join(bin_dir, "bp_gradbench"), "--backend", backend,
+    def jacobian(backend, *flags):
+        out = subprocess.run([os.path.join(bin_dir, "bp_gradbench"), "--backend", backend, *flags,
                               "--module", "gmm", str(tmp_path / "gmm.json"), "jacobian"],
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
@@ -93,15 +94,35 @@ def test_libtorch_runs_in_its_own_binary_near_the_scalar_graph(bin_dir, tmp_path
         return [v for part in ("alpha", "mu", "q", "l") for row in j[part]
                 for v in (row if isinstance(row, list) else [row])]
 
-    torch_grads, scalar_grads = jacobian("libtorch"), jacobian("scalar")
-    error = max(abs(x - y) / max(1, abs(x) + abs(y)) for x, y in zip(torch_grads, scalar_grads))
+    def error(xs, ys):
+        assert len(xs) == len(ys)
+        return max(abs(x - y) / max(1, abs(x) + abs(y)) for x, y in zip(xs, ys))
+
+    scalar_grads = jacobian("scalar")
+    error64 = error(jacobian("libtorch"), scalar_grads)
+    error32 = error(jacobian("libtorch", "--precision", "float32"), scalar_grads)
     # float32 sums over 1000 points: near GradBench's 1e-4 (tool_test.cc says why 2e-4 here)
-    print(f"libtorch gmm d=10 k=4: GradBench's error {error:.1e} (tolerance 2e-4)")
-    assert len(torch_grads) == len(scalar_grads) and error <= 2e-4
+    print(f"libtorch gmm d=10 k=4: GradBench's error {error64:.1e} in float64 (tolerance 1e-11), "
+          f"{error32:.1e} in float32 (2e-4)")
+    assert error64 <= 1e-11 and error32 <= 2e-4
     lse = subprocess.run([os.path.join(bin_dir, "bp_gradbench"), "--backend", "libtorch"],
                          input='{"id": 1, "kind": "define", "module": "lse"}\n',
                          capture_output=True, text=True)
     assert "no tensor form" in json.loads(lse.stdout)["error"]
+
+
+def test_precision_is_the_tensor_forms_and_a_bad_one_is_one_line(bin_dir):
+    """--precision float32 on a scalar backend, or a precision that does not exist: one line and
+    exit 2, naming what is valid; a session says its precision in its start reply."""
+    tool = os.path.join(bin_dir, "bp_gradbench")
+    for argv, message in [(["--backend", "scalar", "--precision", "float32"],
+                           "--backend scalar computes its scalar graph in double only"),
+                          (["--precision", "half"], "--precision half: valid: float64, float32")]:
+        r = subprocess.run([tool, *argv], input="", capture_output=True, text=True)
+        assert r.returncode == 2 and message in r.stderr.splitlines()[0], r.stderr
+    r = subprocess.run([tool, "--backend", "engine", "--precision=float32"],
+                       input='{"id": 0, "kind": "start"}\n', capture_output=True, text=True)
+    assert json.loads(r.stdout)["config"] == {"backend": "engine", "precision": "float32"}
 
 
 def gradbench_session(tool_argv, messages, log_path):
