@@ -23,34 +23,30 @@ inline bool our_backend(std::string_view b) {
   return b == "scalar" || b == "compiled" || tensor_form_backend(b);
 }
 
-// bp_gradbench's: Eager, EagerDouble and Compiled are our engine's backend types (EngineBackend,
-// EngineDoubleBackend, CompiledBackend); libtorch is handed to bp_gradbench_libtorch before a
-// session starts. The scalar forms are double whatever the precision; the compiled tensor mode
-// has no double yet, so a float64 session on compiled_tensor defines nothing and says why.
-template <class Eager, class EagerDouble, class Compiled>
+// bp_gradbench's: our engine's backend types, the eager tape and graph in float (Eager:
+// EngineBackend) and double (EagerDouble: EngineDoubleBackend), the compiled mode likewise
+// (CompiledBackend, CompiledDoubleBackend); libtorch is handed to bp_gradbench_libtorch before a
+// session starts. The scalar forms are double whatever the precision.
+template <class Eager, class EagerDouble, class Compiled, class CompiledDouble>
 struct EngineBackends {
   static constexpr std::string_view kNames = kOurBackends;
   static bool known(std::string_view b) { return our_backend(b); }
   static bool runs_tensor_forms(std::string_view b) { return tensor_form_backend(b); }
-  static std::string lacks_precision(std::string_view b, Precision p) {
-    if (b == "compiled_tensor" && p == Precision::float64)
-      return "--backend compiled_tensor computes in float32 only (no float64 compiled tensor "
-             "mode yet); --precision float32 runs it, --backend engine runs float64";
-    return "";
-  }
+  static std::string lacks_precision(std::string_view, Precision) { return ""; }
   template <class W>
   static Evaluation gradient(const std::string& backend, Precision p, JsonView input) {
     if (backend == "scalar") return gradbench::gradient<W, Eager>(input);
     if (backend == "compiled") return gradbench::gradient<W, Compiled>(input);
     if constexpr (kHasTensorForm<W>) {
+      const bool in_double = p == Precision::float64;
       if (backend == "engine")
-        return p == Precision::float64 ? tensor_gradient<W, EagerDouble>(input)
-                                       : tensor_gradient<W, Eager>(input);
-      if (backend == "compiled_tensor" && p == Precision::float32)
-        return tensor_gradient<W, Compiled>(input);
+        return in_double ? tensor_gradient<W, EagerDouble>(input)
+                         : tensor_gradient<W, Eager>(input);
+      if (backend == "compiled_tensor")
+        return in_double ? tensor_gradient<W, CompiledDouble>(input)
+                         : tensor_gradient<W, Compiled>(input);
     }
-    throw std::invalid_argument("--backend " + backend + " at " + std::string(precision_name(p)) +
-                                " is not in this binary");
+    throw std::invalid_argument("--backend " + backend + " is not in this binary");
   }
 };
 

@@ -9,7 +9,8 @@
 
 namespace bp::gradbench {
 
-using OurEngineBackends = EngineBackends<EngineBackend, EngineDoubleBackend, CompiledBackend>;
+using OurEngineBackends =
+    EngineBackends<EngineBackend, EngineDoubleBackend, CompiledBackend, CompiledDoubleBackend>;
 extern template class Session<OurEngineBackends>;
 
 }  // namespace bp::gradbench

@@ -43,6 +43,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -55,8 +56,12 @@
 
 namespace bp {
 
-struct CompiledBackend : EngineTensorInputs {
-  static constexpr std::string_view name = "compiled";
+// R: the tensors' type, float (the bench's model rows) or double (bp_gradbench's tensor forms in
+// float64); scalar graphs are double either way.
+template <class R>
+struct CompiledBackendOf : EngineTensorInputs {
+  static constexpr std::string_view name =
+      std::is_same_v<R, float> ? "compiled" : "compiled_double";
   static constexpr Implements implements = Implements::both;
   // ---- scalar graphs, double precision: captured once, replayed
   // (engine/compiled/compiled_scalar.h) ----
@@ -77,13 +82,13 @@ struct CompiledBackend : EngineTensorInputs {
   bool can_replay_scalar_step() const { return scalars.can_replay(); }
   double replay_scalar_step(std::span<double> grads) { return scalars.replay(grads); }
 
-  // ---- tensors, float32 ----
-  using Real = float;
+  // ---- tensors, in R ----
+  using Real = R;
   using Tensor = bp::Tensor;
   using Indices = IndexSpan;
-  using Node = TensorGraph<float>::Node;
-  TensorGraph<float> graph{256, /*record_only=*/true};  // parameters; the capture
-  Program<float> program;
+  using Node = typename TensorGraph<R>::Node;
+  TensorGraph<R> graph{256, /*record_only=*/true};  // parameters; the capture
+  Program<R> program;
   std::vector<Node> captured;  // the captured step's nodes from the first op to the loss
   uint32_t root = 0;           // the loss
   uint32_t cursor = 0;         // ops replayed in this step
@@ -110,10 +115,10 @@ struct CompiledBackend : EngineTensorInputs {
 
   bool compiled() const { return !captured.empty(); }
 
-  Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
+  Tensor param(int32_t rows, int32_t cols, std::span<const R> v) {
     return graph.param(rows, cols, v);
   }
-  Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
+  Tensor constant(int32_t rows, int32_t cols, std::span<const R> v) {
     return graph.constant(rows, cols, v);
   }
 
@@ -249,7 +254,7 @@ struct CompiledBackend : EngineTensorInputs {
     if (!ran_forward) program.forward(), ran_forward = true;
     return program.loss();
   }
-  void read_grad(Tensor p, std::span<float> out) const {
+  void read_grad(Tensor p, std::span<R> out) const {
     graph.read_grad(p, out);
     if (gradients_zeroed) std::fill(out.begin(), out.end(), 0.0f);
   }
@@ -300,12 +305,12 @@ struct CompiledBackend : EngineTensorInputs {
   // The program, under the budget if there is one. A budget no plan meets ends the process with
   // one line naming the smallest this planner reached: exit 2, as for any bad flag, before any
   // arithmetic of the step has run.
-  Program<float> compile_program() {
+  Program<R> compile_program() {
     try {
       // Under a memory budget no library is opened unless forced: its resident code and tables
       // would sit outside the budget (engine/dialects/dialects.h).
       const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
-      DialectSelector<float> selector(dialects, !budgeted);
+      DialectSelector<R> selector(dialects, !budgeted);
       const ArenaBudget budget{budget_bytes, budget_fraction};
       PlanCache cache(plan_cache_dir);
       PlanKey key;
@@ -317,7 +322,7 @@ struct CompiledBackend : EngineTensorInputs {
                              PlanCache::this_machine());
         if (const std::optional<PlanDecisions> d = cache.load(key)) {
           try {
-            Program<float> p(graph, root, budget, &selector, &*d);
+            Program<R> p(graph, root, budget, &selector, &*d);
             libraries_left_out = d->libraries_left_out;
             plan_cache = "hit";
             return p;
@@ -328,11 +333,11 @@ struct CompiledBackend : EngineTensorInputs {
       }
       if (dialects.timed && !budgeted && libraries_within_saving)
         selector.keep_libraries_within_saving();
-      Program<float> p(graph, root, budget, &selector);
+      Program<R> p(graph, root, budget, &selector);
       // Made again while a library is left out (each time one more: few times at most).
       while (dialects.timed && !budgeted && libraries_within_saving &&
              !keep_libraries_that_fit(p, selector))
-        p = Program<float>(graph, root, budget, &selector);
+        p = Program<R>(graph, root, budget, &selector);
       selection_seconds = selector.seconds_measuring();
       for (const auto& [library, why] : selector.libraries_left_out())
         libraries_left_out += (libraries_left_out.empty() ? "" : "; ") + library + " (" + why + ")";
@@ -356,8 +361,8 @@ struct CompiledBackend : EngineTensorInputs {
   }
   // Auto keeps a library only while its resident memory fits in what the plan saves over the
   // eager tape (engine/dialects/dialects.h, keep_what_fits): false if it left one out.
-  static bool keep_libraries_that_fit(const Program<float>& p, DialectSelector<float>& selector) {
-    std::vector<DialectSelector<float>::LibraryUse> uses;
+  static bool keep_libraries_that_fit(const Program<R>& p, DialectSelector<R>& selector) {
+    std::vector<typename DialectSelector<R>::LibraryUse> uses;
     for (const auto& k : p.kernels())
       if (k.choice.kernel->library) uses.push_back({k.op, k.shape, k.choice.kernel});
     const MemoryPlan& m = p.memory();
@@ -448,14 +453,16 @@ struct CompiledBackend : EngineTensorInputs {
                c.index.size);
       const Node& x = c.in[0] < P ? graph.node_at(c.in[0]) : captured[c.in[0] - P];
       if (op == TensorOp::embedding)
-        TensorGraph<float>::check_embedding_indices(x, idx);
+        TensorGraph<R>::check_embedding_indices(x, idx);
       else
-        TensorGraph<float>::check_targets(x, idx);
+        TensorGraph<R>::check_targets(x, idx);
       program.bind_index(id, idx);
     }
     cursor++;
     return Tensor{id, graph.serial(), graph.step_count()};
   }
 };
+using CompiledBackend = CompiledBackendOf<float>;
+using CompiledDoubleBackend = CompiledBackendOf<double>;
 
 }  // namespace bp

@@ -337,6 +337,54 @@ TEST(CompiledModels, BitwiseEqualToTheEagerEngineOnEveryWorkload) {
   EXPECT_GE(checked, workloads);
 }
 
+// In double (bp_gradbench's tensor forms in float64) the compiled mode is the eager graph, bit for
+// bit: each eval's tensor form, its loss and every gradient at the captured step and a replayed
+// one, as in float.
+template <class W, class B>
+std::vector<std::vector<double>> double_gradient_steps(int64_t size) {
+  B be;
+  typename W::template Run<B> run(be, size, bp::Corpus{});
+  std::vector<std::vector<double>> steps;
+  for (int s = 0; s < 2; s++) {
+    be.zero_grad();
+    std::vector<double> out = {run.forward_backward(be, 0)};
+    for (size_t i = 0; i < run.params.size(); i++) {
+      std::vector<double> g(run.param_sizes[i]);
+      be.read_grad(run.params[i], g);
+      out.insert(out.end(), g.begin(), g.end());
+    }
+    be.end_step();
+    steps.push_back(out);
+  }
+  return steps;
+}
+TEST(CompiledModels, InDoubleBitwiseEqualToTheEagerGraphInDouble) {
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W> && bp::takes_no_update<W>()) {
+      for (int64_t size : model_test_sizes<W>()) {
+        const auto e = double_gradient_steps<W, bp::EngineDoubleBackend>(size);
+        const auto c = double_gradient_steps<W, bp::CompiledDoubleBackend>(size);
+        for (size_t step = 0; step < e.size(); step++) {
+          ASSERT_EQ(e[step].size(), c[step].size());
+          double worst = 0;
+          for (size_t i = 0; i < e[step].size(); i++)
+            worst = std::max(worst, std::fabs(e[step][i] - c[step][i]));
+          EXPECT_EQ(std::memcmp(e[step].data(), c[step].data(), e[step].size() * sizeof(double)), 0)
+              << W::name << " size " << size << " step " << step;
+          if (step == 1)
+            std::printf(
+                "  %-15s size %-5lld %zu numbers in double, max |compiled - eager| %.1e "
+                "(must be bitwise 0)\n",
+                std::string(W::name).c_str(), (long long)size, e[step].size(), worst);
+        }
+        checked++;
+      }
+    }
+  });
+  EXPECT_GE(checked, 3);  // lstm_tensor, gmm_d2_tensor, gmm_d10_tensor
+}
+
 // Threads change no bit: every model workload, eager and compiled, six training steps at 2, 3
 // and 4 threads against one; at the kernels' own thresholds, with every kernel split, and with
 // every backward's two products side by side; then

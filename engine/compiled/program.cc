@@ -5,5 +5,6 @@
 namespace bp {
 
 template class Program<float>;
+template class Program<double>;  // bp_gradbench's tensor forms in float64
 
 }  // namespace bp

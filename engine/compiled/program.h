@@ -695,5 +695,6 @@ void Program<T>::find_param_first_writes(const TensorGraph<T>& g,
 }
 
 extern template class Program<float>;
+extern template class Program<double>;
 
 }  // namespace bp

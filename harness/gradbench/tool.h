@@ -228,7 +228,7 @@ Evaluation tensor_gradient(JsonView input) {
     }
     be.end_step();
   };
-  if constexpr (B::name == "compiled") {
+  if constexpr (B::name.starts_with("compiled")) {  // compiled, compiled_double
     start = now_ns();
     step();
     e.time("compile", now_ns() - start);
