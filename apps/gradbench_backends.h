@@ -32,7 +32,6 @@ struct EngineBackends {
   static constexpr std::string_view kNames = kOurBackends;
   static bool known(std::string_view b) { return our_backend(b); }
   static bool runs_tensor_forms(std::string_view b) { return tensor_form_backend(b); }
-  static std::string lacks_precision(std::string_view, Precision) { return ""; }
   template <class W>
   static Evaluation gradient(const std::string& backend, Precision p, JsonView input) {
     if (backend == "scalar") return gradbench::gradient<W, Eager>(input);
@@ -57,7 +56,6 @@ struct LibtorchBackends {
   static constexpr std::string_view kNames = kOurBackends;
   static bool known(std::string_view b) { return our_backend(b); }
   static bool runs_tensor_forms(std::string_view b) { return tensor_form_backend(b); }
-  static std::string lacks_precision(std::string_view, Precision) { return ""; }
   template <class W>
   static Evaluation gradient(const std::string& backend, Precision p, JsonView input) {
     if constexpr (kHasTensorForm<W>)

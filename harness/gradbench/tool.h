@@ -42,7 +42,6 @@ namespace bp::gradbench {
 //   static constexpr std::string_view kNames;                 // the valid --backend values
 //   static bool known(std::string_view backend);
 //   static bool runs_tensor_forms(std::string_view backend);  // lstm and gmm's tensor forms only
-//   static std::string lacks_precision(std::string_view backend, Precision);  // why not, or ""
 //   template <class W>
 //   static Evaluation gradient(const std::string& backend, Precision, JsonView input);
 // with gradient() calling gradient<W, B> or tensor_gradient<W, B> below for its backend type B.
@@ -275,7 +274,7 @@ class Session {
     if (Backends::runs_tensor_forms(backend_) && !tensor_form)
       return "module '" + std::string(module) + "' has no tensor form for --backend " + backend_ +
              " (lstm and gmm have); --backend scalar or compiled runs it";
-    return Backends::lacks_precision(backend_, precision_);
+    return "";
   }
   std::string define(const Json& id, const std::string& module) const {
     if (std::string why = lacks(module); !why.empty()) return error_reply(id, why);
