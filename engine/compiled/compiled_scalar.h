@@ -76,7 +76,8 @@ class CompiledScalar {
   Value param(double v) {
     if (nodes_.size() != num_params_)
       misuse("param", "called after ops of a step; create all parameters before any op");
-    nodes_.push_back({ScalarOp::leaf, 0, 0, v});
+    nodes_.push_back({ScalarOp::leaf, uint32_t(constants_.size()), 0});
+    constants_.push_back(v);
     num_params_++;
     return {this, uint32_t(nodes_.size() - 1), steps_};
   }
@@ -144,7 +145,8 @@ class CompiledScalar {
     return compiled() ? grads_[x.id] : 0.0;  // before the first backward, no gradient yet
   }
   void reset() {
-    if (!compiled()) nodes_.resize(num_params_), eager_values_.clear();  // nothing to keep
+    if (!compiled())  // nothing to keep but the parameters, the first constants
+      nodes_.resize(num_params_), constants_.resize(num_params_), eager_values_.clear();
     if (capturing_reads()) replay_ready_ = value_read_ != kNone;
     cursor_ = uint32_t(num_params_);
     steps_++;
@@ -153,7 +155,8 @@ class CompiledScalar {
 
   bool compiled() const { return !values_.empty(); }
   size_t arena_bytes() const {
-    return nodes_.capacity() * sizeof(Node) + (values_.capacity() + grads_.capacity()) * 8 +
+    return nodes_.capacity() * sizeof(Node) +
+           (constants_.capacity() + values_.capacity() + grads_.capacity()) * 8 +
            code_.capacity() * sizeof(Instr) + jit_.code_bytes();
   }
   std::vector<std::pair<const char*, double>> counters() const {
@@ -164,15 +167,17 @@ class CompiledScalar {
   }
 
  private:
+  // 12 bytes a node, 16 an instruction: with a value and a gradient, the program of a node
+  // approaches the eager tape's 32 bytes (engine/core/scalar.h).
   struct Node {
     ScalarOp op;
-    uint32_t lhs, rhs;
-    double constant;  // a leaf's value (parameters, literals)
+    uint32_t lhs, rhs;  // a leaf's lhs: its value's index in constants_ until compiled
   };
   struct Instr {
-    const void* handler;  // a label inside execute()
+    int32_t handler;  // a label inside execute(), as its distance from `stop`
     uint32_t out, a, b;
   };
+  static_assert(sizeof(Node) == 12 && sizeof(Instr) == 16);
   // The handlers, in one function so that each ends in its own indirect jump to the next
   // instruction's (threaded code: each jump site learns its own successors, where a switch or a
   // loop of calls shares one). Called with null code, returns its table: forward handlers in
@@ -187,26 +192,29 @@ class CompiledScalar {
     kStop,
     kHandlers
   };
-  static const void* const* execute(const Instr* ip, double* v, double* g) {
+  static const int32_t* execute(const Instr* ip, double* v, double* g) {
+#define BP_AT(label) int32_t(static_cast<char*>(&&label) - static_cast<char*>(&&stop))
 #define BP_ROW(prefix)                                                                \
-  nullptr, &&prefix##add, &&prefix##sub, &&prefix##mul, &&prefix##div, &&prefix##neg, \
-      &&prefix##pow, &&prefix##exp, &&prefix##log, &&prefix##tanh, &&prefix##relu
-    static const void* const table[kHandlers] = {BP_ROW(forward_),      BP_ROW(backward_),
-                                                 BP_ROW(backward_lhs_), BP_ROW(backward_rhs_),
-                                                 &&start_backward,      &&stop};
+  0, BP_AT(prefix##add), BP_AT(prefix##sub), BP_AT(prefix##mul), BP_AT(prefix##div),  \
+      BP_AT(prefix##neg), BP_AT(prefix##pow), BP_AT(prefix##exp), BP_AT(prefix##log), \
+      BP_AT(prefix##tanh), BP_AT(prefix##relu)
+    static const int32_t table[kHandlers] = {BP_ROW(forward_),      BP_ROW(backward_),
+                                             BP_ROW(backward_lhs_), BP_ROW(backward_rhs_),
+                                             BP_AT(start_backward), BP_AT(stop)};
 #undef BP_ROW
+#undef BP_AT
     if (!ip) return table;
-    goto * ip->handler;
+    goto*(static_cast<char*>(&&stop) + ip->handler);
 #define BP_BACKWARD(label, op, which)                                                      \
   label:                                                                                   \
   scalar_backward<ScalarOp::op, double, which>(g[ip->out], v[ip->out], v[ip->a], v[ip->b], \
                                                g[ip->a], g[ip->b]);                        \
   ip++;                                                                                    \
-  goto * ip->handler;
+  goto*(static_cast<char*>(&&stop) + ip->handler);
 #define BP_HANDLERS(op)                                                         \
   forward_##op : v[ip->out] = scalar_forward<ScalarOp::op>(v[ip->a], v[ip->b]); \
   ip++;                                                                         \
-  goto * ip->handler;                                                           \
+  goto*(static_cast<char*>(&&stop) + ip->handler);                              \
   BP_BACKWARD(backward_##op, op, ScalarGrads::both)                             \
   BP_BACKWARD(backward_lhs_##op, op, ScalarGrads::lhs)                          \
   BP_BACKWARD(backward_rhs_##op, op, ScalarGrads::rhs)
@@ -226,7 +234,7 @@ class CompiledScalar {
     std::memset(g, 0, size_t(ip->a) * sizeof(double));
     g[ip->out] += 1.0;
     ip++;
-    goto * ip->handler;
+    goto*(static_cast<char*>(&&stop) + ip->handler);
   stop:
     return nullptr;
   }
@@ -274,12 +282,14 @@ class CompiledScalar {
                                       const char* name) {
     if (!compiled()) {
       if (nodes_.size() == num_params_) capture_started_ = std::chrono::steady_clock::now();
-      nodes_.push_back({op, lhs, rhs, c});
+      if (op == ScalarOp::leaf) lhs = uint32_t(constants_.size()), constants_.push_back(c);
+      nodes_.push_back({op, lhs, rhs});
       return {this, uint32_t(nodes_.size() - 1), steps_};
     }
     const uint32_t id = cursor_;
-    if (id >= nodes_.size() || nodes_[id].op != op || nodes_[id].lhs != lhs ||
-        nodes_[id].rhs != rhs || (op == ScalarOp::leaf && nodes_[id].constant != c)) [[unlikely]]
+    if (id >= nodes_.size() || nodes_[id].op != op ||
+        (op == ScalarOp::leaf ? values_[id] != c : nodes_[id].lhs != lhs || nodes_[id].rhs != rhs))
+        [[unlikely]]
       diverged(id, op, lhs, rhs, c, name);
     cursor_++;
     return {this, id, steps_};
@@ -296,9 +306,10 @@ class CompiledScalar {
   double value_before_compiling(uint32_t id) {
     for (size_t i = eager_values_.size(); i <= id; i++) {
       const Node& x = nodes_[i];
-      eager_values_.push_back(x.op == ScalarOp::leaf ? x.constant  // pow's exponent is a leaf
-                                                     : scalar_forward_of(x.op, eager_values_[x.lhs],
-                                                                         eager_values_[x.rhs]));
+      eager_values_.push_back(
+          x.op == ScalarOp::leaf
+              ? constants_[x.lhs]  // pow's exponent is a leaf
+              : scalar_forward_of(x.op, eager_values_[x.lhs], eager_values_[x.rhs]));
     }
     return eager_values_[id];
   }
@@ -320,7 +331,7 @@ class CompiledScalar {
       std::fprintf(stderr,
                    "bp::CompiledScalar::%s: node %u is the constant %.17g; the captured step "
                    "had %.17g there: a compiled step must repeat the captured one\n",
-                   name, id, c, nodes_[id].constant);
+                   name, id, c, values_[id]);
     else
       std::fprintf(stderr,
                    "bp::CompiledScalar::%s: node %u is %s(%u, %u); the captured step has "
@@ -350,8 +361,11 @@ class CompiledScalar {
           i < num_params_ ||
           (x.op != ScalarOp::leaf && (needs_grad_[x.lhs] || (binary(x.op) && needs_grad_[x.rhs])));
     }
+    // A leaf's value moves into its slot, which the program never writes: the guard reads it
+    // there from now on.
     for (uint32_t i = 0; i < n; i++)
-      if (nodes_[i].op == ScalarOp::leaf) values_[i] = nodes_[i].constant;
+      if (nodes_[i].op == ScalarOp::leaf) values_[i] = constants_[nodes_[i].lhs];
+    std::vector<double>().swap(constants_);
     // Threaded code, run first and wherever generated code does not (engine/compiled/scalar_jit.h);
     // sized once (grown by doubling it was copied into fresh pages, at microseconds a page fault
     // here).
@@ -384,7 +398,7 @@ class CompiledScalar {
       const Node& x = nodes_[i];
       if (x.op != ScalarOp::leaf)
         emit(ScalarJitInstr{ScalarJitInstr::forward, x.op, ScalarGrads::both, i, x.lhs, x.rhs,
-                            nodes_[x.rhs].constant});
+                            values_[x.rhs]});
     }
     emit(ScalarJitInstr{ScalarJitInstr::start_backward, ScalarOp::count, ScalarGrads::both, root_,
                         n, 0, 0});
@@ -396,7 +410,7 @@ class CompiledScalar {
                           to_x && to_y ? ScalarGrads::both
                           : to_x       ? ScalarGrads::lhs
                                        : ScalarGrads::rhs,
-                          i, x.lhs, x.rhs, nodes_[x.rhs].constant});
+                          i, x.lhs, x.rhs, values_[x.rhs]});
     }
   }
   static bool binary(ScalarOp op) {
@@ -407,6 +421,7 @@ class CompiledScalar {
 
   static constexpr uint32_t kNone = ~0u;
   std::vector<Node> nodes_;             // parameters first, then the captured step
+  std::vector<double> constants_;       // the leaves' values while capturing
   std::vector<double> values_, grads_;  // (nodes up to the root), by node index
   std::vector<Instr> code_;             // threaded: forward, start_backward, backward, stop
   ScalarJit jit_;                       // the generated code, from the second run on
