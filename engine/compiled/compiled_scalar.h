@@ -167,8 +167,9 @@ class CompiledScalar {
   }
 
  private:
-  // 12 bytes a node, 16 an instruction: with a value and a gradient, the program of a node
-  // approaches the eager tape's 32 bytes (engine/core/scalar.h).
+  // 12 bytes a node and 16 an instruction (about two a node): with a value and a gradient some
+  // 60 bytes a node, against the eager tape's 32 (dev/notes.md, "The compiled scalar program in
+  // less memory").
   struct Node {
     ScalarOp op;
     uint32_t lhs, rhs;  // a leaf's lhs: its value's index in constants_ until compiled
