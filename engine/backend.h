@@ -71,6 +71,14 @@ struct EngineTensorOps : EngineTensorInputs {
   Tensor cross_entropy(Tensor logits, Indices targets) {
     return graph.cross_entropy(logits, targets);
   }
+  Tensor param(int32_t rows, int32_t cols, std::span<const T> v) {
+    return graph.param(rows, cols, v);
+  }
+  Tensor constant(int32_t rows, int32_t cols, std::span<const T> v) {
+    return graph.constant(rows, cols, v);
+  }
+  void backward(Tensor loss) { graph.backward(loss); }
+  void read_grad(Tensor p, std::span<T> out) const { graph.read_grad(p, out); }
   void zero_grad() { graph.zero_grad(); }
   void end_step() { graph.end_step(); }
   double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
@@ -82,15 +90,7 @@ struct EngineTensorOps : EngineTensorInputs {
 struct EngineDoubleBackend : EngineTensorOps<double> {
   static constexpr std::string_view name = "engine_double";
   static constexpr Implements implements = Implements::models;
-  Tensor param(int32_t rows, int32_t cols, std::span<const double> v) {
-    return graph.param(rows, cols, v);
-  }
-  Tensor constant(int32_t rows, int32_t cols, std::span<const double> v) {
-    return graph.constant(rows, cols, v);
-  }
-  void backward(Tensor loss) { graph.backward(loss); }
   void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }
-  void read_grad(Tensor p, std::span<double> out) const { graph.read_grad(p, out); }
   size_t arena_bytes() const { return graph.arena_bytes(); }
 };
 
@@ -115,15 +115,7 @@ struct EngineBackend : EngineTensorOps<float> {
 
   // ---- tensors, float32: the ops are EngineTensorOps<float>'s ----
   using EngineTensorOps<float>::tanh, EngineTensorOps<float>::relu, EngineTensorOps<float>::exp,
-      EngineTensorOps<float>::log;
-
-  Tensor param(int32_t rows, int32_t cols, std::span<const float> v) {
-    return graph.param(rows, cols, v);
-  }
-  Tensor constant(int32_t rows, int32_t cols, std::span<const float> v) {
-    return graph.constant(rows, cols, v);
-  }
-  void backward(Tensor loss) { graph.backward(loss); }
+      EngineTensorOps<float>::log, EngineTensorOps<float>::param, EngineTensorOps<float>::backward;
   // stream_instead: the `bound` variant (bench_engine --optimizer=stream) moves an AdamW step's
   // bytes without its arithmetic, the memory-bandwidth bound of workloads/optimizer.h's update.
   bool stream_instead = false;
@@ -132,7 +124,6 @@ struct EngineBackend : EngineTensorOps<float> {
     adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr);
   }
   int64_t skipped_steps() const { return graph.skipped_steps(); }  // a NaN or Inf gradient
-  void read_grad(Tensor p, std::span<float> out) const { graph.read_grad(p, out); }
 
   // ---- recurrent models: the way back through time (engine/checkpoint/checkpoint.h) ----
   // store_all reverses the unrolled sequence with the graph's backward; revolve and multistage
