@@ -14,6 +14,9 @@
 //                         measures the cache)
 //   --library-memory=M    saving (default): auto keeps a library only while its resident memory
 //                         fits in what the plan saves over the eager tape; any: whenever faster
+//   --generated-code=M    within-tape (default): a scalar step runs generated x86-64 code only
+//                         while the program stays within the eager tape's memory, else threaded
+//                         code; any: wherever it can be built (engine/compiled/compiled_scalar.h)
 // and the driver's --time_first_step (cold starts), --verdicts=FILE (a run's shared kernel
 // verdicts) and --kernel_rows (studies/kernels/kernel_rows.h).
 //   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
@@ -40,6 +43,7 @@ struct CompiledOptions {
   bp::DialectSpec dialects = auto_dialects();
   std::string cache_dir = bp::PlanCache::default_dir();  // "": no cache
   bool libraries_within_saving = true;                   // --library-memory=saving
+  bool code_within_tape = true;                          // --generated-code=within-tape
   static bp::DialectSpec auto_dialects() {
     std::string unused;
     return *bp::parse_dialect_spec("auto", &unused);
@@ -125,6 +129,13 @@ int main(int argc, char** argv) {
             "eager holds it) or any",
             *v));
       options.libraries_within_saving = *v == "saving";
+    } else if (auto v = value_of("--generated-code=")) {
+      if (*v != "within-tape" && *v != "any")
+        bp::backend_usage_error(fmt::format(
+            "--generated-code={}: expected within-tape (a scalar step's generated code only "
+            "while the program holds no more than the eager tape) or any",
+            *v));
+      options.code_within_tape = *v == "within-tape";
     } else if (arg == "--no-cache") {
       options.cache_dir.clear();
     } else {
@@ -138,6 +149,7 @@ int main(int argc, char** argv) {
     b.dialects = options.dialects;
     b.plan_cache_dir = options.cache_dir;
     b.libraries_within_saving = options.libraries_within_saving;
+    b.scalars.set_code_within_tape(options.code_within_tape);
   };
   hooks.late_context = [] {
     return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir}};

@@ -260,9 +260,10 @@ struct CompiledBackendOf : EngineTensorInputs {
   }
 
   // Which kernel served the ops of the step, per op and dialect in the order first met:
-  // "auto: linear=blis x3, matmul=engine x2, ...". Empty before the first compile, and for
-  // scalar graphs (one kernel per op there).
+  // "auto: linear=blis x3, matmul=engine x2, ...". For scalar graphs, which executor runs the
+  // step ("scalar: threaded", "scalar: generated code (12 KB)"). Empty before the first compile.
   std::string kernel_report() const {
+    if (scalars.compiled()) return "scalar: " + scalars.executor();
     if (!compiled()) return "";
     std::vector<std::pair<std::string, int>> uses;
     for (const auto& k : program.kernels()) {

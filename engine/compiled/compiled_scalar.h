@@ -3,14 +3,16 @@
 // The first step's graph is recorded (ops and operands, no arithmetic); at its backward() it
 // becomes one program over a values array and a gradients array, indexed by node: the forward in
 // creation order, the gradients zeroed and seeded, the chain rule in reverse creation order,
-// leaving out the gradients no parameter needs (a literal's: `x * 2.0` updates x's gradient
-// only). Its first run is threaded code: each instruction holds the address of its handler,
-// which runs its op's scalar_forward or scalar_backward on its operands' slots and jumps straight
-// to the next instruction's handler. From its second run on, where the machine has AVX and FMA
-// and the step is at most kJitMaxInstructions long, it runs as x86-64 code generated for it
-// (engine/compiled/scalar_jit.h: straight-line, values kept in registers). Both run the rules of
-// engine/core/scalar.h, the eager tape's own, operation for operation: gradients are bitwise the
-// eager tape's (tested, each executor), and zeroed as the tape zeroes them.
+// leaving out the gradients no parameter needs (a literal has none: `x * 2.0` updates x's
+// gradient only). The recorded ops are the program: its threaded code walks them up for the
+// forward and down for the backward, each instruction naming its handler, which runs its op's
+// scalar_forward or scalar_backward on its operands' slots and jumps straight to the next
+// instruction's handler. From its second run on, where the machine has AVX and FMA, the step is
+// at most kJitMaxInstructions long and its code keeps the program within the eager tape's memory,
+// it runs as x86-64 code generated for it (engine/compiled/scalar_jit.h: straight-line, values
+// kept in registers). Both run the rules of engine/core/scalar.h, the eager tape's own, operation
+// for operation: gradients are bitwise the eager tape's (tested, each executor), and zeroed as
+// the tape zeroes them.
 //
 // Two ways to run a later step:
 //  - replay(): the step alone. A scalar graph has no input that changes between steps (its
@@ -22,8 +24,8 @@
 //    operands (literals: the same value), and backward() runs the program. A step that differs
 //    is refused with one line.
 //
-// Not here: memory planning (a value and a gradient per node, 16 bytes, as the eager tape holds;
-// scalar graphs are small).
+// Not here: memory planning (a value and a gradient per node and an instruction per op, in
+// arrays that grow as the tape does; nothing to plan).
 // Tests: engine/compiled/compiled_test.cc.
 #pragma once
 
@@ -34,11 +36,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/compiled/scalar_jit.h"
 #include "engine/core/scalar.h"
+#include "engine/runtime/arena.h"
 
 namespace bp {
 
@@ -69,49 +73,57 @@ class CompiledScalar {
     friend Value operator/(double c, Value b) { return b.to("div")->constant(c) / b; }
   };
 
-  CompiledScalar() = default;
+  CompiledScalar() { code_.push_back({0, kStop, 0, 0, 0}); }
   CompiledScalar(const CompiledScalar&) = delete;  // handles point here: it must not move
   CompiledScalar& operator=(const CompiledScalar&) = delete;
 
   Value param(double v) {
-    if (nodes_.size() != num_params_)
+    if (compiled() || values_.size() != num_params_)
       misuse("param", "called after ops of a step; create all parameters before any op");
-    nodes_.push_back({ScalarOp::leaf, uint32_t(constants_.size()), 0});
-    constants_.push_back(v);
+    values_.push_back(v);
     num_params_++;
-    return {this, uint32_t(nodes_.size() - 1), steps_};
+    return {this, uint32_t(values_.size() - 1), steps_};
   }
   // A literal of the step (`x * 2.0`): recorded once; a replayed step must give the same value.
   [[gnu::always_inline]] Value constant(double c) {
-    return record(ScalarOp::leaf, 0, 0, c, "constant");
+    if (!compiled()) {
+      literals_.push_back(c);
+      return {this, kLiteral | uint32_t(literals_.size() - 1), steps_};
+    }
+    const uint32_t k = literal_cursor_++;
+    if (k >= num_literals_ || values_[num_nodes_ + k] != c) [[unlikely]]
+      another_literal(k, c);
+    return {this, kLiteral | k, steps_};
   }
   [[gnu::always_inline]] Value binary(ScalarOp op, Value a, Value b) {
     check(a, op), check(b, op);
-    return record(op, a.id, b.id, 0, scalar_op_names[int(op)]);
+    return record(op, a.id, b.id, scalar_op_names[int(op)]);
   }
   [[gnu::always_inline]] Value unary(ScalarOp op, Value a) {
     check(a, op);
-    return record(op, a.id, 0, 0, scalar_op_names[int(op)]);
+    return record(op, a.id, 0, scalar_op_names[int(op)]);
   }
   [[gnu::always_inline]] Value pow(Value a, double k) {
     check(a, ScalarOp::pow);
     const Value e = constant(k);
-    return record(ScalarOp::pow, a.id, e.id, 0, "pow");
+    return record(ScalarOp::pow, a.id, e.id, "pow");
   }
 
   void backward(Value root) {
     check(root, ScalarOp::count, "backward");
+    if (root.id & kLiteral)
+      misuse("backward", "from a literal, which no parameter reaches: every gradient is zero");
     if (backward_done_)
       misuse("backward",
              "called twice on one graph (every gradient would be added twice); call "
              "reset() between steps");
     if (!compiled()) {
       compile(root.id);
-    } else if (root.id != root_ || cursor_ != nodes_.size()) {
+    } else if (root.id != root_ || cursor_ != num_nodes_) {
       std::fprintf(stderr,
                    "bp::CompiledScalar::backward: from node %u after %u nodes; the captured "
-                   "step took it from node %u of %zu\n",
-                   root.id, cursor_, root_, nodes_.size());
+                   "step took it from node %u of %u\n",
+                   root.id, cursor_, root_, num_nodes_);
       std::abort();
     }
     backward_done_ = true;
@@ -130,14 +142,17 @@ class CompiledScalar {
   double value(Value x) {
     check(x, ScalarOp::count, "value");
     if (!compiled()) return value_before_compiling(x.id);
-    if (x.id >= needs_grad_.size()) [[unlikely]]
+    if (x.id >= num_nodes_ && !(x.id & kLiteral)) [[unlikely]]
       cut_off("value", x.id);
-    if (capturing_reads()) value_read_ = x.id;
-    return values_[x.id];
+    const uint32_t slot = slot_of(x.id);
+    if (capturing_reads()) value_read_ = slot;
+    return values_[slot];
   }
   double grad(Value x) {
     check(x, ScalarOp::count, "grad");
-    if (compiled() && x.id >= needs_grad_.size()) [[unlikely]]
+    if (x.id & kLiteral) [[unlikely]]
+      no_gradient(x.id);
+    if (compiled() && x.id >= num_nodes_) [[unlikely]]
       cut_off("grad", x.id);
     if (compiled() && !needs_grad_[x.id]) [[unlikely]]
       no_gradient(x.id);
@@ -145,19 +160,29 @@ class CompiledScalar {
     return compiled() ? grads_[x.id] : 0.0;  // before the first backward, no gradient yet
   }
   void reset() {
-    if (!compiled())  // nothing to keep but the parameters, the first constants
-      nodes_.resize(num_params_), constants_.resize(num_params_), eager_values_.clear();
+    if (!compiled())  // nothing to keep but the parameters
+      values_.resize(num_params_), literals_.resize(0), code_.resize(1),
+          computed_ = uint32_t(num_params_);
     if (capturing_reads()) replay_ready_ = value_read_ != kNone;
-    cursor_ = uint32_t(num_params_);
+    cursor_ = uint32_t(num_params_), literal_cursor_ = 0;
     steps_++;
     backward_done_ = false;
   }
 
-  bool compiled() const { return !values_.empty(); }
+  bool compiled() const { return num_nodes_ != 0; }
+  // What the compiled step holds, element by element (arena_bytes counts capacities), and what
+  // the eager tape holds for the same graph (its nodes up to the root, parameters and literals).
+  size_t held_bytes() const {
+    return (values_.size() + grads_.size()) * 8 + code_.size() * sizeof(Instr) +
+           needs_grad_.size() / 8 + jit_.code_bytes();
+  }
+  size_t eager_tape_bytes() const {
+    return size_t(num_nodes_ + num_literals_) * sizeof(ScalarNode<double>);
+  }
+  static constexpr size_t kJitSlack = size_t(64) << 10;  // see run()
   size_t arena_bytes() const {
-    return nodes_.capacity() * sizeof(Node) +
-           (constants_.capacity() + values_.capacity() + grads_.capacity()) * 8 +
-           code_.capacity() * sizeof(Instr) + jit_.code_bytes();
+    return (values_.capacity() + literals_.capacity() + grads_.capacity()) * 8 +
+           code_.capacity() * sizeof(Instr) + needs_grad_.capacity() / 8 + jit_.code_bytes();
   }
   std::vector<std::pair<const char*, double>> counters() const {
     return {{"instructions", double(instructions_)},
@@ -165,59 +190,83 @@ class CompiledScalar {
             {"jit_seconds", jit_seconds_},
             {"compile_seconds", compile_seconds_}};
   }
+  // Generated code only while the whole program stays within the eager tape's memory (the
+  // default), or wherever it can be built (bench_compiled --generated-code=any).
+  void set_code_within_tape(bool within) { code_within_tape_ = within; }
+  // Which executor runs the step, and why not generated code where it does not.
+  std::string executor() const {
+    char text[160];
+    if (jit_.built())
+      std::snprintf(text, sizeof text, "generated code (%zu KB)", jit_.code_bytes() >> 10);
+    else if (jit_refused_ == JitRefused::memory)
+      std::snprintf(text, sizeof text,
+                    "threaded: generated code would outgrow the eager tape's %zu KB",
+                    eager_tape_bytes() >> 10);
+    else if (jit_refused_ == JitRefused::length)
+      std::snprintf(text, sizeof text, "threaded: over %zu instructions", kJitMaxInstructions);
+    else
+      std::snprintf(text, sizeof text, "threaded");
+    return text;
+  }
 
  private:
-  // 12 bytes a node and 16 an instruction (about two a node): with a value and a gradient some
-  // 60 bytes a node, against the eager tape's 32 (dev/notes.md, "The compiled scalar program in
-  // less memory").
-  struct Node {
-    ScalarOp op;
-    uint32_t lhs, rhs;  // a leaf's lhs: its value's index in constants_ until compiled
-  };
+  // The program is the captured ops themselves, one 12-byte instruction each: the forward walks
+  // them up, each through its `forward` handler, writing node i's slot for instruction i, and
+  // the backward walks them down through its `backward` one. Node ids are the parameters, then
+  // the ops in order; a literal is a value only, with an id of its own (kLiteral | its index),
+  // and its slot follows the nodes' once compiled. Some 20 bytes a node of the eager tape's graph
+  // (a node 16, an op 12 more, a literal 8), against its 32 (dev/notes.md, "The compiled scalar
+  // program in less memory"). code_[0] is a sentinel: its backward handler stops, and its `a`
+  // is the first op's node; after compiling, the last instruction starts the backward.
   struct Instr {
-    int32_t handler;  // a label inside execute(), as its distance from `stop`
-    uint32_t out, a, b;
+    uint8_t forward, backward;  // handlers, as execute()'s table numbers them (forward: the op)
+    uint16_t unused;
+    uint32_t a, b;  // operands' slots (while capturing: their ids)
   };
-  static_assert(sizeof(Node) == 12 && sizeof(Instr) == 16);
+  static_assert(sizeof(Instr) == 12);
+  static constexpr uint32_t kLiteral = 1u << 31;
   // The handlers, in one function so that each ends in its own indirect jump to the next
   // instruction's (threaded code: each jump site learns its own successors, where a switch or a
-  // loop of calls shares one). Called with null code, returns its table: forward handlers in
-  // ScalarOp order, then backward ones updating both operands' gradients, then the left's only,
-  // then the right's only, then `start_backward` and `stop`.
+  // loop of calls shares one). Numbered as its table lists them: forward handlers in ScalarOp
+  // order, then backward ones updating both operands' gradients, then the left's only, then the
+  // right's only, then `start_backward`, `stop` and `skip` (an op no parameter reaches).
   static constexpr int kOps = int(ScalarOp::count);
-  enum : int {
+  enum : uint8_t {
     kBackwardHandlers = kOps,
     kLhsHandlers = 2 * kOps,
     kRhsHandlers = 3 * kOps,
     kStartBackward = 4 * kOps,
     kStop,
+    kSkip,
     kHandlers
   };
-  static const int32_t* execute(const Instr* ip, double* v, double* g) {
-#define BP_AT(label) int32_t(static_cast<char*>(&&label) - static_cast<char*>(&&stop))
-#define BP_ROW(prefix)                                                                \
-  0, BP_AT(prefix##add), BP_AT(prefix##sub), BP_AT(prefix##mul), BP_AT(prefix##div),  \
-      BP_AT(prefix##neg), BP_AT(prefix##pow), BP_AT(prefix##exp), BP_AT(prefix##log), \
-      BP_AT(prefix##tanh), BP_AT(prefix##relu)
-    static const int32_t table[kHandlers] = {BP_ROW(forward_),      BP_ROW(backward_),
-                                             BP_ROW(backward_lhs_), BP_ROW(backward_rhs_),
-                                             BP_AT(start_backward), BP_AT(stop)};
+  static void execute(const Instr* ip, double* v, double* g) {
+#define BP_ROW(prefix)                                                               \
+  &&stop, &&prefix##add, &&prefix##sub, &&prefix##mul, &&prefix##div, &&prefix##neg, \
+      &&prefix##pow, &&prefix##exp, &&prefix##log, &&prefix##tanh, &&prefix##relu
+    static void* const table[kHandlers] = {BP_ROW(forward_),
+                                           BP_ROW(backward_),
+                                           BP_ROW(backward_lhs_),
+                                           BP_ROW(backward_rhs_),
+                                           &&start_backward,
+                                           &&stop,
+                                           &&skip};
 #undef BP_ROW
-#undef BP_AT
-    if (!ip) return table;
-    goto*(static_cast<char*>(&&stop) + ip->handler);
-#define BP_BACKWARD(label, op, which)                                                      \
-  label:                                                                                   \
-  scalar_backward<ScalarOp::op, double, which>(g[ip->out], v[ip->out], v[ip->a], v[ip->b], \
-                                               g[ip->a], g[ip->b]);                        \
-  ip++;                                                                                    \
-  goto*(static_cast<char*>(&&stop) + ip->handler);
-#define BP_HANDLERS(op)                                                         \
-  forward_##op : v[ip->out] = scalar_forward<ScalarOp::op>(v[ip->a], v[ip->b]); \
-  ip++;                                                                         \
-  goto*(static_cast<char*>(&&stop) + ip->handler);                              \
-  BP_BACKWARD(backward_##op, op, ScalarGrads::both)                             \
-  BP_BACKWARD(backward_lhs_##op, op, ScalarGrads::lhs)                          \
+    size_t out = size_t(ip->a) - 1;  // the node the instruction at hand writes (wraps at 0)
+#define BP_NEXT(step, handler) \
+  ip step, out step;           \
+  goto* table[ip->handler];
+    BP_NEXT(++, forward)
+#define BP_BACKWARD(label, op, which)                                                        \
+  label:                                                                                     \
+  scalar_backward<ScalarOp::op, double, which>(g[out], v[out], v[ip->a], v[ip->b], g[ip->a], \
+                                               g[ip->b]);                                    \
+  BP_NEXT(--, backward)
+#define BP_HANDLERS(op)                                                     \
+  forward_##op : v[out] = scalar_forward<ScalarOp::op>(v[ip->a], v[ip->b]); \
+  BP_NEXT(++, forward)                                                      \
+  BP_BACKWARD(backward_##op, op, ScalarGrads::both)                         \
+  BP_BACKWARD(backward_lhs_##op, op, ScalarGrads::lhs)                      \
   BP_BACKWARD(backward_rhs_##op, op, ScalarGrads::rhs)
     BP_HANDLERS(add)
     BP_HANDLERS(sub)
@@ -232,33 +281,46 @@ class CompiledScalar {
 #undef BP_HANDLERS
 #undef BP_BACKWARD
   start_backward:  // every gradient zeroed, as the tape zeroes its nodes; then d(root)/d(root)
-    std::memset(g, 0, size_t(ip->a) * sizeof(double));
-    g[ip->out] += 1.0;
-    ip++;
-    goto*(static_cast<char*>(&&stop) + ip->handler);
+    std::memset(g, 0, size_t(ip->b) * sizeof(double));
+    g[ip->a] += 1.0;
+    BP_NEXT(--, backward)
+  skip:
+    BP_NEXT(--, backward)
+#undef BP_NEXT
   stop:
-    return nullptr;
+    return;
   }
-  static Instr instr(int handler, uint32_t out, uint32_t a, uint32_t b) {
-    return {execute(nullptr, nullptr, nullptr)[handler], out, a, b};
-  }
+  static ScalarOp op_of(const Instr& in) { return ScalarOp(in.forward); }
+  // Ops are nodes num_params_ on, code_[1] on.
+  const Instr& instr_of(uint32_t node) const { return code_[node - num_params_ + 1]; }
+  uint32_t node_of(size_t instr) const { return uint32_t(num_params_ + instr - 1); }
+  // A value's slot once compiled: a node's is its id, a literal's follows the nodes'.
+  uint32_t slot_of(uint32_t id) const { return id & kLiteral ? num_nodes_ + (id & ~kLiteral) : id; }
+
   // The step on this machine. Tiered, as JIT compilers are: the captured step runs threaded code,
   // so that the time to a first step carries no code generation; the second run generates the
-  // code (jit_seconds), which runs from then on where it could be built.
+  // code (jit_seconds), which runs from then on where it could be built within the memory the
+  // eager tape would hold for the same graph (and kJitSlack more: a small step's code is a few
+  // pages, under what a process's resident size resolves).
   void run() {
     if (jit_.built()) {
       jit_.run(values_.data(), grads_.data());
       return;
     }
-    if (runs_++ == 1 && kScalarJitBuilt && instructions_ <= kJitMaxInstructions) {
+    if (runs_++ == 1 && kScalarJitBuilt) {
+      const size_t held = held_bytes(),
+                   allowed = code_within_tape_ ? eager_tape_bytes() + kJitSlack : SIZE_MAX;
       const auto started = std::chrono::steady_clock::now();
-      std::vector<ScalarJitInstr> program;
-      program.reserve(instructions_);
-      for_each_instruction([&](const ScalarJitInstr& in) { program.push_back(in); });
-      if (jit_.build(program, uint32_t(nodes_.size()))) {
+      if (instructions_ > kJitMaxInstructions) {
+        jit_refused_ = JitRefused::length;
+      } else if (allowed <= held ||
+                 !jit_.build(
+                     instructions_, [&](auto&& emit) { for_each_instruction(emit); },
+                     num_nodes_ + num_literals_, num_nodes_, allowed - held)) {
+        jit_refused_ = JitRefused::memory;
+      } else {
         jit_seconds_ =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        std::vector<Instr>().swap(code_);
         jit_.run(values_.data(), grads_.data());
         return;
       }
@@ -278,20 +340,20 @@ class CompiledScalar {
                                : "an operand was made before the last reset(); only parameters "
                                  "outlive a step");
   }
-  // Capture: append. Replay: the guard (the captured node at this position, same operands).
-  [[gnu::always_inline]] Value record(ScalarOp op, uint32_t lhs, uint32_t rhs, double c,
-                                      const char* name) {
+  // Capture: append an instruction (its node's value slot too). Replay: the guard (the captured
+  // op at this position, on the same operands).
+  [[gnu::always_inline]] Value record(ScalarOp op, uint32_t lhs, uint32_t rhs, const char* name) {
     if (!compiled()) {
-      if (nodes_.size() == num_params_) capture_started_ = std::chrono::steady_clock::now();
-      if (op == ScalarOp::leaf) lhs = uint32_t(constants_.size()), constants_.push_back(c);
-      nodes_.push_back({op, lhs, rhs});
-      return {this, uint32_t(nodes_.size() - 1), steps_};
+      const uint32_t id = uint32_t(values_.size());
+      if (id == num_params_) capture_started_ = std::chrono::steady_clock::now();
+      values_.push_back(0.0);
+      code_.push_back({uint8_t(op), 0, 0, lhs, rhs});
+      return {this, id, steps_};
     }
     const uint32_t id = cursor_;
-    if (id >= nodes_.size() || nodes_[id].op != op ||
-        (op == ScalarOp::leaf ? values_[id] != c : nodes_[id].lhs != lhs || nodes_[id].rhs != rhs))
-        [[unlikely]]
-      diverged(id, op, lhs, rhs, c, name);
+    if (id >= num_nodes_ || instr_of(id).forward != uint8_t(op) || instr_of(id).a != slot_of(lhs) ||
+        instr_of(id).b != slot_of(rhs)) [[unlikely]]
+      diverged(id, op, lhs, rhs, name);
     cursor_++;
     return {this, id, steps_};
   }
@@ -302,116 +364,139 @@ class CompiledScalar {
                  what, id, root_);
     std::abort();
   }
-  // The captured step's values as the eager tape computes them, up to `id` (amortized: each
-  // node once per capture).
+  // The captured step's values as the eager tape computes them, up to `id`, in their slots
+  // (amortized: each node once per capture; the program overwrites them with the same bits).
   double value_before_compiling(uint32_t id) {
-    for (size_t i = eager_values_.size(); i <= id; i++) {
-      const Node& x = nodes_[i];
-      eager_values_.push_back(
-          x.op == ScalarOp::leaf
-              ? constants_[x.lhs]  // pow's exponent is a leaf
-              : scalar_forward_of(x.op, eager_values_[x.lhs], eager_values_[x.rhs]));
+    const auto value = [&](uint32_t x) {
+      return x & kLiteral ? literals_[x & ~kLiteral] : values_[x];
+    };
+    if (id & kLiteral) return value(id);
+    for (computed_ = std::max(computed_, uint32_t(num_params_)); computed_ <= id; computed_++) {
+      const Instr& in = instr_of(computed_);
+      values_[computed_] = scalar_forward_of(ScalarOp(in.forward), value(in.a), value(in.b));
     }
-    return eager_values_[id];
+    return values_[id];
   }
   [[noreturn]] [[gnu::cold]] void no_gradient(uint32_t id) const {
-    std::fprintf(stderr,
-                 "bp::CompiledScalar::grad: node %u depends on no parameter (a literal, or an op "
-                 "on literals only): the compiled step computes no gradient for it\n",
-                 id);
+    if (id & kLiteral)
+      std::fprintf(stderr,
+                   "bp::CompiledScalar::grad: literal %u is a constant: it has no gradient\n",
+                   id & ~kLiteral);
+    else
+      std::fprintf(stderr,
+                   "bp::CompiledScalar::grad: node %u depends on no parameter (an op on literals "
+                   "only): the compiled step computes no gradient for it\n",
+                   id);
+    std::abort();
+  }
+  [[noreturn]] [[gnu::cold]] void another_literal(uint32_t k, double c) const {
+    if (k >= num_literals_)
+      std::fprintf(stderr,
+                   "bp::CompiledScalar::constant: literal %u, but the captured step has %u: a "
+                   "compiled step must repeat the captured one\n",
+                   k, num_literals_);
+    else
+      std::fprintf(stderr,
+                   "bp::CompiledScalar::constant: literal %u is %.17g; the captured step had "
+                   "%.17g there: a compiled step must repeat the captured one\n",
+                   k, c, values_[num_nodes_ + k]);
     std::abort();
   }
   [[noreturn]] [[gnu::cold]] void diverged(uint32_t id, ScalarOp op, uint32_t lhs, uint32_t rhs,
-                                           double c, const char* name) const {
-    if (id >= nodes_.size())
+                                           const char* name) const {
+    if (id >= num_nodes_) {
       std::fprintf(stderr,
-                   "bp::CompiledScalar::%s: node %u, but the captured step has %zu nodes: "
+                   "bp::CompiledScalar::%s: node %u, but the captured step has %u nodes: "
                    "a compiled step must repeat the captured one\n",
-                   name, id, nodes_.size());
-    else if (op == ScalarOp::leaf && nodes_[id].op == ScalarOp::leaf)
+                   name, id, num_nodes_);
+    } else {
+      // Operands as the workload names them: a literal as `literal k`.
+      const auto name_of = [&](uint32_t x, char* text) {
+        if (x & kLiteral)
+          std::snprintf(text, 24, "literal %u", x & ~kLiteral);
+        else if (x >= num_nodes_)
+          std::snprintf(text, 24, "literal %u", x - num_nodes_);
+        else
+          std::snprintf(text, 24, "%u", x);
+        return text;
+      };
+      const Instr& in = instr_of(id);
+      char t[4][24];
       std::fprintf(stderr,
-                   "bp::CompiledScalar::%s: node %u is the constant %.17g; the captured step "
-                   "had %.17g there: a compiled step must repeat the captured one\n",
-                   name, id, c, values_[id]);
-    else
-      std::fprintf(stderr,
-                   "bp::CompiledScalar::%s: node %u is %s(%u, %u); the captured step has "
-                   "%s(%u, %u) there: a compiled step must repeat the captured one\n",
-                   name, id, scalar_op_names[int(op)], lhs, rhs,
-                   scalar_op_names[int(nodes_[id].op)], nodes_[id].lhs, nodes_[id].rhs);
+                   "bp::CompiledScalar::%s: node %u is %s(%s, %s); the captured step has "
+                   "%s(%s, %s) there: a compiled step must repeat the captured one\n",
+                   name, id, scalar_op_names[int(op)], name_of(lhs, t[0]), name_of(rhs, t[1]),
+                   scalar_op_names[int(op_of(in))], name_of(in.a, t[2]), name_of(in.b, t[3]));
+    }
     std::abort();
   }
 
+  // One pass up the captured ops: their operands' slots, which nodes a parameter reaches, and
+  // each op's two handlers.
   void compile(uint32_t root) {
     root_ = root;
     // Nodes after the root change no gradient; every parameter keeps its slot (the root may be
     // one of them).
-    nodes_.resize(std::max<size_t>(root + 1, num_params_));
-    std::vector<double>().swap(eager_values_);
-    const uint32_t n = uint32_t(nodes_.size());
-    // After the nodes, the generated code's constants (engine/compiled/scalar_jit.h).
-    values_.assign(n + kJitConstants, 0.0);
-    values_[n] = 1.0, values_[n + 1] = -0.0;
+    const uint32_t n = uint32_t(std::max<size_t>(root + 1, num_params_));
+    const uint32_t num_literals = uint32_t(literals_.size());
+    num_nodes_ = n, num_literals_ = num_literals;
+    code_.resize(n - num_params_ + 1);
+    // After the nodes, the literals, then the generated code's constants
+    // (engine/compiled/scalar_jit.h).
+    values_.resize(n);
+    for (uint32_t k = 0; k < num_literals; k++) values_.push_back(literals_[k]);
+    literals_.release();
+    values_.push_back(1.0), values_.push_back(-0.0), values_.push_back(0.0);
+    static_assert(kJitConstants == 3);
     grads_.assign(n, 0.0);
-    // A node needs a gradient when a parameter reaches it: a literal's, and that of an op on
-    // literals only, would be computed and never read (a constant has none, as in PyTorch).
-    needs_grad_.assign(n, false);
-    for (uint32_t i = 0; i < n; i++) {
-      const Node& x = nodes_[i];
-      needs_grad_[i] =
-          i < num_params_ ||
-          (x.op != ScalarOp::leaf && (needs_grad_[x.lhs] || (binary(x.op) && needs_grad_[x.rhs])));
+    // A node needs a gradient when a parameter reaches it: that of an op on literals only would
+    // be computed and never read (a constant has none, as in PyTorch).
+    needs_grad_.assign(n + num_literals, false);
+    std::fill_n(needs_grad_.begin(), num_params_, true);
+    instructions_ = 1;  // start_backward
+    code_[0].a = uint32_t(num_params_);
+    for (uint32_t i = 1; i < code_.size(); i++) {
+      Instr& in = code_[i];
+      const int op = in.forward;
+      in.a = slot_of(in.a), in.b = slot_of(in.b);
+      const bool to_x = needs_grad_[in.a], to_y = binary(ScalarOp(op)) && needs_grad_[in.b];
+      needs_grad_[node_of(i)] = to_x || to_y;
+      in.backward = uint8_t(!(to_x || to_y) ? kSkip
+                            : to_x && to_y  ? kBackwardHandlers + op
+                            : to_x          ? kLhsHandlers + op
+                                            : kRhsHandlers + op);
+      instructions_ += 1 + (to_x || to_y);
     }
-    // A leaf's value moves into its slot, which the program never writes: the guard reads it
-    // there from now on.
-    for (uint32_t i = 0; i < n; i++)
-      if (nodes_[i].op == ScalarOp::leaf) values_[i] = constants_[nodes_[i].lhs];
-    std::vector<double>().swap(constants_);
-    // Threaded code, run first and wherever generated code does not (engine/compiled/scalar_jit.h);
-    // sized once (grown by doubling it was copied into fresh pages, at microseconds a page fault
-    // here).
-    instructions_ = 0;
-    for_each_instruction([&](const ScalarJitInstr&) { instructions_++; });
-    code_.reserve(instructions_ + 1);
-    for_each_instruction([&](const ScalarJitInstr& in) {
-      const int row = in.kind == ScalarJitInstr::forward          ? 0
-                      : in.kind == ScalarJitInstr::start_backward ? kStartBackward
-                      : in.grads == ScalarGrads::both             ? kBackwardHandlers
-                      : in.grads == ScalarGrads::lhs              ? kLhsHandlers
-                                                                  : kRhsHandlers;
-      code_.push_back(in.kind == ScalarJitInstr::start_backward
-                          ? instr(kStartBackward, in.out, in.a, 0)
-                          : instr(row + int(in.op), in.out, in.a, in.b));
-    });
-    code_.push_back(instr(kStop, 0, 0, 0));
+    code_.push_back({kStartBackward, 0, 0, root, n});
     cursor_ = n;
     captured_step_ = steps_;
     compile_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_started_).count();
   }
-  // The step, instruction by instruction: the forward in creation order, start_backward, the
-  // chain rule in reverse creation order, each backward updating only the gradients that a
-  // parameter needs (needs_grad_).
+  // The step, instruction by instruction, for the code generator: the forward in creation order,
+  // start_backward, the chain rule in reverse creation order, each backward updating only the
+  // gradients that a parameter needs (needs_grad_).
   template <class F>
   void for_each_instruction(F&& emit) const {
-    const uint32_t n = uint32_t(nodes_.size());
-    for (uint32_t i = 0; i < n; i++) {
-      const Node& x = nodes_[i];
-      if (x.op != ScalarOp::leaf)
-        emit(ScalarJitInstr{ScalarJitInstr::forward, x.op, ScalarGrads::both, i, x.lhs, x.rhs,
-                            values_[x.rhs]});
+    const uint32_t ops = uint32_t(code_.size() - 2);
+    for (uint32_t i = 1; i <= ops; i++) {
+      const Instr& x = code_[i];
+      emit(ScalarJitInstr{ScalarJitInstr::forward, op_of(x), ScalarGrads::both, node_of(i), x.a,
+                          x.b, values_[x.b]});
     }
     emit(ScalarJitInstr{ScalarJitInstr::start_backward, ScalarOp::count, ScalarGrads::both, root_,
-                        n, 0, 0});
-    for (uint32_t i = n; i-- > num_params_;) {
-      const Node& x = nodes_[i];
-      if (x.op == ScalarOp::leaf || !needs_grad_[i]) continue;
-      const bool to_x = needs_grad_[x.lhs], to_y = binary(x.op) && needs_grad_[x.rhs];
-      emit(ScalarJitInstr{ScalarJitInstr::backward, x.op,
+                        num_nodes_, 0, 0});
+    for (uint32_t i = ops; i >= 1; i--) {
+      const Instr& x = code_[i];
+      const uint32_t out = node_of(i);
+      if (!needs_grad_[out]) continue;
+      const ScalarOp op = op_of(x);
+      const bool to_x = needs_grad_[x.a], to_y = binary(op) && needs_grad_[x.b];
+      emit(ScalarJitInstr{ScalarJitInstr::backward, op,
                           to_x && to_y ? ScalarGrads::both
                           : to_x       ? ScalarGrads::lhs
                                        : ScalarGrads::rhs,
-                          i, x.lhs, x.rhs, values_[x.rhs]});
+                          out, x.a, x.b, values_[x.b]});
     }
   }
   static bool binary(ScalarOp op) {
@@ -421,13 +506,17 @@ class CompiledScalar {
   bool capturing_reads() const { return compiled() && steps_ == captured_step_; }
 
   static constexpr uint32_t kNone = ~0u;
-  std::vector<Node> nodes_;             // parameters first, then the captured step
-  std::vector<double> constants_;       // the leaves' values while capturing
-  std::vector<double> values_, grads_;  // (nodes up to the root), by node index
-  std::vector<Instr> code_;             // threaded: forward, start_backward, backward, stop
-  ScalarJit jit_;                       // the generated code, from the second run on
-  std::vector<bool> needs_grad_;        // by node: a parameter reaches it
-  std::vector<double> eager_values_;    // value() before the first backward, by node
+  // By slot: the parameters' and ops' values (while capturing, a parameter's only), then, once
+  // compiled, the literals' and the generated code's constants.
+  GrowingArray<double> values_;
+  GrowingArray<double> literals_;  // while capturing
+  GrowingArray<Instr> code_;       // sentinel, an instruction per op, then start_backward
+  std::vector<double> grads_;      // by node, up to the root
+  ScalarJit jit_;                  // the generated code, from the second run on
+  enum class JitRefused { no, length, memory } jit_refused_ = JitRefused::no;
+  bool code_within_tape_ = true;
+  std::vector<bool> needs_grad_;  // by slot: a parameter reaches it
+  uint32_t computed_ = 0;         // value() before the first backward: nodes computed so far
   size_t instructions_ = 0;
   uint32_t runs_ = 0;
   double jit_seconds_ = 0;
@@ -435,7 +524,8 @@ class CompiledScalar {
   uint32_t value_read_ = kNone;
   bool replay_ready_ = false;
   size_t num_params_ = 0;
-  uint32_t root_ = 0, cursor_ = 0, steps_ = 0, captured_step_ = 0;
+  uint32_t num_nodes_ = 0, num_literals_ = 0;  // set by compile()
+  uint32_t root_ = 0, cursor_ = 0, literal_cursor_ = 0, steps_ = 0, captured_step_ = 0;
   bool backward_done_ = false;
   std::chrono::steady_clock::time_point capture_started_;
   double compile_seconds_ = 0;

@@ -74,34 +74,49 @@ TEST(CompiledScalarGraphs, BitwiseEqualToTheEagerTapeOnEveryWorkload) {
   int checked = 0;
   bp::for_each_workload([&]<class W>() {
     if constexpr (bp::ScalarWorkload<W>) {
-      for (int64_t size : test_sizes(W::sizes)) {
-        bp::EngineBackend eager;
-        bp::CompiledBackend compiled;
-        typename W::template Run<bp::EngineBackend> eager_run(eager, size);
-        typename W::template Run<bp::CompiledBackend> compiled_run(compiled, size);
-        // The capture, replays through the workload's code (the guard), replays of the program
-        // alone (what the benchmark times).
-        for (int step = 0; step < 5; step++) {
-          auto ge = bp::grads_storage<W>(eager_run), gc = bp::grads_storage<W>(compiled_run);
-          const double ve = eager_run.step(eager, bp::GradSpan<W>(ge));
-          if (step >= 3 && W::num_grads != 0) {
-            ASSERT_TRUE(compiled.can_replay_scalar_step());
+      // Generated code only within the tape's memory (the default), and wherever it can be
+      // built: the step's larger programs then run it too.
+      for (int64_t size : test_sizes(W::sizes))
+        for (bool within_tape : {true, false}) {
+          bp::EngineBackend eager;
+          bp::CompiledBackend compiled;
+          compiled.scalars.set_code_within_tape(within_tape);
+          typename W::template Run<bp::EngineBackend> eager_run(eager, size);
+          typename W::template Run<bp::CompiledBackend> compiled_run(compiled, size);
+          // The capture, replays through the workload's code (the guard), replays of the program
+          // alone (what the benchmark times).
+          for (int step = 0; step < 5; step++) {
+            auto ge = bp::grads_storage<W>(eager_run), gc = bp::grads_storage<W>(compiled_run);
+            const double ve = eager_run.step(eager, bp::GradSpan<W>(ge));
+            if (step >= 3 && W::num_grads != 0) {
+              ASSERT_TRUE(compiled.can_replay_scalar_step());
+            }
+            const double vc = step >= 3 && compiled.can_replay_scalar_step()
+                                  ? compiled.replay_scalar_step(gc)
+                                  : compiled_run.step(compiled, bp::GradSpan<W>(gc));
+            double worst = std::fabs(ve - vc);
+            EXPECT_TRUE(same_bits(ve, vc)) << W::name << " size " << size << " step " << step;
+            for (size_t i = 0; i < ge.size(); i++) {
+              worst = std::max(worst, std::fabs(ge[i] - gc[i]));
+              EXPECT_TRUE(same_bits(ge[i], gc[i])) << W::name << " grad " << i << " step " << step;
+            }
+            if (step == 4)
+              std::printf("  %-13s size %-6lld max |compiled - eager| %.1e (must be bitwise 0)\n",
+                          std::string(W::name).c_str(), (long long)size, worst);
           }
-          const double vc = step >= 3 && compiled.can_replay_scalar_step()
-                                ? compiled.replay_scalar_step(gc)
-                                : compiled_run.step(compiled, bp::GradSpan<W>(gc));
-          double worst = std::fabs(ve - vc);
-          EXPECT_TRUE(same_bits(ve, vc)) << W::name << " size " << size << " step " << step;
-          for (size_t i = 0; i < ge.size(); i++) {
-            worst = std::max(worst, std::fabs(ge[i] - gc[i]));
-            EXPECT_TRUE(same_bits(ge[i], gc[i])) << W::name << " grad " << i << " step " << step;
+          // Memory: the program (and its generated code, where kept) within what the eager tape
+          // holds for the step, by the tape's own count of its nodes.
+          const size_t tape_bytes = eager.tape.size_before_reset() * sizeof(bp::ScalarNode<double>);
+          std::printf("  %-13s size %-6lld holds %zu bytes, the eager tape %zu (%s)\n",
+                      std::string(W::name).c_str(), (long long)size, compiled.scalars.held_bytes(),
+                      tape_bytes, compiled.scalars.executor().c_str());
+          EXPECT_EQ(compiled.scalars.eager_tape_bytes(), tape_bytes) << W::name << " size " << size;
+          if (within_tape) {
+            EXPECT_LE(compiled.scalars.held_bytes(), tape_bytes + bp::CompiledScalar::kJitSlack)
+                << W::name << " size " << size << ": " << compiled.scalars.executor();
           }
-          if (step == 4)
-            std::printf("  %-13s size %-6lld max |compiled - eager| %.1e (must be bitwise 0)\n",
-                        std::string(W::name).c_str(), (long long)size, worst);
+          checked++;
         }
-        checked++;
-      }
     }
   });
   EXPECT_GE(checked, 4);
@@ -242,26 +257,30 @@ void grad_of_a_node_after_the_root() {
 }
 TEST(CompiledScalarGraphsDeathTest, ANodeAfterTheRootIsRefused) {
   EXPECT_DEATH(value_of_a_node_after_the_root(),
-               "bp::CompiledScalar::value: node 4 was made after node 2, which the captured "
+               "bp::CompiledScalar::value: node 3 was made after node 2, which the captured "
                "step's backward\\(\\) was taken from: the compiled step does not compute it");
   EXPECT_DEATH(grad_of_a_node_after_the_root(),
-               "bp::CompiledScalar::grad: node 3 was made after "
-               "node 2");
+               "bp::CompiledScalar::grad: node 2 was made after "
+               "node 1");
 }
 
-// A literal has no gradient in the compiled mode (as in PyTorch): asking for one is refused.
-void grad_of_a_literal() {
+// A literal has no gradient in the compiled mode (as in PyTorch), nor has an op on literals
+// only: asking for one is refused.
+void grad_of_a_literal(bool of_an_op) {
   bp::CompiledBackend be;
   auto a = be.param(2.0);
   auto two = be.scalars.constant(2.0);
-  auto y = a * two;
+  auto four = two * two;
+  auto y = a * four;
   be.backward(y);
-  be.grad(two);
+  be.grad(of_an_op ? four : two);
 }
 TEST(CompiledScalarGraphsDeathTest, ALiteralsGradientIsRefused) {
-  EXPECT_DEATH(grad_of_a_literal(),
-               "bp::CompiledScalar::grad: node 1 depends on no parameter \\(a literal, or an op "
-               "on literals only\\): the compiled step computes no gradient for it");
+  EXPECT_DEATH(grad_of_a_literal(false),
+               "bp::CompiledScalar::grad: literal 0 is a constant: it has no gradient");
+  EXPECT_DEATH(grad_of_a_literal(true),
+               "bp::CompiledScalar::grad: node 1 depends on no parameter \\(an op on literals "
+               "only\\): the compiled step computes no gradient for it");
 }
 
 // Step 0's loss and every gradient (before any update), `steps` training steps' losses, and the
@@ -685,6 +704,13 @@ void scalar_step_with_another_constant() {
   be.reset();
   be.backward(a * b + 2.0);
 }
+void scalar_step_with_a_literal_for_a_node() {
+  bp::CompiledBackend be;
+  auto a = be.param(-4.0), b = be.param(2.0);
+  be.backward(a * 2.0 + b);
+  be.reset();
+  be.backward(a * b + b);
+}
 void scalar_step_with_another_op() {
   bp::CompiledBackend be;
   auto a = be.param(-4.0), b = be.param(2.0);
@@ -725,8 +751,10 @@ TEST(CompiledGuardDeathTest, AStepThatDiffersFromTheCapturedOneIsRefused) {
                "bp::CompiledBackend::view: op 1 views constant 5, but the captured step viewed "
                "constant 4; a view's constant cannot change between steps");
   EXPECT_DEATH(scalar_step_with_another_constant(),
-               "bp::CompiledScalar::constant: node 3 is the constant 2; the captured step had 1 "
-               "there");
+               "bp::CompiledScalar::constant: literal 0 is 2; the captured step had 1 there");
+  EXPECT_DEATH(scalar_step_with_a_literal_for_a_node(),
+               "bp::CompiledScalar::mul: node 2 is mul\\(0, 1\\); the captured step has "
+               "mul\\(0, literal 0\\) there");
   EXPECT_DEATH(scalar_step_with_another_op(),
                "bp::CompiledScalar::add: node 2 is add\\(0, 1\\); the captured step has "
                "mul\\(0, 1\\) there");

@@ -24,11 +24,11 @@
 // the test, bitwise, of every op through both executors against the eager tape.
 //
 // Not here: when to generate (compiled_scalar.h: at a step's second run, so that a first step
-// pays none of it); steps beyond kJitMaxInstructions (their code outgrows the caches and gains
-// little for megabytes of memory: the threaded program runs them); other ISAs (the threaded program
-// runs there; x86-64 with AVX and FMA only, a compile-time condition). Tests:
-// engine/compiled/compiled_test.cc (bitwise against the eager tape: every op on both executors,
-// every scalar workload).
+// pays none of it, and only within the eager tape's memory: build() stops at its byte budget);
+// steps beyond kJitMaxInstructions (their code outgrows the caches and gains little for megabytes
+// of memory: the threaded program runs them); other ISAs (the threaded program runs there; x86-64
+// with AVX and FMA only, a compile-time condition). Tests: engine/compiled/compiled_test.cc
+// (bitwise against the eager tape: every op on both executors, every scalar workload).
 #pragma once
 
 #include <sys/mman.h>
@@ -83,17 +83,16 @@ struct Operand {
 inline constexpr uint8_t kValues = 3, kGrads = 5;  // rbx, rbp: their ModRM numbers
 inline constexpr int kCached = 14, kScratch0 = 14, kScratch1 = 15;
 
-// Bytes into a buffer with room made before each instruction of the step (kRoom: what the
-// longest one can emit, start_backward's 64 stores), so that each byte is one store.
+// Bytes into the code's own mapping, with room made before each instruction of the step (kRoom:
+// what the longest one can emit, start_backward's 64 stores), so that each byte is one store.
+// Room past the mapping's end is refused, which is how a step over its byte budget stops.
 inline constexpr size_t kRoom = 1024;
 class Emitter {
  public:
-  explicit Emitter(std::vector<uint8_t>& buffer) : buffer_(buffer) {}
-  void room() {
-    if (buffer_.size() < size_ + kRoom) buffer_.resize(std::max(2 * buffer_.size(), size_ + kRoom));
-  }
+  Emitter(uint8_t* code, size_t capacity) : code_(code), capacity_(capacity) {}
+  bool room() const { return size_ + kRoom <= capacity_; }
   size_t size() const { return size_; }
-  void byte(uint8_t b) { buffer_[size_++] = b; }
+  void byte(uint8_t b) { code_[size_++] = b; }
   void bytes(std::initializer_list<uint8_t> bs) {
     for (uint8_t b : bs) byte(b);
   }
@@ -159,8 +158,8 @@ class Emitter {
   }
 
  private:
-  std::vector<uint8_t>& buffer_;
-  size_t size_ = 0;
+  uint8_t* code_;
+  size_t capacity_, size_ = 0;
 };
 
 // Which xmm register holds which slot (a value, a gradient, or a constant after the values),
@@ -210,29 +209,32 @@ class RegisterCache {
 // Generates the step's code (see the top of the file).
 class Generator {
  public:
-  Generator(uint32_t num_values, std::vector<uint8_t>& buffer)
-      : e_(buffer),
+  Generator(uint32_t num_values, uint8_t* code, size_t capacity)
+      : e_(code, capacity),
         cache_(num_values + kJitConstants),
         one_(value(num_values)),
         sign_(value(num_values + 1)),
         zero_(value(num_values + 2)) {}
 
-  // Returns the code's size in the buffer.
-  size_t run(const std::vector<ScalarJitInstr>& program, uint32_t num_grads) {
-    e_.room();
+  // Returns the code's size, or 0 where it would outgrow its capacity. `for_each_instruction`
+  // calls its argument with each instruction of the step in turn.
+  template <class ForEach>
+  size_t run(ForEach&& for_each_instruction, uint32_t num_grads) {
+    if (!e_.room()) return 0;
     e_.bytes({0x53, 0x55});              // push rbx; push rbp
     e_.bytes({0x48, 0x83, 0xEC, 0x08});  // sub rsp, 8: calls find the stack 16-byte aligned
     e_.bytes({0x48, 0x89, 0xFB});        // mov rbx, rdi (values)
     e_.bytes({0x48, 0x89, 0xF5});        // mov rbp, rsi (gradients)
-    for (const ScalarJitInstr& in : program) {
-      e_.room();
+    bool fits = true;
+    for_each_instruction([&](const ScalarJitInstr& in) {
+      if (!(fits = fits && e_.room())) return;
       switch (in.kind) {
         case ScalarJitInstr::forward: forward(in); break;
         case ScalarJitInstr::backward: backward(in); break;
         case ScalarJitInstr::start_backward: start_backward(in, num_grads); break;
       }
-    }
-    e_.room();
+    });
+    if (!fits || !e_.room()) return 0;
     e_.bytes({0x48, 0x83, 0xC4, 0x08});  // add rsp, 8
     e_.bytes({0x5D, 0x5B, 0xC3});        // pop rbp; pop rbx; ret
     return e_.size();
@@ -505,27 +507,35 @@ class ScalarJit {
     if (code_) munmap(code_, bytes_);
   }
 
-  // Generates `program` over a values array of `num_values` nodes followed by kJitConstants
-  // constants, and gradients of as many nodes. Returns false, leaving this empty, where it
-  // cannot run: not built for this machine, too long, or no executable memory.
-  bool build(const std::vector<ScalarJitInstr>& program, uint32_t num_values) {
-    if (!kScalarJitBuilt || program.size() > kJitMaxInstructions ||
+  // Generates the step's `instructions` (for_each_instruction calls its argument with each in
+  // turn) over a values array of `num_values` slots followed by kJitConstants constants, and
+  // `num_grads` gradients. Returns false, leaving this empty, where it cannot run: not built for
+  // this machine, too long, code over `max_bytes`, or no executable memory.
+  template <class ForEach>
+  bool build(size_t instructions, ForEach&& for_each_instruction, uint32_t num_values,
+             uint32_t num_grads, size_t max_bytes) {
+    if (!kScalarJitBuilt || instructions > kJitMaxInstructions ||
         uint64_t(num_values) + kJitConstants >= (uint64_t(1) << 28))  // slots as 32-bit offsets
       return false;
-    // Generated into a buffer kept by the thread, then copied into pages mapped for it alone,
-    // populated in one call: a cold start (compiled_first_step) otherwise paid a page fault per
-    // page twice, microseconds each on these VMs.
-    static thread_local std::vector<uint8_t> buffer;
-    const size_t n = scalar_jit::Generator(num_values, buffer).run(program, num_values);
-    void* p =
-        mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    // Generated straight into pages mapped for it alone, as many as it writes (reserved for the
+    // longest code it could be, up to max_bytes; the tail is given back): no second copy of the
+    // code, in a buffer or a program list, outlives the build.
+    const size_t page = 4096,
+                 reserved = std::min(max_bytes, (instructions + 2) * scalar_jit::kRoom);
+    const size_t mapped = (reserved + page - 1) / page * page;
+    if (mapped == 0) return false;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return false;
-    std::memcpy(p, buffer.data(), n);
-    if (mprotect(p, n, PROT_READ | PROT_EXEC) != 0) {
-      munmap(p, n);
+    const size_t n = scalar_jit::Generator(num_values, static_cast<uint8_t*>(p), reserved)
+                         .run(for_each_instruction, num_grads);
+    const size_t kept = (n + page - 1) / page * page;
+    if (kept < mapped) munmap(static_cast<uint8_t*>(p) + kept, mapped - kept);
+    if (n == 0 || mprotect(p, kept, PROT_READ | PROT_EXEC) != 0) {
+      if (kept) munmap(p, kept);
       return false;
     }
-    code_ = p, bytes_ = n;
+    code_ = p, bytes_ = kept;
     return true;
   }
   bool built() const { return code_ != nullptr; }

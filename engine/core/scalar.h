@@ -333,6 +333,7 @@ class ScalarTape {
 
   // Drop this step's graph and zero the parameters' gradients; capacity is kept for the next step.
   void reset() {
+    last_size_ = size_;
     size_ = num_params_;
     resets_++;
     backward_done_ = false;
@@ -347,7 +348,8 @@ class ScalarTape {
     check_operand(v, ScalarOp::count, op);
     return nodes_[v.id];
   }
-  size_t size() const { return size_; }  // nodes now, parameters included
+  size_t size() const { return size_; }                    // nodes now, parameters included
+  size_t size_before_reset() const { return last_size_; }  // the last step's nodes
   size_t num_params() const { return num_params_; }
   size_t arena_bytes() const { return size_t(capacity_) * sizeof(Node); }  // the tape's footprint
   uint32_t growths() const { return growths_; }  // how often the tape was (re)allocated
@@ -406,6 +408,7 @@ class ScalarTape {
   uint64_t num_params_ = 0;
   uint64_t resets_ = 0;   // stamps each handle with its step (its low 32 bits)
   uint32_t growths_ = 0;  // reallocations of the tape, for the tests' "steady state" claim
+  uint32_t last_size_ = 0;
   bool backward_done_ = false;
 };
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 namespace bp {
@@ -117,6 +118,53 @@ class Arena {
   size_t current_ = 0;  // the block allocations come from
   size_t in_use_ = 0;   // elements allocated since the last reset, skipped tails not counted
   size_t peak_ = 0;
+};
+
+// One contiguous array of plain values grown by doubling with realloc: for large blocks glibc
+// grows with mremap, which moves page mappings instead of copying them, so an old and a new block
+// never coexist in resident memory as they do when std::vector grows (the compiled scalar
+// program's capture, engine/compiled/compiled_scalar.h, as the eager tape's own growth).
+template <class T>
+class GrowingArray {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  GrowingArray() = default;
+  GrowingArray(const GrowingArray&) = delete;
+  GrowingArray& operator=(const GrowingArray&) = delete;
+  ~GrowingArray() { std::free(data_); }
+
+  [[gnu::always_inline]] void push_back(const T& x) {
+    if (size_ == capacity_) [[unlikely]]
+      reallocate(capacity_ < 64 ? 64 : 2 * capacity_);
+    data_[size_++] = x;
+  }
+  // Grows with copies of `fill`, or drops the tail.
+  void resize(size_t n, const T& fill = T{}) {
+    if (n > capacity_) reallocate(n);
+    for (size_t i = size_; i < n; i++) data_[i] = fill;
+    size_ = n;
+  }
+  void release() {  // empty, its memory returned
+    std::free(data_);
+    data_ = nullptr, size_ = capacity_ = 0;
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  T& back() { return data_[size_ - 1]; }
+  size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void reallocate(size_t capacity) {
+    void* p = std::realloc(data_, capacity * sizeof(T));
+    if (!p) throw AllocationFailed(capacity * sizeof(T), "a growing array");
+    data_ = static_cast<T*>(p), capacity_ = capacity;
+  }
+  T* data_ = nullptr;
+  size_t size_ = 0, capacity_ = 0;
 };
 
 }  // namespace bp

@@ -533,6 +533,8 @@ def test_compiled_flags_are_checked_and_the_kernels_reported(bin_dir):
             (compiled, "--memory_budget=1e30", "expected bytes"),
             (compiled, "--memory_budget=18446744073709551616", "expected bytes"),
             (compiled, "--library-memory=all", "error: --library-memory=all: expected saving"),
+            (compiled, "--generated-code=always", "error: --generated-code=always: expected "
+             "within-tape"),
             (engine, "--dialect=auto", "error: --dialect=auto: engine takes no such flag\n"),
             (engine, "--time_first_step", "error: --time_first_step: engine compiles nothing\n"),
             (engine, "--kernel_rows", "error: --kernel_rows: engine has none\n")]:
@@ -546,6 +548,17 @@ def test_compiled_flags_are_checked_and_the_kernels_reported(bin_dir):
     label = json.loads(r.stdout)["benchmarks"][0]["label"]
     assert label.startswith("matmul:reference,layernorm:reference: ") and "linear=reference" in label
     assert "layernorm=reference" in label and "attention=engine" in label, label
+    # A scalar step's label names its executor: generated code within the eager tape's memory
+    # by default, wherever it can be built with --generated-code=any.
+    for flag, executor in [("--generated-code=within-tape", "scalar: threaded: generated code "
+                            "would outgrow the eager tape's"),
+                           ("--generated-code=any", "scalar: generated code (")]:
+        r = subprocess.run([compiled, flag, "--instance=workload=scalar_chain,size=10000",
+                            "--benchmark_format=json", "--benchmark_min_time=0.01"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        label = json.loads(r.stdout)["benchmarks"][0]["label"]
+        assert label.startswith(executor), (flag, label)
 
 
 # Every result claims the flags it was built with: they must be the compiler's real ones.
