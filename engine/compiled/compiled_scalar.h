@@ -448,7 +448,7 @@ class CompiledScalar {
     literals_.release();
     values_.push_back(1.0), values_.push_back(-0.0), values_.push_back(0.0);
     static_assert(kJitConstants == 3);
-    grads_.assign(n, 0.0);
+    grads_.resize(n, 0.0);
     // A node needs a gradient when a parameter reaches it: that of an op on literals only would
     // be computed and never read (a constant has none, as in PyTorch).
     needs_grad_.assign(n + num_literals, false);
@@ -511,7 +511,7 @@ class CompiledScalar {
   GrowingArray<double> values_;
   GrowingArray<double> literals_;  // while capturing
   GrowingArray<Instr> code_;       // sentinel, an instruction per op, then start_backward
-  std::vector<double> grads_;      // by node, up to the root
+  GrowingArray<double> grads_;     // by node, up to the root
   ScalarJit jit_;                  // the generated code, from the second run on
   enum class JitRefused { no, length, memory } jit_refused_ = JitRefused::no;
   bool code_within_tape_ = true;
