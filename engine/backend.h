@@ -102,12 +102,13 @@ struct EngineBackend : EngineTensorOps<float> {
   using Scalar = bp::Scalar<double>;
   ScalarTape<double> tape;
 
+  // Inlined into the workload's step as the tape's operators are (dev/notes.md, "Inlined ops").
   Scalar param(double v) { return tape.param(v); }
-  Scalar pow(Scalar x, double k) { return x.pow(k); }
-  Scalar relu(Scalar x) { return x.relu(); }
-  Scalar tanh(Scalar x) { return x.tanh(); }
-  Scalar exp(Scalar x) { return x.exp(); }
-  Scalar log(Scalar x) { return x.log(); }
+  [[gnu::always_inline]] Scalar pow(Scalar x, double k) { return x.pow(k); }
+  [[gnu::always_inline]] Scalar relu(Scalar x) { return x.relu(); }
+  [[gnu::always_inline]] Scalar tanh(Scalar x) { return x.tanh(); }
+  [[gnu::always_inline]] Scalar exp(Scalar x) { return x.exp(); }
+  [[gnu::always_inline]] Scalar log(Scalar x) { return x.log(); }
   void backward(Scalar root) { tape.backward(root); }
   double value(Scalar x) const { return x.value(); }
   double grad(Scalar x) const { return x.grad(); }

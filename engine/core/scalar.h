@@ -303,32 +303,40 @@ class ScalarTape {
                     "called twice on one graph (every gradient would be added twice); "
                     "call reset() between steps");
     backward_done_ = true;
-    Node* n = nodes_;
+    Node* const n = nodes_;
     n[root.id].grad += T(1);
-    for (uint32_t i = root.id + 1; i-- > num_params_;) {
-      const Node& x = n[i];
-      const T g = x.grad, out = x.value;
-      T& dx = n[x.lhs].grad;
-      T& dy = n[x.rhs].grad;  // unary ops: node 0's, which their rules never touch
-      const T xv = n[x.lhs].value, yv = n[x.rhs].value;
-      switch (x.op) {
-        case ScalarOp::leaf: break;
-#define BP_SCALAR_BACKWARD(name) \
-  case ScalarOp::name: scalar_backward<ScalarOp::name>(g, out, xv, yv, dx, dy); break;
-          BP_SCALAR_BACKWARD(add)
-          BP_SCALAR_BACKWARD(sub)
-          BP_SCALAR_BACKWARD(mul)
-          BP_SCALAR_BACKWARD(div)
-          BP_SCALAR_BACKWARD(neg)
-          BP_SCALAR_BACKWARD(pow)
-          BP_SCALAR_BACKWARD(exp)
-          BP_SCALAR_BACKWARD(log)
-          BP_SCALAR_BACKWARD(tanh)
-          BP_SCALAR_BACKWARD(relu)
+    // Threaded: each op's case ends in its own jump to the next node's (one indirect jump a node,
+    // each site predicted apart, where a switch in a loop shares one and jumps back), as the
+    // compiled mode's threaded program (dev/notes.md, "The eager floor").
+    static void* const cases[] = {&&leaf, &&add, &&sub, &&mul,  &&div, &&neg,
+                                  &&pow,  &&exp, &&log, &&tanh, &&relu};
+    static_assert(std::size(cases) == size_t(ScalarOp::count));
+    const Node* const first = n + num_params_;  // the walk stops before the parameters
+    const Node* x = n + root.id;
+    if (x < first) return;
+#define BP_NEXT            \
+  if (--x < first) return; \
+  goto* cases[int(x->op)];
+    goto* cases[int(x->op)];
+#define BP_SCALAR_BACKWARD(name)                                                         \
+  name:                                                                                  \
+  scalar_backward<ScalarOp::name>(x->grad, x->value, n[x->lhs].value, n[x->rhs].value,   \
+                                  n[x->lhs].grad, n[x->rhs].grad); /* unary: node 0's */ \
+  BP_NEXT
+    BP_SCALAR_BACKWARD(add)
+    BP_SCALAR_BACKWARD(sub)
+    BP_SCALAR_BACKWARD(mul)
+    BP_SCALAR_BACKWARD(div)
+    BP_SCALAR_BACKWARD(neg)
+    BP_SCALAR_BACKWARD(pow)
+    BP_SCALAR_BACKWARD(exp)
+    BP_SCALAR_BACKWARD(log)
+    BP_SCALAR_BACKWARD(tanh)
+    BP_SCALAR_BACKWARD(relu)
+  leaf:
+    BP_NEXT
 #undef BP_SCALAR_BACKWARD
-        case ScalarOp::count: bad_op(x.op, "backward");
-      }
-    }
+#undef BP_NEXT
   }
 
   // Drop this step's graph and zero the parameters' gradients; capacity is kept for the next step.
