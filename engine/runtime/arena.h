@@ -153,7 +153,6 @@ class GrowingArray {
   const T* data() const { return data_; }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
-  T& back() { return data_[size_ - 1]; }
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
 
