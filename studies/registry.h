@@ -12,6 +12,7 @@
 #include "studies/bptt/study.h"
 #include "studies/budget/study.h"
 #include "studies/first_step/study.h"
+#include "studies/fusion/study.h"
 #include "studies/gradbench/study.h"
 #include "studies/gradbench_tensor/study.h"
 #include "studies/kernels/study.h"
@@ -22,7 +23,7 @@
 namespace bp {
 
 inline constexpr Study kStudyRegistry[] = {
-    kMainStudy,    kBpttStudy,  kBudgetStudy,    kFirstStepStudy,       kKernelsStudy,
+    kMainStudy,    kBpttStudy,  kBudgetStudy,    kFirstStepStudy,       kFusionStudy, kKernelsStudy,
     kThreadsStudy, kOptimStudy, kGradbenchStudy, kGradbenchTensorStudy, kAllStudy};
 
 // Every study's rows in one table: backends in the order the studies first name them, each

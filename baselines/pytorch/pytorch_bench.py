@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""baselines/pytorch/pytorch_bench.py: PyTorch from Python as three backends, `pytorch` (eager),
-`torchscript` (torch.jit) and, on the recurrent models only, `pytorch_checkpoint` (--mode=checkpoint:
-torch.utils.checkpoint over segments), driving the models of baselines/pytorch/pytorch_models.py.
+"""baselines/pytorch/pytorch_bench.py: PyTorch from Python as four backends, `pytorch` (eager),
+`torchscript` (torch.jit), `torchscript_fused` (--mode=torchscript_fused: TorchScript with its CPU
+fuser, NNC, turned on, as `torch._C._jit_override_can_fuse_on_cpu(True)` does; every instance
+skipped, saying why, where this torch cannot compile fused groups) and, on the recurrent models
+only, `pytorch_checkpoint` (--mode=checkpoint: torch.utils.checkpoint over segments), driving the
+models of baselines/pytorch/pytorch_models.py.
 
 A thin driver: it speaks the protocol of harness/common/protocol.h (flags in; Google Benchmark's JSON or
 check records out), so bench_run, the judge, the summary and plots/ need no special case. It holds
@@ -105,7 +108,8 @@ def parse_flags(argv):
                  warm_once=False, backend_name=None, time_first_step=False)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
-        if key == "--mode" and value in ("pytorch", "torchscript", "checkpoint"):
+        if key == "--mode" and value in ("pytorch", "torchscript", "torchscript_fused",
+                                         "checkpoint"):
             flags["mode"] = value
         elif key == "--instance":
             flags["instances"].append(parse_instance(value))
@@ -158,7 +162,7 @@ class ScalarRun:
     def __init__(self, graph, size, mode):
         self.params = [torch.tensor(v, dtype=torch.float64, requires_grad=True)
                        for v in graph.initial]
-        self.fn = torch.jit.script(graph.fn) if mode == "torchscript" else graph.fn
+        self.fn = torch.jit.script(graph.fn) if scripted(mode) else graph.fn
         self.extra = (size,) if graph.sized else ()
 
     def step(self):
@@ -180,7 +184,7 @@ class TrainingRun:
 
     def __init__(self, setup, mode):
         self.setup, self.next = setup, 0
-        self.loss_fn, self.scripted = setup.model, mode == "torchscript"
+        self.loss_fn, self.scripted = setup.model, scripted(mode)
         recurrent = hasattr(setup.model, "checkpointed")
         if mode == "checkpoint":
             self.loss_fn = setup.model.checkpointed
@@ -267,11 +271,50 @@ def fault(kind, name, checking=False):
     return bool(text) and k == kind and text in name
 
 
+def scripted(mode):
+    return mode in ("torchscript", "torchscript_fused")
+
+
+def fuse_probe(x, y):
+    return torch.tanh(x * y + 1.0) * 2.0
+
+
+def cannot_fuse(mode):
+    """--mode=torchscript_fused: why this torch cannot run it, or None. The fuser is turned on and
+    tried on a small elementwise function, forward and backward, over the profiling executor's
+    first runs (it fuses from the second); NNC compiles a fused group with LLVM on a CPU, and a
+    torch built without LLVM (Debian's 1.13) says so. Its fallback, NNC's IR interpreter, is
+    turned off: it ran such a group some 4000 times slower than unfused TorchScript."""
+    if mode != "torchscript_fused":
+        return None
+    if not hasattr(cannot_fuse, "reason"):
+        torch._C._jit_override_can_fuse_on_cpu(True)
+        torch._C._jit_set_texpr_fuser_enabled(True)
+        torch._C._jit_set_te_must_use_llvm_cpu(True)
+        cannot_fuse.reason = None
+        try:
+            f = torch.jit.script(fuse_probe)
+            x, y = torch.ones(8, 8, requires_grad=True), torch.ones(8, 8)
+            for _ in range(3):
+                f(x, y).sum().backward()
+        except RuntimeError as e:
+            what = str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
+            cannot_fuse.reason = (f"TorchScript's CPU fuser (NNC) cannot compile here: {what} "
+                                  f"(PyTorch {torch.__version__})")
+    return cannot_fuse.reason
+
+
+def skip_reason(spec, mode):
+    if spec["workload"] in models.NOT_WRITTEN:
+        return models.NOT_WRITTEN[spec["workload"]]
+    return cannot_fuse(mode)
+
+
 def check(spec, mode, corpus):
     """The record of harness/common/protocol.h for one instance."""
     name = spec["name"]
-    if spec["workload"] in models.NOT_WRITTEN:
-        return dict(name=name, status="skipped", message=models.NOT_WRITTEN[spec["workload"]])
+    if (reason := skip_reason(spec, mode)):
+        return dict(name=name, status="skipped", message=reason)
     if fault("check-crash", name):
         os.abort()
     while fault("check-hang", name):
@@ -296,7 +339,7 @@ def check(spec, mode, corpus):
             return dict(name=name, status="ok", step0=first, step0_after_reset=again,
                         step0_fresh_setup=fresh, losses=losses,
                         step_seconds=(time.perf_counter() - start) / (spec["check_steps"] + 2))
-        for _ in range(CHECK_WARMUP_PASSES if mode == "torchscript" else 0):
+        for _ in range(CHECK_WARMUP_PASSES if scripted(mode) else 0):
             run.step()
         steps = []
         for offset in (wrong, wrong + broken_reset):
@@ -347,6 +390,7 @@ def context(flags, corpus):
     mode = {"pytorch": "eager",
             "torchscript": "torch.jit.script (scalar graphs, recurrent models) / torch.jit.trace "
                            "(other models)",
+            "torchscript_fused": "torchscript, its CPU fuser (NNC) on",
             "checkpoint": "eager, torch.utils.checkpoint over segments of about sqrt(n) steps "
                           "(recurrent models)"}[flags["mode"]]
     ctx = {
@@ -419,9 +463,9 @@ def first_steps(spec, flags, corpus, rep):
 def benchmark(spec, flags, corpus):
     """One run per repetition, Google Benchmark style; returns its JSON entries."""
     name, runs = spec["name"], []
-    if spec["workload"] in models.NOT_WRITTEN:  # as Google Benchmark reports SkipWithError
+    if (reason := skip_reason(spec, flags["mode"])):  # as Google Benchmark's SkipWithError
         return [dict(name=name, run_name=name, run_type="iteration", error_occurred=True,
-                     error_message="skipped: " + models.NOT_WRITTEN[spec["workload"]])]
+                     error_message="skipped: " + reason)]
     if fault("crash", name):
         os.abort()
     while fault("hang", name):

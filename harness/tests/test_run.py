@@ -624,6 +624,26 @@ def test_every_study_draws_its_figure(bin_dir, tmp_path, study, args, figure):
                if not line.startswith("results: ")) <= 120, text
 
 
+# The study fusion: each compiler over its framework's eager run. TorchScript's CPU fuser runs
+# where this torch can compile fused groups (NNC with LLVM); elsewhere (Debian's 1.13) its row is
+# skipped, saying why, and nothing else is lost.
+def test_the_fusion_study_weighs_each_compiler_against_its_eager_run(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--study", "fusion", "--workloads", "mlp_width", "--sizes",
+            "width=16", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    by_cell = cells(tmp_path)
+    fused = by_cell[("torchscript_fused", "step/mlp_width/width:16")]
+    assert fused["status"] == "ok" or (
+        fused["status"] == "skipped"
+        and "TorchScript's CPU fuser (NNC) cannot compile here" in fused["message"]), fused
+    for backend in ("engine", "compiled", "torchscript"):
+        assert by_cell[(backend, "step/mlp_width/width:16")]["status"] == "ok", backend
+    text = (tmp_path / "latest" / "summary.txt").read_text()
+    assert "compilers against their eager runs" in text and "compiled / engine" in text, text
+    assert max(len(line) for line in text.splitlines()
+               if not line.startswith("results: ")) <= 120, text
+
+
 def test_the_interval_sweep_is_run_summarised_and_drawn(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--study", "bptt", "--workloads", "char_rnn", "--sizes",
             "length=64", "--backends", "engine,engine_multistage", *QUICK)
