@@ -468,7 +468,7 @@ class CompiledScalar {
       instructions_ += 1 + (to_x || to_y);
     }
     code_.push_back({kStartBackward, 0, 0, root, n});
-    cursor_ = n;
+    cursor_ = n, literal_cursor_ = num_literals;  // the captured step's nodes are all made
     captured_step_ = steps_;
     compile_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - capture_started_).count();

@@ -704,6 +704,12 @@ void scalar_step_with_another_constant() {
   be.reset();
   be.backward(a * b + 2.0);
 }
+void scalar_literal_after_the_captured_backward() {
+  bp::CompiledBackend be;
+  auto a = be.param(2.0);
+  be.backward(a * 3.0);
+  be.scalars.constant(3.0);
+}
 void scalar_step_with_a_literal_for_a_node() {
   bp::CompiledBackend be;
   auto a = be.param(-4.0), b = be.param(2.0);
@@ -752,6 +758,9 @@ TEST(CompiledGuardDeathTest, AStepThatDiffersFromTheCapturedOneIsRefused) {
                "constant 4; a view's constant cannot change between steps");
   EXPECT_DEATH(scalar_step_with_another_constant(),
                "bp::CompiledScalar::constant: literal 0 is 2; the captured step had 1 there");
+  EXPECT_DEATH(scalar_literal_after_the_captured_backward(),
+               "bp::CompiledScalar::constant: literal 1, but the captured step has 1: a compiled "
+               "step must repeat the captured one");
   EXPECT_DEATH(scalar_step_with_a_literal_for_a_node(),
                "bp::CompiledScalar::mul: node 2 is mul\\(0, 1\\); the captured step has "
                "mul\\(0, literal 0\\) there");

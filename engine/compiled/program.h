@@ -468,26 +468,30 @@ auto Program<T>::lower(const Emitted& e, const std::vector<uint32_t>& recomputed
     recomputes.push_back(r);
   }
   // Each copy is made right before its first reader; a recomputation that reads another's
-  // output has that one made first.
+  // output has that one made first. Moves are found by buffer (one lookup a reference, not a scan
+  // of every move: a budget can recompute thousands of nodes of an unrolled RNN).
+  std::vector<int32_t> move_of(buffers_.size(), -1);
+  for (size_t m = moves.size(); m-- > 0;) move_of[size_t(moves[m].from)] = int32_t(m);  // first
+  const auto moved = [&](const Ref* r) {
+    return r->buffer >= 0 && size_t(r->buffer) < move_of.size() ? move_of[size_t(r->buffer)] : -1;
+  };
   std::vector<bool> placed(recomputes.size(), false);
   auto redirect = [&](Pending& p, auto&& place) {
     for (Ref* r : {&p.out, &p.aux, &p.in[0], &p.in[1], &p.in[2]})
-      for (const Move& m : moves)
-        if (r->buffer == m.from) {
-          place(m.recompute, place);
-          r->buffer = m.to;
-        }
+      if (const int32_t m = moved(r); m >= 0) {
+        place(moves[size_t(m)].recompute, place);
+        r->buffer = moves[size_t(m)].to;
+      }
   };
   auto place = [&](size_t i, auto&& self) -> void {
     if (placed[i]) return;
     placed[i] = true;
     Pending r = recomputes[i];
     for (Ref* in : {&r.in[0], &r.in[1], &r.in[2]})
-      for (const Move& m : moves)
-        if (in->buffer == m.from) {
-          self(m.recompute, self);
-          in->buffer = m.to;
-        }
+      if (const int32_t m = moved(in); m >= 0) {
+        self(moves[size_t(m)].recompute, self);
+        in->buffer = moves[size_t(m)].to;
+      }
     code.push_back(r);
   };
   for (size_t t = e.forward_count; t < e.code.size(); t++) {

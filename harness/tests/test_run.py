@@ -642,6 +642,12 @@ def test_the_fusion_study_weighs_each_compiler_against_its_eager_run(bin_dir, tm
     assert "compilers against their eager runs" in text and "compiled / engine" in text, text
     assert max(len(line) for line in text.splitlines()
                if not line.startswith("results: ")) <= 120, text
+    # Another run with the compiled mode but not the study's row has no such table.
+    other = tmp_path / "other"
+    r = run(bin_dir, other, "--workloads", "mlp_width", "--sizes", "width=16", "--backends",
+            "engine,compiled", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "compilers against" not in (other / "latest" / "summary.txt").read_text()
 
 
 def test_the_interval_sweep_is_run_summarised_and_drawn(bin_dir, tmp_path):
