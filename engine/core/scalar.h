@@ -314,8 +314,10 @@ class ScalarTape {
     const Node* const first = n + num_params_;  // the walk stops before the parameters
     const Node* x = n + root.id;
     if (x < first) return;
-#define BP_NEXT            \
-  if (--x < first) return; \
+      // Compared before the step back: no pointer ever before the tape's start.
+#define BP_NEXT           \
+  if (x == first) return; \
+  --x;                    \
   goto* cases[int(x->op)];
     goto* cases[int(x->op)];
 #define BP_SCALAR_BACKWARD(name)                                                         \
