@@ -311,10 +311,11 @@ class ScalarTape {
     static void* const cases[] = {&&leaf, &&add, &&sub, &&mul,  &&div, &&neg,
                                   &&pow,  &&exp, &&log, &&tanh, &&relu};
     static_assert(std::size(cases) == size_t(ScalarOp::count));
-    const Node* const first = n + num_params_;  // the walk stops before the parameters
+    // The walk stops before the parameters, compared before each step back (no pointer ever
+    // before the tape's start).
+    const Node* const first = n + num_params_;
     const Node* x = n + root.id;
     if (x < first) return;
-      // Compared before the step back: no pointer ever before the tape's start.
 #define BP_NEXT           \
   if (x == first) return; \
   --x;                    \
