@@ -2,9 +2,9 @@
 // step compiled before skips choosing kernels (timing them), searching recomputations and placing
 // buffers: its first step costs a capture and a replay.
 //
-// What is stored: a Program's decisions (engine/compiled/program.h's PlanDecisions: each op's
-// kernel and the timings that chose it, the activations recomputed, every buffer's offset), under
-// a key that hashes everything that could make another plan: the captured graph's structure
+// What is stored: a Program's decisions (engine/compiled/plan_decisions.h's PlanDecisions: each
+// op's kernel and the timings that chose it, the activations recomputed, every buffer's offset),
+// under a key that hashes everything that could make another plan: the captured graph's structure
 // (every node's op, shape, operands and arguments; the parameters' and constants' shapes), the
 // element type, the options (memory budget, how kernels are chosen and which are forced, whether
 // libraries may be opened, threads), the processor (vendor, family, model, stepping, feature
@@ -51,7 +51,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/compiled/program.h"
+#include "engine/compiled/plan_decisions.h"
+#include "engine/core/tensor.h"
 
 namespace bp {
 

@@ -29,8 +29,10 @@
 // (engine/dialects/dialects.h); the op's rule still says what the planner needs (aux, reads, in
 // place). In files of their own: the program before placement (engine/compiled/lowered.h), the
 // waves it runs in at two threads or more (engine/compiled/waves.h) and the choice of what to
-// recompute (engine/compiled/recompute.h). Not here: capture and the replay guard
-// (engine/compiled/backend.h). Tests: engine/compiled/compiled_test.cc.
+// recompute (engine/compiled/recompute.h), and what compiling decides and is asked
+// (engine/compiled/plan_decisions.h: the budget, the decisions a plan cache keeps). Not here:
+// capture and the replay guard (engine/compiled/backend.h). Tests:
+// engine/compiled/compiled_test.cc.
 #pragma once
 
 #include <algorithm>
@@ -48,6 +50,7 @@
 #include <vector>
 
 #include "engine/compiled/lowered.h"
+#include "engine/compiled/plan_decisions.h"
 #include "engine/compiled/planner.h"
 #include "engine/compiled/recompute.h"
 #include "engine/compiled/waves.h"
@@ -74,44 +77,6 @@ void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager
   a.out[0] += T(1);
 }
 }  // namespace program_kernels
-
-// The planned arena's budget: bytes, or a fraction of the plan's own peak without one (0 and 0:
-// no budget).
-struct ArenaBudget {
-  size_t bytes = 0;
-  double fraction = 0;
-  // Without a budget: recompute what costs almost nothing (choose_recomputation). A budget of
-  // the plan's own peak (fraction 1) recomputes nothing.
-  bool free_recomputation = true;
-};
-
-// A budget no plan of this program meets: the smallest arena this planner placed by recomputation
-// (a budget it meets), and the plan's peak without any.
-struct BudgetError {
-  size_t budget, smallest, unbudgeted;
-};
-
-// The decisions that make a program from its capture: each op's kernel (with the timings that
-// chose it), the activations recomputed, every planned buffer's offset. A plan cache stores them
-// (engine/compiled/plan_cache.h); given back, they make the same program, bit for bit, without
-// timing a kernel, searching recomputations or placing a buffer.
-struct PlanDecisions {
-  struct Choice {
-    std::string dialect;
-    std::vector<std::pair<std::string, double>> seconds;  // each dialect timed, if any was
-  };
-  std::vector<Choice> kernels;  // in Program::kernels() order
-  std::vector<uint32_t> recomputed;
-  std::vector<size_t> offsets;  // per planned buffer, in Program::buffers() order
-  MemoryPlan plan;
-  size_t budget_bytes = 0;
-  size_t instructions = 0;         // of the program they made: checked when they make it again
-  std::string libraries_left_out;  // by auto's weighing (the backend's report), ", " between
-};
-// Decisions that do not fit the capture they are given with (what a plan cache reports).
-struct PlanMismatch {
-  std::string why;
-};
 
 template <class T>
 class Program {
