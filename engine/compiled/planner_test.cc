@@ -6,7 +6,8 @@
 // Every plan is checked by plan_placement_error, a sweep over time that keeps the live buffers
 // ordered by offset: a buffer that starts overlapping a live neighbour's bytes is a failure (no
 // pair of buffers is compared, so the million-buffer plan is checked too). It is checked in turn
-// against every pair on small random placements.
+// against every pair on small random placements. The recomputation search's range-add tree
+// (engine/compiled/live_bytes.h) against a plain array.
 //   build/engine_tests --gtest_filter='Planner*'     (or ctest -R Planner)
 #include "engine/compiled/planner.h"
 
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compiled/live_bytes.h"
 #include "workloads/data.h"
 
 namespace {
@@ -188,6 +190,29 @@ TEST(Planner, AMillionBuffersArePlannedAtTheBound) {
   std::printf("  %zu buffers: arena %.1f MB, lower bound %.1f MB\n", b.size(),
               plan.arena_bytes / 1e6, plan.lower_bound_bytes / 1e6);
   EXPECT_LE(double(plan.arena_bytes), 1.10 * double(plan.lower_bound_bytes));
+}
+
+// The live-bytes model's tree: random range additions, its maximum, where it is and each
+// point, against a plain array.
+TEST(PlannerLiveBytes, RangeAddTreeAgreesWithAnArray) {
+  for (int32_t n : {1, 2, 7, 64, 1000}) {
+    bp::program_ir::MaxTree tree(n);
+    std::vector<int64_t> plain(size_t(n), 0);
+    uint64_t seed = 12345 + uint64_t(n);
+    auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull; };
+    for (int op = 0; op < 2000; op++) {
+      int32_t lo = int32_t(next() >> 33) % n, hi = int32_t(next() >> 33) % n;
+      if (lo > hi) std::swap(lo, hi);
+      const int64_t v = int64_t(next() >> 40) % 1000 - 400;
+      tree.add(lo, hi, v);
+      for (int32_t t = lo; t <= hi; t++) plain[size_t(t)] += v;
+      const auto top = std::max_element(plain.begin(), plain.end());
+      ASSERT_EQ(tree.max(), *top) << "n " << n << " op " << op;
+      ASSERT_EQ(tree.argmax(), int32_t(top - plain.begin())) << "n " << n << " op " << op;
+      const int32_t t = int32_t(next() >> 33) % n;
+      ASSERT_EQ(tree.at(t), plain[size_t(t)]) << "n " << n << " point " << t;
+    }
+  }
 }
 
 }  // namespace
