@@ -20,12 +20,37 @@
 namespace bp::program_ir {
 
 // Where a pointer of an instruction goes: a planned buffer, or memory outside the arena
-// (parameters, constants), or nowhere.
+// (parameters, constants: an index into the program's table of them), or nowhere.
 template <class T>
 struct Ref {
   int32_t buffer = -1;
-  const T* outside = nullptr;
+  int32_t outside = -1;
 };
+// An op's shapes and arguments: OpArgs without the pointers that placement gives it, so that
+// an unrolled RNN's half a million pending instructions take a third of the bytes.
+struct OpShape {
+  int32_t rows = 0, cols = 0;
+  int32_t in_rows[3] = {}, in_cols[3] = {};
+  int32_t arg[3] = {};
+  IndexSpan index;
+  uint8_t fresh = 0;
+};
+template <class T>
+OpShape shape_of(const OpArgs<T>& a) {
+  OpShape s;
+  s.rows = a.rows, s.cols = a.cols, s.index = a.index, s.fresh = a.fresh;
+  for (int k = 0; k < 3; k++)
+    s.in_rows[k] = a.in_rows[k], s.in_cols[k] = a.in_cols[k], s.arg[k] = a.arg[k];
+  return s;
+}
+template <class T>
+OpArgs<T> args_of(const OpShape& s) {  // every pointer null
+  OpArgs<T> a;
+  a.rows = s.rows, a.cols = s.cols, a.index = s.index, a.fresh = s.fresh;
+  for (int k = 0; k < 3; k++)
+    a.in_rows[k] = s.in_rows[k], a.in_cols[k] = s.in_cols[k], a.arg[k] = s.arg[k];
+  return a;
+}
 struct Buffer {
   size_t elems;
   bool zeroed;          // accumulated into: filled with zeros right before its first use
@@ -34,7 +59,7 @@ struct Buffer {
 template <class T>
 struct Pending {
   void (*run)(const OpArgs<T>&);
-  OpArgs<T> args;  // shapes and op arguments; pointers come from the refs
+  OpShape args;  // pointers come from the refs
   Ref<T> out, dout, aux, in[3], din[3], scratch;
   TensorOp op;
   bool backward;

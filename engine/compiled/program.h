@@ -269,6 +269,7 @@ class Program {
     void operator()(T* p) const { std::free(p); }
   };
   std::vector<Buffer> buffers_;
+  std::vector<const T*> outside_;  // parameters' values, then their gradients (Ref::outside)
   std::vector<KernelUse> kernels_;
   std::vector<PlannedBuffer> planned_;
   std::vector<Instr<T>> code_;
@@ -309,8 +310,11 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
   std::vector<int32_t> aux(N, -1);
   std::vector<const Kernel<T>*> kernel_of(N, nullptr);
   kernels_.clear();
+  outside_.assign(2 * size_t(P), nullptr);
   for (uint32_t j = 0; j < P; j++)
-    data[j] = {-1, g.node_at(j).data}, grad[j] = {-1, g.node_at(j).grad};
+    outside_[j] = g.node_at(j).data, outside_[P + j] = g.node_at(j).grad;
+  for (uint32_t j = 0; j < P; j++)
+    data[j] = {-1, int32_t(j)}, grad[j] = g.node_at(j).grad ? Ref{-1, int32_t(P + j)} : Ref{};
   std::vector<Pending>& code = e.code;
 
   // Whether each library pays for its memory, weighed over the whole step
@@ -329,26 +333,26 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
       continue;
     }
     if (n.op == TensorOp::leaf) fail("node %u is an input leaf inside the step", i);
-    data[i] = {new_buffer(numel(n), rule.forward_accumulates), nullptr};
-    if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), nullptr};
+    data[i] = {new_buffer(numel(n), rule.forward_accumulates), -1};
+    if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), -1};
     kernels_.push_back({i, n.op, shapes_of(g, n), {}});
     kernels_.back().choice = given_ ? given_choice(n.op, kernels_.back().shape)
                                     : dialects.choose(n.op, kernels_.back().shape);
     const Kernel<T>& kernel = *kernels_.back().choice.kernel;
     kernel_of[i] = &kernel;
-    Pending p{kernel.forward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, false, i};
-    if (const size_t a = rule.aux_elems(p.args)) aux[i] = new_buffer(a, false);
-    p.out = data[i], p.aux = Ref{aux[i], nullptr};
+    const OpArgs<T> shape = shapes_of(g, n);
+    Pending p{kernel.forward, program_ir::shape_of(shape), {}, {}, {}, {}, {}, {}, n.op, false, i};
+    if (const size_t a = rule.aux_elems(shape)) aux[i] = new_buffer(a, false);
+    p.out = data[i], p.aux = Ref{aux[i], -1};
     bool recomputable = n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;
     for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
       p.in[k] = data[n.in[k]];
       const auto& x = g.node_at(n.in[k]);
       if (n.in[k] < P && !x.needs_grad) recomputable = false;  // a slot: bound per step
     }
-    if (const size_t s = kernel.forward_scratch(p.args))
-      p.scratch = {new_buffer(s, false), nullptr};
+    if (const size_t s = kernel.forward_scratch(shape)) p.scratch = {new_buffer(s, false), -1};
     e.forward_of[i - P] = int32_t(code.size());
-    e.cost[i - P] = flops(p.args, n.op);
+    e.cost[i - P] = flops(shape, n.op);
     if (recomputable) e.candidates.push_back(i);
     code.push_back(p);
   }
@@ -377,18 +381,18 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
     const OpRule<T>& rule = op_rules<T>[int(n.op)];
     if (!n.needs_grad || !rule.backward) continue;
     const Kernel<T>& kernel = *kernel_of[i];
-    Pending p{kernel.backward, shapes_of(g, n), {}, {}, {}, {}, {}, {}, n.op, true, i};
+    const OpArgs<T> shape = shapes_of(g, n);
+    Pending p{kernel.backward, program_ir::shape_of(shape), {}, {}, {}, {}, {}, {}, n.op, true, i};
     p.fresh_ok = kernel.backward_fresh;
     p.dout = grad[i];
     // Only what the rule reads: a pointer left null faults at once if the table is wrong.
     if (rule.backward_reads & kReadsOut) p.out = data[i];
-    if (rule.backward_reads & kReadsAux) p.aux = Ref{aux[i], nullptr};
+    if (rule.backward_reads & kReadsAux) p.aux = Ref{aux[i], -1};
     for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
       if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data[n.in[k]];
       p.din[k] = grad[n.in[k]];
     }
-    if (const size_t s = kernel.backward_scratch(p.args))
-      p.scratch = {new_buffer(s, false), nullptr};
+    if (const size_t s = kernel.backward_scratch(shape)) p.scratch = {new_buffer(s, false), -1};
     code.push_back(p);
   }
   e.loss_buffer = data[root].buffer;
@@ -407,7 +411,13 @@ template <class T>
 auto Program<T>::lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const -> Lowered {
   Lowered l;
   l.buffers = buffers_;
-  std::vector<Pending> code(e.code.begin(), e.code.begin() + e.forward_count);
+  // Room for the whole program, fills included (at most one per zeroed buffer), so that it is
+  // never copied to grow.
+  size_t zeroed = 0;
+  for (const Buffer& b : buffers_) zeroed += b.zeroed;
+  std::vector<Pending> code;
+  code.reserve(e.code.size() + 3 * recomputed.size() + zeroed);
+  code.assign(e.code.begin(), e.code.begin() + e.forward_count);
   // Each recomputed node's forward again, writing a fresh output (and aux) buffer; every later
   // reader of the old ones reads the copies, so the old ones die with the forward.
   struct Move {
@@ -491,8 +501,10 @@ auto Program<T>::lower(const Emitted& e, const std::vector<uint32_t>& recomputed
     }
   }
 
-  // Each zeroed buffer's fill right before its first use, unless that use writes it fresh.
-  std::vector<std::vector<int32_t>> fills(code.size());
+  // Each zeroed buffer's fill right before its first use, unless that use writes it fresh. The
+  // fills are spliced in from the back, in the program's own array (reserved for them): an
+  // unrolled RNN's program is tens of megabytes, and a second copy of it was the compile's peak.
+  std::vector<std::pair<int32_t, int32_t>> fills;  // (instruction, buffer)
   for (int32_t b = 0; b < int32_t(l.buffers.size()); b++)
     if (l.buffers[b].parent < 0 && l.buffers[b].zeroed && l.first[b] >= 0) {
       Pending& p = code[l.first[b]];
@@ -502,28 +514,33 @@ auto Program<T>::lower(const Emitted& e, const std::vector<uint32_t>& recomputed
       if (k >= 0)
         p.args.fresh |= uint8_t(1 << k);
       else
-        fills[l.first[b]].push_back(b);
+        fills.push_back({l.first[b], b});
     }
-  for (size_t t = 0; t < code.size(); t++) {
-    if (t == e.forward_count) l.forward_end = l.code.size();
-    for (int32_t b : fills[t]) {
+  std::sort(fills.begin(), fills.end());
+  const size_t n = code.size();
+  l.forward_end = e.forward_count;
+  for (const auto& [t, b] : fills) l.forward_end += size_t(t) < e.forward_count;
+  code.resize(n + fills.size());
+  for (size_t t = n, w = code.size(), f = fills.size(); t-- > 0;) {
+    code[--w] = code[t];
+    for (; f > 0 && size_t(fills[f - 1].first) == t; f--) {
+      const int32_t b = fills[f - 1].second;
       Pending z{program_kernels::zero_fill<T>,
                 {},
-                {b, nullptr},
+                {b, -1},
                 {},
                 {},
                 {},
                 {},
                 {},
                 TensorOp::count,
-                code[t].backward,
-                code[t].node};
+                code[w].backward,
+                code[w].node};
       z.args.rows = 1, z.args.cols = int32_t(l.buffers[b].elems);
-      l.code.push_back(z);
+      code[--w] = z;
     }
-    l.code.push_back(code[t]);
   }
-  if (e.forward_count == code.size()) l.forward_end = l.code.size();
+  l.code = std::move(code);
   program_ir::touches(l.code, l.buffers, l.first, l.last);
   const int32_t loss = program_ir::find(l.buffers, e.loss_buffer);
   l.last[loss] = int32_t(l.code.size()) - 1;  // read after the step
@@ -536,7 +553,7 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   const uint32_t P = uint32_t(g.num_params());
   first_node_ = P;
   const uint32_t N = root + 1;
-  const Emitted e = emit(g, root, dialects);
+  Emitted e = emit(g, root, dialects);
   size_t budget = limit.bytes;
   // A fraction so small it rounds to no bytes is still a budget (one no plan meets), never none.
   if (limit.fraction > 0)
@@ -605,19 +622,21 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   }
   plan_.recomputed_nodes = recomputed.size();
   recomputed_ = recomputed;
+  std::vector<Pending>().swap(e.code);  // lowered: its memory is the program's now
   arena_.reset(
       static_cast<T*>(std::aligned_alloc(kPlanAlign, std::max(plan_.arena_bytes, kPlanAlign))));
   if (!arena_) throw AllocationFailed(plan_.arena_bytes, "the compiled program's arena");
 
   auto resolve = [&](const Ref& r) -> T* {
-    if (r.buffer < 0) return const_cast<T*>(r.outside);
+    if (r.buffer < 0) return r.outside < 0 ? nullptr : const_cast<T*>(outside_[r.outside]);
     return arena_.get() + planned_[slot[program_ir::find(l.buffers, r.buffer)]].offset / sizeof(T);
   };
   code_.clear();
+  code_.reserve(l.code.size());
   forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
   forward_end_ = l.forward_end;
   for (Pending& p : l.code) {
-    OpArgs<T> a = p.args;
+    OpArgs<T> a = program_ir::args_of<T>(p.args);
     a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
     a.scratch = resolve(p.scratch);
     for (int k = 0; k < 3; k++) a.in[k] = resolve(p.in[k]), a.din[k] = resolve(p.din[k]);
@@ -637,30 +656,23 @@ template <class T>
 void Program<T>::find_param_first_writes(const TensorGraph<T>& g,
                                          const std::vector<Pending>& code) {
   param_first_writes_.clear(), param_fills_.clear(), params_fresh_ = false;
-  std::vector<std::pair<const T*, uint32_t>> params;  // the trained ones by gradient, sorted
-  for (uint32_t j = 0; j < first_node_; j++)
-    if (g.node_at(j).grad) params.push_back({g.node_at(j).grad, j});
-  std::sort(params.begin(), params.end());
+  // A parameter j's gradient is the outside index first_node_ + j (emit).
+  const int32_t P = int32_t(first_node_);
   enum Start : uint8_t { unwritten, written_fresh, zeroed };
-  std::vector<Start> start(params.size(), unwritten);
+  std::vector<Start> start(first_node_, unwritten);
   for (size_t t = 0; t < code.size(); t++)
     for (int k = 0; k < 3; k++) {
-      const T* grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : nullptr;
-      const auto it = std::lower_bound(params.begin(), params.end(), std::pair{grad, 0u});
-      if (!grad || it == params.end() || it->first != grad) continue;
-      const size_t i = size_t(it - params.begin());
-      if (start[i] != unwritten) continue;
+      const int32_t grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : -1;
+      if (grad < P || start[size_t(grad - P)] != unwritten) continue;
       const bool fresh = program_ir::fresh_operand(code[t], [&](const Ref& r) {
                            return r.buffer < 0 && r.outside == grad;
                          }) == k;
       if (fresh) param_first_writes_.push_back({t, uint8_t(1 << k)});
-      start[i] = fresh ? written_fresh : zeroed;
+      start[size_t(grad - P)] = fresh ? written_fresh : zeroed;
     }
-  for (size_t i = 0; i < params.size(); i++)
-    if (start[i] != written_fresh) {
-      const auto& p = g.node_at(params[i].second);
+  for (uint32_t j = 0; j < first_node_; j++)
+    if (const auto& p = g.node_at(j); p.grad && start[j] != written_fresh)
       param_fills_.push_back({p.grad, size_t(p.rows) * p.cols});
-    }
 }
 
 extern template class Program<float>;

@@ -139,15 +139,15 @@ class Waves {
   // parameter's values or gradient, an input), read or written.
   struct Touch {
     int32_t buffer;  // -1: outside, from `outside`
-    const T* outside;
+    int32_t outside;
     bool write;
   };
   static void touches_of(const Lowered& l, const Pending& p, std::vector<Touch>& t) {
     t.clear();
     auto add = [&](const Ref& r, bool write) {
       if (r.buffer >= 0)
-        t.push_back({program_ir::find(l.buffers, r.buffer), nullptr, write});
-      else if (r.outside)
+        t.push_back({program_ir::find(l.buffers, r.buffer), -1, write});
+      else if (r.outside >= 0)
         t.push_back({-1, r.outside, write});
     };
     add(p.out, true), add(p.dout, true), add(p.aux, true), add(p.scratch, true);
@@ -157,7 +157,7 @@ class Waves {
   // whether the kernel splits over the pool itself (or runs its backward's two products side by
   // side), as engine/core/ops.h decides.
   static double work_of(const Pending& p, bool* alone) {
-    const OpArgs<T>& a = p.args;
+    const program_ir::OpShape& a = p.args;
     const SplitThresholds& at = split_thresholds();
     const double out = double(a.rows) * a.cols;
     if (p.op == TensorOp::matmul || p.op == TensorOp::linear) {
@@ -183,7 +183,7 @@ class Waves {
       std::vector<uint32_t> readers;  // the instructions that read since it
     };
     std::vector<Since> buffer_state(l.buffers.size());
-    std::unordered_map<const T*, Since> outside_state;
+    std::unordered_map<int32_t, Since> outside_state;
     std::vector<std::pair<uint32_t, uint32_t>> edges;  // (instruction, one it must follow)
     std::vector<Touch> t;
     int32_t floor = 0, top = -1, forward_top = -1;
