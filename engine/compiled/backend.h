@@ -293,6 +293,7 @@ struct CompiledBackendOf : EngineTensorInputs {
             {"lower_bound_bytes", double(m.lower_bound_bytes)},
             {"unplanned_bytes", double(m.unplanned_bytes)},
             {"instructions", double(program.num_instructions())},
+            {"bytes_moved", double(program.bytes_moved())},
             {"side_by_side_instructions", double(program.side_by_side())},
             {"memory_budget_bytes", double(program.budget_bytes())},
             {"recomputed_nodes", double(m.recomputed_nodes)},

@@ -109,6 +109,26 @@ struct Lowered {
   size_t forward_end = 0;
 };
 
+// The bytes an instruction moves, as a model from its shapes: each operand it reads once, what it
+// writes once, a gradient it adds into twice (read and written; once where it is written fresh),
+// scratch not at all. What fusion saves is this sum's fall (the study fusion).
+template <class T>
+size_t bytes_moved(const Pending<T>& p, const std::vector<Buffer>& buffers) {
+  const OpShape& a = p.args;
+  const size_t out = size_t(a.rows) * a.cols;
+  size_t elems = 0;
+  for (int k = 0; k < 3; k++) {
+    const size_t in = size_t(a.in_rows[k]) * a.in_cols[k];
+    if (p.in[k].buffer >= 0 || p.in[k].outside >= 0) elems += in;
+    if (p.din[k].buffer >= 0 || p.din[k].outside >= 0) elems += (a.fresh >> k & 1) ? in : 2 * in;
+  }
+  const auto present = [](const Ref<T>& r) { return r.buffer >= 0 || r.outside >= 0; };
+  if (present(p.out)) elems += out;
+  if (present(p.dout)) elems += out;
+  if (p.aux.buffer >= 0) elems += buffers[p.aux.buffer].elems;
+  return elems * sizeof(T);
+}
+
 // first[b], last[b]: the first and last instruction touching buffer b (merged ones: their root).
 template <class T>
 void touches(const std::vector<Pending<T>>& code, const std::vector<Buffer>& buffers,

@@ -181,6 +181,8 @@ class Program {
   size_t budget_bytes() const { return budget_bytes_; }  // what it was planned under (0: none)
   const std::vector<PlannedBuffer>& buffers() const { return planned_; }  // placed, for the tests
   size_t num_instructions() const { return code_.size(); }
+  // Bytes the step's instructions move, modelled from their shapes (program_ir::bytes_moved).
+  size_t bytes_moved() const { return bytes_moved_; }
   // Instructions that run side by side with others (in waves of more than one part).
   size_t side_by_side() const { return waves_.side_by_side(); }
 
@@ -292,6 +294,7 @@ class Program {
   size_t budget_bytes_ = 0;
   MemoryPlan plan_;
   std::vector<uint32_t> recomputed_;
+  size_t bytes_moved_ = 0;
   const PlanDecisions* given_ = nullptr;  // while compiling from a plan cache's decisions
 };
 
@@ -635,7 +638,9 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   code_.reserve(l.code.size());
   forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
   forward_end_ = l.forward_end;
+  bytes_moved_ = 0;
   for (Pending& p : l.code) {
+    bytes_moved_ += program_ir::bytes_moved(p, l.buffers);
     OpArgs<T> a = program_ir::args_of<T>(p.args);
     a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
     a.scratch = resolve(p.scratch);

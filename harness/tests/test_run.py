@@ -640,6 +640,12 @@ def test_the_fusion_study_weighs_each_compiler_against_its_eager_run(bin_dir, tm
         assert by_cell[(backend, "step/mlp_width/width:16")]["status"] == "ok", backend
     text = (tmp_path / "latest" / "summary.txt").read_text()
     assert "compilers against their eager runs" in text and "compiled / engine" in text, text
+    # the compiled program's size beside its time: instructions and bytes moved, as its counters
+    counters = by_cell[("compiled", "step/mlp_width/width:16")]["counters"]
+    assert counters["instructions"] > 0 and counters["bytes_moved"] > 0, counters
+    row = next(line for line in text.splitlines() if line.startswith("step/mlp_width/width:16")
+               and " KB " in line)
+    assert f" {counters['instructions']:.0f} " in row, row
     assert max(len(line) for line in text.splitlines()
                if not line.startswith("results: ")) <= 120, text
     # Another run with the compiled mode but not the study's row has no such table.
