@@ -17,6 +17,8 @@
 //   --generated-code=M    within-tape (default): a scalar step runs generated x86-64 code only
 //                         while the program stays within the eager tape's memory, else threaded
 //                         code; any: wherever it can be built (engine/compiled/compiled_scalar.h)
+//   --fusion=on|off       on (default): chains of elementwise and row-wise ops run as tiled
+//                         groups (engine/compiled/fusion.h); off: one kernel call each
 // and the driver's --time_first_step (cold starts), --verdicts=FILE (a run's shared kernel
 // verdicts) and --kernel_rows (studies/kernels/kernel_rows.h).
 //   build/bench_compiled --instance=workload=mini_gpt_wide,size=32 --memory_budget=0.5
@@ -44,6 +46,7 @@ struct CompiledOptions {
   std::string cache_dir = bp::PlanCache::default_dir();  // "": no cache
   bool libraries_within_saving = true;                   // --library-memory=saving
   bool code_within_tape = true;                          // --generated-code=within-tape
+  bool fuse = true;                                      // --fusion=on
   static bp::DialectSpec auto_dialects() {
     std::string unused;
     return *bp::parse_dialect_spec("auto", &unused);
@@ -136,6 +139,12 @@ int main(int argc, char** argv) {
             "while the program holds no more than the eager tape) or any",
             *v));
       options.code_within_tape = *v == "within-tape";
+    } else if (auto v = value_of("--fusion=")) {
+      if (*v != "on" && *v != "off")
+        bp::backend_usage_error(fmt::format(
+            "--fusion={}: expected on (elementwise and row-wise chains as tiled groups) or off",
+            *v));
+      options.fuse = *v == "on";
     } else if (arg == "--no-cache") {
       options.cache_dir.clear();
     } else {
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
     b.plan_cache_dir = options.cache_dir;
     b.libraries_within_saving = options.libraries_within_saving;
     b.scalars.set_code_within_tape(options.code_within_tape);
+    b.fuse = options.fuse;
   };
   hooks.late_context = [] {
     return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir}};

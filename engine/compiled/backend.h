@@ -101,6 +101,8 @@ struct CompiledBackendOf : EngineTensorInputs {
   // Auto keeps a library only while its resident memory fits in what the plan saves over the
   // eager tape, so that this mode never holds more than eager; false: whenever it is faster.
   bool libraries_within_saving = true;
+  // Chains of elementwise and row-wise ops run as tiled groups (engine/compiled/fusion.h).
+  bool fuse = true;
   double selection_seconds = 0;  // of compile_seconds, what choosing kernels took
   std::string
       libraries_left_out;  // by auto, as not worth their memory (engine/dialects/dialects.h)
@@ -294,6 +296,9 @@ struct CompiledBackendOf : EngineTensorInputs {
             {"unplanned_bytes", double(m.unplanned_bytes)},
             {"instructions", double(program.num_instructions())},
             {"bytes_moved", double(program.bytes_moved())},
+            {"bytes_moved_unfused", double(program.bytes_moved_unfused())},
+            {"fused_groups", double(program.fusion().groups())},
+            {"fused_instructions", double(program.fusion().fused_instructions())},
             {"side_by_side_instructions", double(program.side_by_side())},
             {"memory_budget_bytes", double(program.budget_bytes())},
             {"recomputed_nodes", double(m.recomputed_nodes)},
@@ -313,13 +318,14 @@ struct CompiledBackendOf : EngineTensorInputs {
       // would sit outside the budget (engine/dialects/dialects.h).
       const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
       DialectSelector<R> selector(dialects, !budgeted);
-      const ArenaBudget budget{budget_bytes, budget_fraction};
+      const ArenaBudget budget{budget_bytes, budget_fraction, true, fuse};
       PlanCache cache(plan_cache_dir);
       PlanKey key;
       if (cache.on()) {
         key = PlanCache::key(graph, root,
                              PlanOptions{budget_bytes, budget_fraction,
-                                         dialects.text + (libraries_within_saving ? "" : " any"),
+                                         dialects.text + (libraries_within_saving ? "" : " any") +
+                                             (fuse ? "" : " unfused"),
                                          !budgeted, thread_pool().size()},
                              PlanCache::this_machine());
         if (const std::optional<PlanDecisions> d = cache.load(key)) {

@@ -12,10 +12,25 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/compiled/planner.h"
 #include "engine/core/ops.h"
+
+namespace bp {
+// The program's own instructions besides the kernels: a buffer's zero fill, the loss's seed.
+namespace program_kernels {
+template <class T>
+void zero_fill(const OpArgs<T>& a) {  // out (rows * cols) = 0
+  std::memset(a.out, 0, size_t(a.rows) * a.cols * sizeof(T));
+}
+template <class T>
+void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager tape adds it
+  a.out[0] += T(1);
+}
+}  // namespace program_kernels
+}  // namespace bp
 
 namespace bp::program_ir {
 

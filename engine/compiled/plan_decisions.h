@@ -23,6 +23,9 @@ struct ArenaBudget {
   // Without a budget: recompute what costs almost nothing (choose_recomputation). A budget of
   // the plan's own peak (fraction 1) recomputes nothing.
   bool free_recomputation = true;
+  // Chains of elementwise and row-wise ops run as tiled groups (engine/compiled/fusion.h), their
+  // internal buffers planned one tile long.
+  bool fuse = true;
 };
 
 // A budget no plan of this program meets: the smallest arena this planner placed by recomputation

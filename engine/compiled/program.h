@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/compiled/fusion.h"
 #include "engine/compiled/lowered.h"
 #include "engine/compiled/plan_decisions.h"
 #include "engine/compiled/planner.h"
@@ -66,17 +67,6 @@ struct Instr {
   void (*run)(const OpArgs<T>&);
   OpArgs<T> args;
 };
-
-namespace program_kernels {
-template <class T>
-void zero_fill(const OpArgs<T>& a) {  // out (rows * cols) = 0
-  std::memset(a.out, 0, size_t(a.rows) * a.cols * sizeof(T));
-}
-template <class T>
-void seed_loss(const OpArgs<T>& a) {  // d(loss)/d(loss) = 1, added as the eager tape adds it
-  a.out[0] += T(1);
-}
-}  // namespace program_kernels
 
 template <class T>
 class Program {
@@ -119,14 +109,14 @@ class Program {
   void forward() const {
     check_threads();
     if (waves_.empty())
-      for (size_t i = 0; i < forward_end_; i++) code_[i].run(code_[i].args);
+      fusion_.run(code_, 0, forward_end_);
     else
       waves_.run(code_, 0, waves_.forward_waves);
   }
   void backward() const {
     check_threads();
     if (waves_.empty())
-      for (size_t i = forward_end_; i < code_.size(); i++) code_[i].run(code_[i].args);
+      fusion_.run(code_, forward_end_, code_.size());
     else
       waves_.run(code_, waves_.forward_waves, waves_.waves.size());
   }
@@ -181,8 +171,11 @@ class Program {
   size_t budget_bytes() const { return budget_bytes_; }  // what it was planned under (0: none)
   const std::vector<PlannedBuffer>& buffers() const { return planned_; }  // placed, for the tests
   size_t num_instructions() const { return code_.size(); }
-  // Bytes the step's instructions move, modelled from their shapes (program_ir::bytes_moved).
-  size_t bytes_moved() const { return bytes_moved_; }
+  // Bytes the step's instructions move, modelled from their shapes (program_ir::bytes_moved),
+  // with its fused groups' internal buffers (which stay in cache) and without.
+  size_t bytes_moved() const { return bytes_moved_ - fusion_.saved_bytes(); }
+  size_t bytes_moved_unfused() const { return bytes_moved_; }
+  const Fusion<T>& fusion() const { return fusion_; }
   // Instructions that run side by side with others (in waves of more than one part).
   size_t side_by_side() const { return waves_.side_by_side(); }
 
@@ -221,6 +214,13 @@ class Program {
   // forward use and recomputed before their first backward use; ops in place where they may be;
   // each zeroed buffer's fill right before its first use. Buffers come back merged (`buffers`).
   Lowered lower(const Emitted& e, const std::vector<uint32_t>& recomputed) const;
+  // The bytes `l` moves unfused; then its tiled groups where it runs in order at one thread.
+  void fuse(Lowered& l, int32_t loss_buffer, bool on) {
+    bytes_moved_ = 0;
+    for (const Pending& p : l.code) bytes_moved_ += program_ir::bytes_moved(p, l.buffers);
+    fusion_.clear();
+    if (on && threads_ == 1 && waves_.empty()) fusion_.find(l, loss_buffer);
+  }
 
   void compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget limit,
                DialectSelector<T>& dialects);
@@ -276,7 +276,8 @@ class Program {
   std::vector<PlannedBuffer> planned_;
   std::vector<Instr<T>> code_;
   size_t forward_end_ = 0;
-  Waves<T> waves_;  // the schedule at two threads or more (engine/compiled/waves.h)
+  Waves<T> waves_;    // the schedule at two threads or more (engine/compiled/waves.h)
+  Fusion<T> fusion_;  // tiled groups, at one thread (engine/compiled/fusion.h)
   std::vector<int32_t> forward_at_, backward_at_;  // node - first_node_ -> its instruction
   uint32_t first_node_ = 0;
   // Parameters' gradients (start_gradients): the instruction that writes each first, and the
@@ -581,6 +582,7 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
       throw PlanMismatch{"a node recomputed twice"};
     l = lower(e, recomputed);
     waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
+    fuse(l, e.loss_buffer, limit.fuse);
     planned_ = program_ir::lifetimes(l, &slot);
     if (given_->offsets.size() != planned_.size())
       throw PlanMismatch{std::to_string(given_->offsets.size()) + " buffers placed for " +
@@ -615,6 +617,7 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
           &unbudgeted, &reached);
     l = lower(e, recomputed);
     waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
+    fuse(l, e.loss_buffer, limit.fuse);
     planned_ = program_ir::lifetimes(l, &slot);
     plan_ = plan_memory(planned_, waves_.time_slots(l));
     smallest = std::min(smallest, plan_.arena_bytes);
@@ -638,9 +641,7 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   code_.reserve(l.code.size());
   forward_at_.assign(N - P, -1), backward_at_.assign(N - P, -1);
   forward_end_ = l.forward_end;
-  bytes_moved_ = 0;
   for (Pending& p : l.code) {
-    bytes_moved_ += program_ir::bytes_moved(p, l.buffers);
     OpArgs<T> a = program_ir::args_of<T>(p.args);
     a.out = resolve(p.out), a.dout = resolve(p.dout), a.aux = resolve(p.aux);
     a.scratch = resolve(p.scratch);

@@ -92,6 +92,9 @@ struct OpRule {
   bool forward_accumulates;    // adds into out: out must start at zero
   bool elementwise;            // out[i] from operands' element i only: may overwrite operand 0
   uint8_t backward_fresh = 0;  // the din[k] (bit k) backward can write fresh (OpArgs::fresh)
+  // Each output row from the same row of its operands alone, forward and backward (a row-wise
+  // reduction, softmax): like an elementwise op, it may run on any range of rows by itself.
+  bool row_wise = false;
 };
 
 namespace ops {

@@ -10,7 +10,7 @@
 namespace bp {
 
 // {forward, backward, aux, forward scratch, backward scratch, what backward reads, forward
-// accumulates, elementwise, operands backward writes fresh}
+// accumulates, elementwise, operands backward writes fresh, row-wise}
 template <class T>
 constexpr OpRuleTable<T> make_op_rules() {
   constexpr OpRule<T> rules[] = {
@@ -62,7 +62,7 @@ constexpr OpRuleTable<T> make_op_rules() {
        ops::none<T>, ops::none<T>, kReadsIn0 | kReadsIn1 | kReadsAux, false, false, 1 | 2 | 4},
       /* softmax */
       {ops::softmax_forward<T>, ops::softmax_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
-       kReadsOut, false, false},
+       kReadsOut, false, false, 0, true},
       /* attention */
       {ops::attention_forward_op<T>, ops::attention_backward_op<T>, ops::attention_aux<T>,
        ops::none<T>, ops::attention_backward_scratch<T>, kReadsIn0 | kReadsAux, false, false},
@@ -75,10 +75,10 @@ constexpr OpRuleTable<T> make_op_rules() {
        kReadsOut, false, true},
       /* logsumexp */
       {ops::logsumexp_forward<T>, ops::logsumexp_backward<T>, ops::none<T>, ops::none<T>,
-       ops::none<T>, kReadsIn0 | kReadsOut, false, false},
+       ops::none<T>, kReadsIn0 | kReadsOut, false, false, 0, true},
       /* sum_rows */
       {ops::sum_rows_forward<T>, ops::sum_rows_backward<T>, ops::none<T>, ops::none<T>,
-       ops::none<T>, 0, false, false, 1},
+       ops::none<T>, 0, false, false, 1, true},
   };
   static_assert(std::size(rules) == size_t(TensorOp::count), "a rule for every TensorOp");
   OpRuleTable<T> table{};

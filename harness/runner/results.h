@@ -58,8 +58,9 @@ inline MedianInterval median_interval(std::vector<double> x) {
 // (engine/compiled/backend.h); what the recurrent workloads' strategies did in their last sequence.
 inline constexpr const char* kExtraCounters[] = {
     "arena_bytes", "planned_arena_bytes", "lower_bound_bytes", "unplanned_bytes", "instructions",
-    "bytes_moved", "compile_seconds", "first_step_seconds", "memory_budget_bytes",
-    "recomputed_nodes", "dialect_selection_seconds", "jit_seconds", "generated_code_bytes",
+    "bytes_moved", "bytes_moved_unfused", "fused_groups", "fused_instructions", "compile_seconds",
+    "first_step_seconds", "memory_budget_bytes", "recomputed_nodes", "dialect_selection_seconds",
+    "jit_seconds", "generated_code_bytes",
     // the recurrent workloads' strategies (engine/backend.h, engine/checkpoint/checkpoint.h)
     "snapshots", "most_snapshots_alive", "advanced_steps", "advanced_per_step",
     "predicted_advanced_per_step", "advance_seconds", "measured_advance_ratio", "reverse_seconds",

@@ -535,6 +535,8 @@ def test_compiled_flags_are_checked_and_the_kernels_reported(bin_dir):
             (compiled, "--library-memory=all", "error: --library-memory=all: expected saving"),
             (compiled, "--generated-code=always", "error: --generated-code=always: expected "
              "within-tape"),
+            (compiled, "--fusion=maybe", "error: --fusion=maybe: expected on (elementwise and "
+             "row-wise chains as tiled groups) or off\n"),
             (engine, "--dialect=auto", "error: --dialect=auto: engine takes no such flag\n"),
             (engine, "--time_first_step", "error: --time_first_step: engine compiles nothing\n"),
             (engine, "--kernel_rows", "error: --kernel_rows: engine has none\n")]:
@@ -636,7 +638,7 @@ def test_the_fusion_study_weighs_each_compiler_against_its_eager_run(bin_dir, tm
     assert fused["status"] == "ok" or (
         fused["status"] == "skipped"
         and "TorchScript's CPU fuser (NNC) cannot compile here" in fused["message"]), fused
-    for backend in ("engine", "compiled", "torchscript"):
+    for backend in ("engine", "compiled", "compiled_unfused", "torchscript"):
         assert by_cell[(backend, "step/mlp_width/width:16")]["status"] == "ok", backend
     text = (tmp_path / "latest" / "summary.txt").read_text()
     assert "compilers against their eager runs" in text and "compiled / engine" in text, text
@@ -645,7 +647,9 @@ def test_the_fusion_study_weighs_each_compiler_against_its_eager_run(bin_dir, tm
     assert counters["instructions"] > 0 and counters["bytes_moved"] > 0, counters
     row = next(line for line in text.splitlines() if line.startswith("step/mlp_width/width:16")
                and " KB " in line)
-    assert f" {counters['instructions']:.0f} " in row, row
+    assert f" {counters['fused_groups']:.0f}/{counters['instructions']:.0f} " in row, row
+    unfused = by_cell[("compiled_unfused", "step/mlp_width/width:16")]["counters"]
+    assert unfused["fused_groups"] == 0 and unfused["bytes_moved"] == counters["bytes_moved_unfused"]
     assert max(len(line) for line in text.splitlines()
                if not line.startswith("results: ")) <= 120, text
     # Another run with the compiled mode but not the study's row has no such table.

@@ -386,6 +386,23 @@ def test_the_budget_figure_is_the_compiled_modes_counters_on_a_linear_axis(tmp_p
     assert "budget.png" not in plot.figures(write(tmp_path, s))
 
 
+def test_the_fusion_figure_is_time_and_bytes_moved_fused_and_unfused(tmp_path):
+    times = {"grad/gmm_d10_tensor/k:25": {"engine": 5e-4, "compiled": 4e-4,
+                                          "compiled_unfused": 4.4e-4}}
+    s = summary(times, ["engine", "compiled", "compiled_unfused"])
+    cells = s["rows"][0]["backends"]
+    cells["compiled"].update(counters={"bytes_moved": 14.5e6, "fused_groups": 2})
+    cells["compiled_unfused"].update(counters={"bytes_moved": 18.5e6, "fused_groups": 0})
+    fig = plot.figures(write(tmp_path, s))["fusion.png"]
+    time, moved = fig.axes[:2]
+    assert [round(p.get_width(), 6) for p in time.patches] == [0.88, 0.8]
+    assert [round(p.get_width(), 6) for p in moved.patches] == [18.5, 14.5]
+    assert any("2 groups" in t.get_text() for t in moved.texts)
+    assert_readable(fig)
+    del cells["compiled_unfused"]  # a run without the unfused variant has no such figure
+    assert "fusion.png" not in plot.figures(write(tmp_path, s))
+
+
 def test_kernel_dialects_are_gflops_with_autos_choice_hatched(tmp_path):
     s = summary({"step/mlp_width/width:16": {"engine": 5e-6}}, ["engine"])
     s["kernels"] = {"peak_gflops": 200.0, "shapes": [

@@ -14,7 +14,7 @@ inline constexpr Study kFusionStudy{
     .question =
         "what does compiling a step buy over its eager run, ours and TorchScript's with its CPU "
         "fuser?",
-    .backends = "engine,compiled,torchscript,torchscript_fused",
+    .backends = "engine,compiled,compiled_unfused,torchscript,torchscript_fused",
     .workloads =
         "char_mlp,mini_gpt,mini_gpt_wide,mlp_width,char_rnn,char_rnn_wide,lstm_tensor,"
         "gmm_d10_tensor",

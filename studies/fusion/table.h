@@ -14,11 +14,11 @@
 namespace bp {
 
 // Each compiler against the eager run of its own framework, row by row: the compiled mode over
-// our engine, TorchScript with its fuser over TorchScript without; a cell that did not run says
-// why in the main table. Beside ours, its program's size: instructions and the bytes they move
-// per step (program_ir::bytes_moved, a model from the shapes), what fusion is to bring down.
-// Only in a run with torchscript_fused (the study's own row), so that every other run with the
-// compiled mode is not given this table too.
+// our engine, with its fused groups and without, TorchScript with its fuser over TorchScript
+// without; a cell that did not run says why in the main table. Beside ours, its fused groups and
+// the bytes its program moves per step (program_ir::bytes_moved, a model from the shapes), fused
+// and not. Only in a run with torchscript_fused (the study's own row), so that every other run
+// with the compiled mode is not given this table too.
 inline std::string fusion_table(const Summary& s) {
   if (std::find(s.backends.begin(), s.backends.end(), "torchscript_fused") == s.backends.end())
     return "";
@@ -28,21 +28,28 @@ inline std::string fusion_table(const Summary& s) {
                     : fmt::format("{} {}", human_time(f->median_seconds),
                                   human_ratio(f->median_seconds / p->median_seconds));
   };
+  const auto bytes = [](double b) {
+    return !std::isfinite(b) ? std::string("-")
+           : b < 1e6         ? fmt::format("{:.1f} KB", b / 1e3)
+                             : human_mb(b);
+  };
   std::string out = fmt::format(
-      "\ncompilers against their eager runs: time per step, and its ratio to the eager one's; "
-      "the compiled program's\ninstructions and the bytes they move per step (modelled)\n"
-      "{:<30} {:>22} {:>12} {:>11} {:>31}\n",
-      "instance", "compiled / engine", "instructions", "moved", "torchscript_fused / torchscript");
+      "\ncompilers against their eager runs: time per step and its ratio to the eager one's; the "
+      "compiled program's\nfused groups (of its instructions) and the bytes it moves per step, "
+      "fused and unfused (modelled)\n{:<28} {:>17} {:>17} {:>10} {:>9} {:>9} {:>17}\n",
+      "instance", "compiled / engine", "unfused / engine", "groups", "moved", "unfused",
+      "ts_fused / ts");
   for (const SummaryRow& row : s.rows) {
     const Cell* c = ran(row, "compiled");
-    const double instructions = c ? c->counter("instructions") : NAN;
-    const double moved = c ? c->counter("bytes_moved") : NAN;
-    out += fmt::format("{:<30} {:>22} {:>12} {:>11} {:>31}\n", row.instance,
+    const auto count = [&](const char* name) { return c ? c->counter(name) : NAN; };
+    const std::string groups =
+        std::isfinite(count("fused_groups"))
+            ? fmt::format("{:.0f}/{:.0f}", count("fused_groups"), count("instructions"))
+            : "-";
+    out += fmt::format("{:<28} {:>17} {:>17} {:>10} {:>9} {:>9} {:>17}\n", row.instance,
                        ratio_cell(row, "compiled", "engine"),
-                       std::isfinite(instructions) ? fmt::format("{:.0f}", instructions) : "-",
-                       !std::isfinite(moved) ? "-"
-                       : moved < 1e6         ? fmt::format("{:.1f} KB", moved / 1e3)
-                                             : human_mb(moved),
+                       ratio_cell(row, "compiled_unfused", "engine"), groups,
+                       bytes(count("bytes_moved")), bytes(count("bytes_moved_unfused")),
                        ratio_cell(row, "torchscript_fused", "torchscript"));
   }
   return out;
