@@ -603,6 +603,7 @@ def test_missing_checkpoint_directory_stops_multistage_only(bin_dir, tmp_path):
     ("budget", ["--sizes", "batch=1"], "budget.png"),
     ("first_step", ["--workloads", "tiny_graph,mlp_width", "--sizes", "width=16,32"],
      "first_step.png"),
+    ("fusion", ["--workloads", "mlp_width", "--sizes", "width=16"], "fusion.png"),
     ("kernels", ["--sizes", "hidden=64", "--sizes", "width=16"], "kernel_dialects.png"),
     ("threads", ["--workloads", "mlp_width", "--sizes", "width=16,32", "--backends",
                  "engine,libtorch,libtorch_2t,pytorch_2t"], "threads.png"),

@@ -1,6 +1,6 @@
 // studies/first_step/rows.h: the study first_step's backends, the cold starts: the compiled mode's
-// first step, with and without a plan cache, and TorchScript's. A variant names its backend
-// (variant_of), and its column follows that backend's.
+// first step, with and without a plan cache, and TorchScript's, with its CPU fuser and without. A
+// variant names its backend (variant_of), and its column follows that backend's.
 #pragma once
 
 #include "harness/runner/backends.h"
@@ -29,6 +29,14 @@ inline constexpr BackendSpec kFirstStepRows[] = {
      .program = "baselines/pytorch/pytorch_bench.py",
      .mode_flags = "--mode=torchscript --time_first_step",
      .default_sizes_up_to = kPythonUpTo,
-     .color = "#f4a6c8"}};
+     .color = "#f4a6c8"},
+    // TorchScript with its CPU fuser on: its first step also compiles each fused group (NNC).
+    {.name = "torchscript_fused_first_step",
+     .variant_of = "torchscript",
+     .program = "baselines/pytorch/pytorch_bench.py",
+     .mode_flags = "--mode=torchscript_fused --time_first_step",
+     .default_sizes_up_to = kPythonUpTo,
+     .color = "#de77ae",
+     .marker = "v"}};
 
 }  // namespace bp

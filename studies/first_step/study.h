@@ -16,7 +16,7 @@ inline constexpr Study kFirstStepStudy{
         "step and TorchScript's?",
     .backends =
         "engine,compiled,compiled_first_step,compiled_warm_start,torchscript,"
-        "torchscript_first_step",
+        "torchscript_first_step,torchscript_fused_first_step",
     .workloads = "",
     .sizes = "length=100,1000 params=100000",
     .table = first_step_table,

@@ -1,5 +1,6 @@
-// studies/threads/rows.h: the study threads's backends, every main backend at two threads. A
-// variant names its backend (variant_of), and its column follows that backend's.
+// studies/threads/rows.h: the study threads's backends, every main backend at two threads, and
+// TorchScript with its CPU fuser. A variant names its backend (variant_of), and its column follows
+// that backend's.
 #pragma once
 
 #include "harness/runner/backends.h"
@@ -47,6 +48,17 @@ inline constexpr BackendSpec kThreadsRows[] = {{.name = "engine_2t",
                                                 .threaded = true,
                                                 .only_workloads = kModels,
                                                 .fixed_threads = 2,
-                                                .color = "#f4a6c8"}};
+                                                .color = "#f4a6c8"},
+                                               // TorchScript with its CPU fuser on (the study
+                                               // fusion's torchscript_fused) at two threads
+                                               {.name = "torchscript_fused_2t",
+                                                .variant_of = "torchscript",
+                                                .program = "baselines/pytorch/pytorch_bench.py",
+                                                .mode_flags = "--mode=torchscript_fused",
+                                                .threaded = true,
+                                                .only_workloads = kModels,
+                                                .fixed_threads = 2,
+                                                .color = "#de77ae",
+                                                .marker = "v"}};
 
 }  // namespace bp

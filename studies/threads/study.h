@@ -13,7 +13,7 @@ inline constexpr Study kThreadsStudy{
     .question = "what do two threads buy each backend on the large model rows?",
     .backends =
         "engine,engine_2t,compiled,compiled_2t,libtorch,libtorch_2t,pytorch,pytorch_2t,"
-        "torchscript,torchscript_2t",
+        "torchscript,torchscript_2t,torchscript_fused,torchscript_fused_2t",
     .workloads = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width",
     .sizes = "hidden=1024 batch=8,32,64 width=1024,2048",
     .table = threads_table,
