@@ -151,6 +151,19 @@ TEST(CompiledFusion, RandomChainsInSmallTilesAreBitwiseTheEagerEngine) {
   EXPECT_GT(groups, 20u);
 }
 
+// Under a memory budget (recomputation chosen first, groups found in the program it gives):
+// still bitwise, in small tiles, on the models with groups.
+TEST(CompiledFusion, UnderABudgetInSmallTilesIsBitwiseTheEagerEngine) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  const SmallTiles small;
+  auto check = [&]<class W>(int64_t size, double fraction) {
+    expect_same_trace<W>(trace<W, bp::EngineBackend>(size, corpus, 4),
+                         trace<W, bp::CompiledBackend>(size, corpus, 4, fraction), size);
+  };
+  check.template operator()<bp::GmmD10Tensor>(5, 0.95);  // its smallest plan: 0.94 of its peak
+  check.template operator()<bp::CharRnn>(100, 0.7);
+}
+
 // At the default sizes, gmm_d10_tensor at k = 25 fuses its squared distances with their row
 // sums, forward and backward: the squares and their gradient take one tile each, not 1 MB.
 TEST(CompiledFusion, GmmsSquaredDistancesStayInATile) {
