@@ -372,7 +372,8 @@ struct CompiledBackendOf : EngineTensorInputs {
   static bool keep_libraries_that_fit(const Program<R>& p, DialectSelector<R>& selector) {
     std::vector<typename DialectSelector<R>::LibraryUse> uses;
     for (const auto& k : p.kernels())
-      if (k.choice.kernel->library) uses.push_back({k.op, k.shape, k.choice.kernel});
+      if (k.choice.kernel->library)
+        uses.push_back({k.op, program_ir::args_of<R>(k.shape), k.choice.kernel});
     const MemoryPlan& m = p.memory();
     const size_t saving = m.unplanned_bytes > m.arena_bytes ? m.unplanned_bytes - m.arena_bytes : 0;
     return uses.empty() || !selector.keep_what_fits(uses, saving);

@@ -194,17 +194,16 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
     return r.buffer >= 0 ? int64_t(program_ir::find(l.buffers, r.buffer)) : -2 - int64_t(r.outside);
   };
   auto writes = [](int k) { return k <= 3 || k >= 7; };
-  std::vector<Shape> shapes(n);
-  for (uint32_t i = 0; i < n; i++) shapes[i] = shape_of(l.code[i], l.buffers);
 
   // The tiles for members [begin, end): T dividing every member's rows, every elementwise
   // operand's tile a multiple of kAlignElems, the largest operand's tile nearest sizes.tile (not
   // under an eighth of it); 0: none. `whole`: the group as it is closed, at least sizes.least.
-  auto tiles_for = [&](uint32_t begin, uint32_t end, bool whole) -> uint32_t {
+  // Shapes are kept for the group being formed only: an unrolled RNN has 10^5 instructions.
+  auto tiles_for = [&](const std::vector<Shape>& shapes, bool whole) -> uint32_t {
     int64_t g = 0, most = 0;
-    for (uint32_t i = begin; i < end; i++) {
-      g = std::gcd(g, shapes[i].rows);
-      for (int k = 0; k < kPointers; k++) most = std::max(most, shapes[i].elems[k]);
+    for (const Shape& s : shapes) {
+      g = std::gcd(g, s.rows);
+      for (int k = 0; k < kPointers; k++) most = std::max(most, s.elems[k]);
     }
     const FusionSizes& sizes = fusion_sizes();
     if (whole && most < int64_t(sizes.least)) return 0;
@@ -214,10 +213,10 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
     for (int64_t t = 2; t <= g && t <= most / std::max<int64_t>(1, int64_t(sizes.tile / 8)); t++) {
       if (g % t) continue;
       bool aligned = true;
-      for (uint32_t i = begin; i < end && aligned; i++)
+      for (const Shape& s : shapes)
         for (int k = 0; k < kPointers; k++)
-          if (shapes[i].elems[k] && shapes[i].by_rows[k] && shapes[i].elementwise &&
-              (shapes[i].elems[k] / t) % int64_t(kAlignElems))
+          if (s.elems[k] && s.by_rows[k] && s.elementwise &&
+              (s.elems[k] / t) % int64_t(kAlignElems))
             aligned = false;
       if (!aligned) continue;
       const double distance = std::abs(std::log(double(most) / double(t) / double(sizes.tile)));
@@ -230,15 +229,16 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
   // an earlier one wrote, none writing what another reads whole or reading whole what one wrote.
   std::vector<std::pair<uint32_t, uint32_t>> spans;
   std::unordered_set<int64_t> written, read_whole;
+  std::vector<Shape> members;  // of the group being formed
   uint32_t begin = 0, ops = 0;
   bool open = false;
   auto close = [&](uint32_t end) {
     if (open && ops >= 2) spans.push_back({begin, end});
-    written.clear(), read_whole.clear(), ops = 0, open = false;
+    written.clear(), read_whole.clear(), members.clear(), ops = 0, open = false;
   };
   for (uint32_t i = 0; i < n; i++) {
     const Pending& p = l.code[i];
-    const Shape& s = shapes[i];
+    const Shape s = shape_of(p, l.buffers);
     const bool fill = p.run == program_kernels::zero_fill<T>;
     bool joins = open && s.fusable && (begin < l.forward_end) == (i < l.forward_end);
     if (joins && !fill) {
@@ -251,7 +251,9 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
         if (writes(k) && read_whole.count(key)) joins = false;
         if (!s.by_rows[k] && written.count(key)) joins = false;
       }
-      joins = joins && connected && tiles_for(begin, i + 1, false) > 0;
+      members.push_back(s);
+      joins = joins && connected && tiles_for(members, false) > 0;
+      members.pop_back();
     }
     if (!joins) {
       close(i);
@@ -264,6 +266,7 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
       if (writes(k)) written.insert(key_of(r));
       if (!s.by_rows[k]) read_whole.insert(key_of(r));
     }
+    members.push_back(s);
     ops += !fill;
   }
   close(n);
@@ -282,7 +285,9 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
       if (used) break;
       b++;
     }
-    const uint32_t tiles = tiles_for(b, e, true);
+    std::vector<Shape> shapes(e - b);
+    for (uint32_t i = b; i < e; i++) shapes[i - b] = shape_of(l.code[i], l.buffers);
+    const uint32_t tiles = tiles_for(shapes, true);
     if (!tiles) continue;
     member_at_.push_back(members_.size());
     groups_.push_back({b, e, tiles});
@@ -294,7 +299,7 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
         const Ref& r = *ref_at(l.code[i], k);
         if (r.buffer < 0) continue;
         const int32_t root = program_ir::find(l.buffers, r.buffer);
-        const bool ok = k != 3 && shapes[i].by_rows[k] && l.first[root] >= int32_t(b) &&
+        const bool ok = k != 3 && shapes[i - b].by_rows[k] && l.first[root] >= int32_t(b) &&
                         l.last[root] < int32_t(e) && root != loss &&
                         (l.buffers[root].elems / tiles) % kAlignElems == 0 &&
                         l.buffers[root].elems % tiles == 0;
@@ -303,7 +308,7 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
     for (int32_t root : not_internal) internal.erase(root);
     for (uint32_t i = b; i < e; i++) {
       const Pending& p = l.code[i];
-      const Shape& s = shapes[i];
+      const Shape& s = shapes[i - b];
       const bool fill = p.run == program_kernels::zero_fill<T>;
       Member m{
           fill ? 1 : int32_t(s.rows / tiles), fill ? int32_t(s.rows / tiles) : p.args.cols, {}};

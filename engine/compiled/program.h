@@ -164,7 +164,7 @@ class Program {
   struct KernelUse {
     uint32_t node;
     TensorOp op;
-    OpArgs<T> shape;  // shapes and arguments only
+    program_ir::OpShape shape;  // a third of an OpArgs: an unrolled RNN keeps 10^5 of them
     KernelChoice<T> choice;
   };
   const std::vector<KernelUse>& kernels() const { return kernels_; }
@@ -339,13 +339,12 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
     if (n.op == TensorOp::leaf) fail("node %u is an input leaf inside the step", i);
     data[i] = {new_buffer(numel(n), rule.forward_accumulates), -1};
     if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), -1};
-    kernels_.push_back({i, n.op, shapes_of(g, n), {}});
-    kernels_.back().choice = given_ ? given_choice(n.op, kernels_.back().shape)
-                                    : dialects.choose(n.op, kernels_.back().shape);
+    const OpArgs<T> shape = shapes_of(g, n);
+    kernels_.push_back({i, n.op, program_ir::shape_of(shape), {}});
+    kernels_.back().choice = given_ ? given_choice(n.op, shape) : dialects.choose(n.op, shape);
     const Kernel<T>& kernel = *kernels_.back().choice.kernel;
     kernel_of[i] = &kernel;
-    const OpArgs<T> shape = shapes_of(g, n);
-    Pending p{kernel.forward, program_ir::shape_of(shape), {}, {}, {}, {}, {}, {}, n.op, false, i};
+    Pending p{kernel.forward, kernels_.back().shape, {}, {}, {}, {}, {}, {}, n.op, false, i};
     if (const size_t a = rule.aux_elems(shape)) aux[i] = new_buffer(a, false);
     p.out = data[i], p.aux = Ref{aux[i], -1};
     bool recomputable = n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;

@@ -79,7 +79,8 @@ std::vector<MatmulShape> matmul_shapes_of(const InstanceSpec& spec, const Corpus
       run.step(backend);
       const std::string id = instance_id(*find_workload(W::name), *spec.size);
       for (const auto& k : backend.program.kernels())
-        if (family_of(k.op) == OpFamily::matmul) out.push_back({id, k.op, k.shape, k.choice});
+        if (family_of(k.op) == OpFamily::matmul)
+          out.push_back({id, k.op, program_ir::args_of<float>(k.shape), k.choice});
     }
   });
   return out;
