@@ -18,7 +18,9 @@
 // cost O(reads x log program). Recomputations are counted at the instruction they precede, and a
 // merge that dropping would newly allow is not found: the model may hold a little more than the
 // lowering; the plan's own retry loop (Program::compile) makes up the rest. Its start is exact
-// (the lowering's own lower bound): compiled_test.cc checks it on every model workload.
+// (the lowering's own lower bound), checked on every budgeted compile (choose_under_budget): the
+// budget tests of compiled_test.cc and fusion_test.cc run it on mini_gpt, mini_gpt_wide,
+// lstm_tensor, gmm_d10_tensor and char_rnn.
 #pragma once
 
 #include <algorithm>

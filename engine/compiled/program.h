@@ -28,11 +28,12 @@
 // Kernels: each node's forward and backward come from the dialect chosen for it
 // (engine/dialects/dialects.h); the op's rule still says what the planner needs (aux, reads, in
 // place). In files of their own: the program before placement (engine/compiled/lowered.h), the
-// waves it runs in at two threads or more (engine/compiled/waves.h) and the choice of what to
-// recompute (engine/compiled/recompute.h), and what compiling decides and is asked
-// (engine/compiled/plan_decisions.h: the budget, the decisions a plan cache keeps). Not here:
-// capture and the replay guard (engine/compiled/backend.h). Tests:
-// engine/compiled/compiled_test.cc.
+// waves it runs in at two threads or more (engine/compiled/waves.h), its fused groups at one
+// (engine/compiled/fusion.h), the choice of what to recompute (engine/compiled/recompute.h, with
+// its model of the live bytes, engine/compiled/live_bytes.h), and what compiling decides and is
+// asked (engine/compiled/plan_decisions.h: the budget, the decisions a plan cache keeps). Not
+// here: capture and the replay guard (engine/compiled/backend.h). Tests:
+// engine/compiled/compiled_test.cc, engine/compiled/fusion_test.cc.
 #pragma once
 
 #include <algorithm>
