@@ -35,6 +35,9 @@ inline constexpr BackendSpec kFirstStepRows[] = {
      .variant_of = "torchscript",
      .program = "baselines/pytorch/pytorch_bench.py",
      .mode_flags = "--mode=torchscript_fused --time_first_step",
+     // the model rows the fuser is for (the study fusion's); a process each costs a torch import
+     .only_workloads = "char_mlp,mini_gpt,mini_gpt_wide,mlp_width,char_rnn,char_rnn_wide,"
+                       "lstm_tensor,gmm_d10_tensor",
      .default_sizes_up_to = kPythonUpTo,
      .color = "#de77ae",
      .marker = "v"}};
