@@ -164,7 +164,7 @@ auto Fusion<T>::shape_of(const Pending& p, const std::vector<program_ir::Buffer>
   const int64_t out = int64_t(a.rows) * a.cols;
   for (int k = 0; k < kPointers; k++) {
     const Ref& r = *ref_at(p, k);
-    if (r.buffer < 0 && r.outside < 0) continue;
+    if (!r.present()) continue;
     if (k == 3) continue;  // scratch: a workspace, the same for every tile
     int64_t elems = out;
     bool by_rows = true;
@@ -245,7 +245,7 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
       bool connected = ops == 0;
       for (int k = 0; k < kPointers && joins; k++) {
         const Ref& r = *ref_at(p, k);
-        if (k == 3 || (r.buffer < 0 && r.outside < 0)) continue;
+        if (k == 3 || !r.present()) continue;
         const int64_t key = key_of(r);
         connected |= written.count(key) > 0;
         if (writes(k) && read_whole.count(key)) joins = false;
@@ -262,7 +262,7 @@ void Fusion<T>::find(program_ir::Lowered<T>& l, int32_t loss_buffer) {
     }
     for (int k = 0; k < kPointers; k++) {
       const Ref& r = *ref_at(p, k);
-      if (k == 3 || (r.buffer < 0 && r.outside < 0)) continue;
+      if (k == 3 || !r.present()) continue;
       if (writes(k)) written.insert(key_of(r));
       if (!s.by_rows[k]) read_whole.insert(key_of(r));
     }

@@ -40,6 +40,7 @@ template <class T>
 struct Ref {
   int32_t buffer = -1;
   int32_t outside = -1;
+  bool present() const { return buffer >= 0 || outside >= 0; }
 };
 // An op's shapes and arguments: OpArgs without the pointers that placement gives it, so that
 // an unrolled RNN's half a million pending instructions take a third of the bytes.
@@ -134,12 +135,11 @@ size_t bytes_moved(const Pending<T>& p, const std::vector<Buffer>& buffers) {
   size_t elems = 0;
   for (int k = 0; k < 3; k++) {
     const size_t in = size_t(a.in_rows[k]) * a.in_cols[k];
-    if (p.in[k].buffer >= 0 || p.in[k].outside >= 0) elems += in;
-    if (p.din[k].buffer >= 0 || p.din[k].outside >= 0) elems += (a.fresh >> k & 1) ? in : 2 * in;
+    if (p.in[k].present()) elems += in;
+    if (p.din[k].present()) elems += (a.fresh >> k & 1) ? in : 2 * in;
   }
-  const auto present = [](const Ref<T>& r) { return r.buffer >= 0 || r.outside >= 0; };
-  if (present(p.out)) elems += out;
-  if (present(p.dout)) elems += out;
+  if (p.out.present()) elems += out;
+  if (p.dout.present()) elems += out;
   if (p.aux.buffer >= 0) elems += buffers[p.aux.buffer].elems;
   return elems * sizeof(T);
 }
