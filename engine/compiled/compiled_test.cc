@@ -277,6 +277,13 @@ TEST(CompiledModels, BitwiseEqualToTheEagerEngineOnEveryWorkload) {
   });
   EXPECT_EQ(workloads, num_models());
   EXPECT_GE(checked, workloads);
+  // The products ran through code generated for their shapes where the processor allows it.
+  const size_t generated = bp::product_jit::registry().kernels();
+  std::printf("  products generated for their shapes (%s): %zu kernels\n",
+              bp::product_jit::isa_name(bp::product_jit::isa()), generated);
+  if (bp::product_jit::isa() != bp::product_jit::Isa::none) {
+    EXPECT_GT(generated, 0u);
+  }
 }
 
 // In double (bp_gradbench's tensor forms in float64) the compiled mode is the eager graph, bit for

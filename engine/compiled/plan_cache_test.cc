@@ -99,7 +99,7 @@ TEST(PlanCache, AWarmStartIsBitwiseTheColdOneAndTimesNoKernel) {
               cold.kernels.c_str(), cold.selection_seconds * 1e3);
   // Under a memory budget: the recomputation decisions come back too.
   const std::string budget_dir = fresh_dir("budget");
-  const Result b_cold = run_mini_gpt(budget_dir, 0.6), b_warm = run_mini_gpt(budget_dir, 0.6);
+  const Result b_cold = run_mini_gpt(budget_dir, 0.65), b_warm = run_mini_gpt(budget_dir, 0.65);
   EXPECT_EQ(b_warm.cache, "hit");
   EXPECT_TRUE(same_bits(b_cold, b_warm));
 }

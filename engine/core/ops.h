@@ -92,10 +92,10 @@ std::array<Product, 3> matmul_products(const OpArgs<T>& a) {
 // The two operand gradients' products of a backward side by side, one a thread, when the pool
 // has two and neither product is large enough to split on its own (a layer's dX and dW in
 // mini_gpt): independent steps run at once. Each product computes what it computes alone, so the
-// bits do not change. Our kernels only (a library runs its own threads).
+// bits do not change. Our kernels only, those that say so (a library runs its own threads).
 template <class G>
 bool products_side_by_side(const Product& x, const Product& y) {
-  if constexpr (!std::is_same_v<G, TiledGemm>) {
+  if constexpr (!requires { requires G::side_by_side; }) {
     return false;
   } else {
     const auto macs = [](const Product& p) { return int64_t(p.M) * p.N * p.K; };

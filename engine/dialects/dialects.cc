@@ -60,6 +60,7 @@ Kernel<T> gemm_kernel(const char* name, int priority) {
 template <class T, bool Linear>
 std::vector<Kernel<T>> gemm_kernels(TensorOp op) {
   return {engine_kernel<T>(op),
+          gemm_kernel<T, GeneratedGemm, Linear>("generated", 110),  // the engine's bits
           gemm_kernel<T, BlisGemm, Linear>("blis", 80),
           gemm_kernel<T, OpenBlasGemm, Linear>("openblas", 70),
           gemm_kernel<T, DnnlGemm, Linear>("onednn", 60),

@@ -8,9 +8,10 @@
 // whether the build has it, and whether it can run a given shape in T.
 //
 // Dialects by op family (`--dialect=FAMILY:NAME`):
-//   matmul (matmul and linear): engine (register-tiled, engine/kernels/products.h), reference,
-//   openblas,
-//       blis, libxsmm, onednn (engine/kernels/library.h): the op's own code around the product.
+//   matmul (matmul and linear): engine (register-tiled, engine/kernels/products.h), generated
+//       (code made for a small product's shape, the engine's bits: engine/kernels/product_jit.h),
+//       reference, openblas, blis, libxsmm, onednn (engine/kernels/library.h): the op's own code
+//       around the product.
 //   attention, layernorm, softmax, cross_entropy, eltwise (add mul tanh relu gelu exp log):
 //       engine (fused and vectorised) and reference (engine/dialects/kernels_reference.h).
 // embedding, sum and mean have the engine's kernel only.

@@ -142,7 +142,7 @@ TEST(Dialects, EveryKernelMatchesTheEngineInFloat) {
             const double g = eager.grad(pe[i])[j];
             worst = worse(worst, std::fabs(run.grads[i][j] - g) / std::max(1.0, std::fabs(g)));
           }
-        if (name != "engine" && name != "reference")  // the libraries: printed, the rest above
+        if (name != "engine" && name != "reference")  // the others: printed, the rest above
           std::printf("  %-17s %s:%-9s float max rel diff %.2e (tolerance %.0e)\n", c.what,
                       bp::op_family_names[size_t(f)], name.c_str(), worst, tolerance);
         EXPECT_LE(worst, tolerance) << c.what << " with " << name << ": " << run.kernels;
@@ -150,13 +150,20 @@ TEST(Dialects, EveryKernelMatchesTheEngineInFloat) {
   }
 }
 
-// Priority is the eager engine's arithmetic: every node served by the engine's kernel.
+// Priority is the eager engine's arithmetic: every node served by the engine's kernel, or for a
+// product, where this processor has the instructions, by the code generated for its shape (the
+// same bits: engine/kernels/product_jit_test.cc).
 TEST(Dialects, PriorityChoosesTheEnginesOwnKernels) {
+  const bool generated = bp::product_jit::isa() != bp::product_jit::Isa::none;
   for (const OpCase& c : cases()) {
     DialectSelector<float> dialects;  // priority
     const CompiledRun run = run_compiled<float>(c, init_of(c), &dialects);
-    for (size_t at = 0; (at = run.kernels.find(':', at)) != std::string::npos; at++)
-      EXPECT_EQ(run.kernels.compare(at, 8, ":engine "), 0) << c.what << ": " << run.kernels;
+    std::istringstream words(run.kernels);
+    for (std::string w; words >> w;) {
+      const bool product = w.rfind("matmul:", 0) == 0 || w.rfind("linear:", 0) == 0;
+      const std::string want = product && generated ? ":generated" : ":engine";
+      EXPECT_EQ(w.substr(w.find(':')), want) << c.what << ": " << run.kernels;
+    }
   }
 }
 
@@ -207,24 +214,29 @@ TEST(Dialects, WithoutLibrariesNoLibraryIsChosenUnlessForced) {
   DialectSelector<float> with(*bp::parse_dialect_spec<float>("auto", &error));
   const bp::KernelChoice<float> verdict = with.choose(bp::TensorOp::matmul, a);
   std::printf("  matmul (24, 56) (56, 72), auto with libraries: %s\n", verdict.kernel->dialect);
+  // The kernels that run no library's code: the engine's, and the generated one where this
+  // processor has its instructions.
+  const bool generated = bp::product_jit::isa() != bp::product_jit::Isa::none;
   for (const char* spec : {"auto", "priority"}) {
     DialectSelector<float> without(*bp::parse_dialect_spec<float>(spec, &error), false);
     const bp::KernelChoice<float> c = without.choose(bp::TensorOp::matmul, a);
     EXPECT_FALSE(c.kernel->library) << spec << " chose " << c.kernel->dialect;
-    EXPECT_STREQ(c.kernel->dialect, "engine") << spec;
-    // Nothing timed anew: the engine's is the one candidate left. When the process's verdict
-    // chose the engine (timing decides which), auto returns that verdict, timings and all.
-    if (verdict.kernel->library || std::string_view(spec) == "priority")
-      EXPECT_TRUE(c.seconds.empty()) << spec << ": the engine's is the one candidate left";
-    else
+    if (std::string_view(spec) == "priority") {
+      EXPECT_STREQ(c.kernel->dialect, generated ? "generated" : "engine");
+      EXPECT_TRUE(c.seconds.empty()) << spec << ": priority times nothing";
+    } else if (!verdict.kernel->library) {  // the process's verdict, timings and all
+      EXPECT_EQ(c.kernel, verdict.kernel);
       EXPECT_EQ(c.seconds, verdict.seconds) << spec;
+    } else {  // timed anew among what is left, or nothing to time where one is left
+      EXPECT_EQ(c.seconds.empty(), !generated) << spec;
+    }
   }
   for (const std::string& name : bp::dialects_of<float>(OpFamily::matmul)) {
     const Kernel<float>* k = nullptr;
     for (const Kernel<float>& each : bp::kernels_of<float>(bp::TensorOp::matmul))
       if (each.dialect == name) k = &each;
     ASSERT_TRUE(k);
-    EXPECT_EQ(k->library, name != "engine" && name != "reference") << name;
+    EXPECT_EQ(k->library, name != "engine" && name != "reference" && name != "generated") << name;
     if (!k->library || !k->in_build || !k->available(a)) continue;
     DialectSelector<float> forced_one(forced(OpFamily::matmul, name), false);
     EXPECT_EQ(forced_one.choose(bp::TensorOp::matmul, a).kernel, k) << name;
@@ -327,7 +339,7 @@ TEST(Dialects, ALibraryIsKeptOnlyWhileItsResidentMemoryFitsThePlansSaving) {
   bool ok = !bp::libraries_entered();
   std::string libraries;
   for (const std::string& name : bp::dialects_of<float>(OpFamily::matmul)) {
-    if (name == "engine" || name == "reference") continue;
+    if (name == "engine" || name == "reference" || name == "generated") continue;
     if (!bp::dialect_in_build<float>(OpFamily::matmul, name)) continue;
     const std::optional<size_t> r = DialectSelector<float>::resident_bytes(name);
     ok = ok && r.has_value();
@@ -354,7 +366,7 @@ TEST(Dialects, BadSpecsAreRefusedWithOneLine) {
   EXPECT_FALSE(bp::parse_dialect_spec("conv:blis", &error));
   EXPECT_NE(error.find("FAMILY one of matmul, attention"), std::string::npos) << error;
   EXPECT_FALSE(bp::parse_dialect_spec("auto,matmul:mkl", &error));
-  EXPECT_NE(error.find("no dialect mkl for matmul; its dialects are engine, blis, openblas"),
+  EXPECT_NE(error.find("no dialect mkl for matmul; its dialects are engine, generated, blis"),
             std::string::npos)
       << error;
   EXPECT_FALSE(bp::parse_dialect_spec("layernorm:blis", &error));

@@ -30,6 +30,7 @@
 #include "engine/core/ops.h"
 #include "engine/dialects/kernels_reference.h"
 #include "engine/kernels/library.h"
+#include "engine/kernels/product_jit.h"
 #include "engine/runtime/arena.h"
 #include "engine/runtime/threads.h"
 

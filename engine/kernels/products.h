@@ -260,6 +260,21 @@ inline void transpose(T* out, const T* in, int32_t R, int32_t C) {
         }
 }
 
+// c (M, N) += op(a) b with a and b read where they are, a panel of columns at a time and no
+// scratch: gemm's path below kPackMinRows rows, for any M.
+template <class T>
+inline void gemm_in_place(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, const T* b,
+                          int32_t ldb, int32_t M, int32_t K, int32_t N, bool fresh) {
+  constexpr int32_t NR = kPanel<T>;
+  int32_t n = 0;
+  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
+  for (; n + NR / 2 <= N; n += NR / 2)
+    gemm_panel<T, NR / 2>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
+  for (; n + NR / 4 <= N; n += NR / 4)
+    gemm_panel<T, NR / 4>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
+  for (; n < N; n++) gemm_panel<T, 1>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
+}
+
 // Packed products (M >= kPackMinRows), blocked as in BLIS (Van Zee and van de Geijn 2015): b is
 // taken a block of kc rows x nc columns at a time, at most kPackBlockElems (half of a 1 MB L2),
 // and copied into panels of NR columns, kc rows each, contiguous: a panel then costs no TLB entry
@@ -518,13 +533,7 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
       }
     return;
   }
-  int32_t n = 0;
-  for (; n + NR <= N; n += NR) gemm_panel<T, NR>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
-  for (; n + NR / 2 <= N; n += NR / 2)
-    gemm_panel<T, NR / 2>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
-  for (; n + NR / 4 <= N; n += NR / 4)
-    gemm_panel<T, NR / 4>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
-  for (; n < N; n++) gemm_panel<T, 1>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
+  gemm_in_place(c, ldc, a, rs, cs, b, ldb, M, K, N, fresh);
 }
 // ---- the products over the pool's threads (engine/runtime/threads.h) ----
 // A product of at least split_thresholds().macs multiply-adds is split, one part per thread: by
@@ -649,6 +658,7 @@ inline void matmul_accumulate(T* c, const T* a, bool trans_a, const T* b, bool t
 struct TiledGemm {
   static constexpr bool in_build = true;
   static constexpr bool library = false;
+  static constexpr bool side_by_side = true;  // a backward's two products on two threads
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
                   int32_t K, T* scratch, bool fresh) {

@@ -522,7 +522,7 @@ def test_compiled_flags_are_checked_and_the_kernels_reported(bin_dir):
     engine = os.path.join(bin_dir, "bench_engine")
     for binary, flag, message in [
             (compiled, "--dialect=matmul:mkl", "error: --dialect=matmul:mkl: 'matmul:mkl': no "
-             "dialect mkl for matmul; its dialects are engine, blis, openblas, onednn, libxsmm, "
+             "dialect mkl for matmul; its dialects are engine, generated, blis, openblas, onednn, libxsmm, "
              "reference\n"),
             (compiled, "--dialect=conv:blis", "FAMILY one of matmul, attention, layernorm"),
             (compiled, "--memory_budget=1.5", "expected bytes (a whole number from 2 to 2^50)"),

@@ -9,8 +9,8 @@ from plot import finish, label
 
 
 # The compiled mode's matmul dialects (engine/dialects/dialects.h), in kernel_dialects.png.
-DIALECT_COLORS = {"engine": "#1b9e77", "blis": "#e6ab02", "openblas": "#d95f02",
-                  "onednn": "#7570b3", "libxsmm": "#e7298a"}
+DIALECT_COLORS = {"engine": "#1b9e77", "generated": "#66a61e", "blis": "#e6ab02",
+                  "openblas": "#d95f02", "onednn": "#7570b3", "libxsmm": "#e7298a"}
 
 
 def kernel_dialects_figure(run):

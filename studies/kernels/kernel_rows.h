@@ -142,9 +142,11 @@ inline void time_kernel_row(benchmark::State& state, const KernelBench<float>& b
   bench.run(k);
   const double once =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  constexpr int64_t kProbeRounds = 1 << 12;
+  // (at least 64 rounds, not the probe's 4096: mini_gpt's products take under a microsecond, and
+  // a loop of 4096 rounds after each made its rows take minutes)
+  constexpr int64_t kProbeRounds = 1 << 12, kLeastRounds = 64;
   const double round_seconds = fma_loop_seconds(kProbeRounds) / kProbeRounds;
-  const int64_t rounds = std::max<int64_t>(kProbeRounds, int64_t(once / round_seconds));
+  const int64_t rounds = std::max<int64_t>(kLeastRounds, int64_t(once / round_seconds));
   double kernel_seconds = 0, fma_seconds = 0;
   for (auto _ : state) {
     started = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 // studies/kernels/phase.cc: the study kernels' own measurement, after the benchmarks: every
-// matmul dialect kernel by kernel on the op shapes of the largest selected char_mlp and mlp_width,
-// with the FMA peak (studies/kernels/kernel_rows.h, run in bench_compiled): kernels.json, a table
+// matmul dialect kernel by kernel on the op shapes of the largest selected char_mlp, mlp_width and
+// mini_gpt (whose small products are where LIBXSMM and the generated code compete), with the FMA
+// peak (studies/kernels/kernel_rows.h, run in bench_compiled): kernels.json, a table
 // in the summary (table.h), kernel_dialects.png. The rows' repetitions run in random order (Google
 // Benchmark's random interleaving), so that the dialects of a shape are timed over the same
 // minutes. A resumed run keeps a finished kernels.json.
@@ -21,7 +22,7 @@ void kernel_rows_phase(RunState& run) {
   std::map<std::string, const Selected*> largest;  // workload -> its largest selected instance
   for (const Selected& s : run.selected) {
     const std::string w(s.workload->name);
-    if ((w == "char_mlp" || w == "mlp_width") && s.names.count("compiled") &&
+    if ((w == "char_mlp" || w == "mlp_width" || w == "mini_gpt") && s.names.count("compiled") &&
         (!largest.count(w) || largest[w]->size < s.size))
       largest[w] = &s;
   }

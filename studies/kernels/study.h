@@ -13,8 +13,8 @@ inline constexpr Study kKernelsStudy{
     .name = "kernels",
     .question = "which matmul kernel is fastest on each op shape, and how near the FMA peak?",
     .backends = "engine,compiled",
-    .workloads = "char_mlp,mlp_width",
-    .sizes = "hidden=1024 width=2048",
+    .workloads = "char_mlp,mlp_width,mini_gpt",
+    .sizes = "hidden=1024 width=2048 batch=1",
     .phase = kernel_rows_phase,
     .table = kernels_table};
 

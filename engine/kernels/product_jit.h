@@ -1,0 +1,558 @@
+// engine/kernels/product_jit.h: small matrix products as x86-64 code made for their exact shape,
+// the `generated` matmul dialect (engine/dialects/dialects.cc) that the compiled mode may choose
+// per op. The eager engine runs engine/kernels/products.h.
+//
+// Why: on a small product (mini_gpt's 8 x 24 x 72, a weight gradient 8 deep) the tiled kernel's
+// general paths cost more than the arithmetic: a band packed for 8 values of k, edge tiles copied,
+// a call per tile, strides read from memory. LIBXSMM's kernels made for the shape bought 16-29% of
+// such steps but keep 8-11 MB resident (dev/notes.md, "What each matmul library costs in resident
+// memory"). Here each shape gets one function: tiles, strides and trip counts are constants in its
+// code, the last columns a masked vector, nothing packed, nothing copied but a transposed b.
+//
+// Arithmetic: c (M, N) (+)= op(a) b, b (K, N) row-major (a stored transposed is other strides; a
+// transposed b is copied first, as the tiled kernel copies it). Each element of c adds its k terms
+// in order, one fused multiply-add each, from c or from +0 (fresh): the bits of the tiled kernel,
+// whatever the tile, so a program that takes this dialect still computes the eager engine's bits
+// (engine/kernels/product_jit_test.cc).
+//
+// Instruction sets, chosen at run time in one binary: AVX-512F (32 zmm: up to 4 vectors by up to
+// 16 rows of accumulators, the edge a k-mask), else AVX2 with FMA (16 ymm: 2 vectors by 6 rows, the
+// edge vmaskmovps). Neither: the dialect is unavailable.
+//
+// Memory: every kernel's code in one reserved range, filled a page at a time and never writable
+// and executable at once: pages are written read-write and made read-execute (sealed) before any
+// kernel in them first runs; a new kernel never goes into a sealed page. Where the system refuses
+// (a W^X policy, mmap refused) the dialect says so in one line and is unavailable; the tiled
+// kernel runs, same bits.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "engine/kernels/products.h"
+
+namespace bp {
+
+#if defined(__x86_64__)
+inline constexpr bool kProductJitBuilt = true;
+#else
+inline constexpr bool kProductJitBuilt = false;
+#endif
+
+namespace product_jit {
+
+enum class Isa : uint8_t { none, avx2, avx512 };
+inline const char* isa_name(Isa i) {
+  return i == Isa::avx512 ? "avx512" : i == Isa::avx2 ? "avx2" : "none";
+}
+inline Isa processor_isa() {
+#if defined(__x86_64__)
+  static const Isa best = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
+    return Isa::none;
+  }();
+  return best;
+#else
+  return Isa::none;
+#endif
+}
+// The set kernels are made for: the processor's best, or a lesser one the tests ask for (AVX2 on
+// an AVX-512 machine); never one the processor lacks.
+inline Isa& isa_wanted() {
+  static Isa wanted = Isa::none;  // none: the processor's best
+  return wanted;
+}
+inline Isa isa() {
+  const Isa best = processor_isa();
+  const Isa w = isa_wanted();
+  return w == Isa::none || best == Isa::none ? best : std::min(w, best);
+}
+
+// One kernel's shape: c (M, N) (+)= op(a) (M, K) b (K, N); op(a)(i, k) = a[i * rs + k * cs] with
+// rs = trans_a ? 1 : K, cs = trans_a ? M : 1; b's and c's rows N apart.
+struct Shape {
+  int32_t M, N, K;
+  bool trans_a, fresh;
+  Isa isa;
+  auto key() const { return std::tuple(M, N, K, trans_a, fresh, isa); }
+  bool operator<(const Shape& o) const { return key() < o.key(); }
+  bool operator==(const Shape& o) const { return key() == o.key(); }
+};
+using KernelFn = void (*)(float* c, const float* a, const float* b);
+
+// ---- the tiling: column blocks of nb vectors, each over groups of row tiles ----
+struct RowGroup {
+  int32_t rows, tiles;  // `tiles` tiles of `rows` rows, one after another
+};
+struct ColumnBlock {
+  int32_t first_vector, vectors;
+  RowGroup groups[2];  // rows r + 1 then r: M split as evenly as the registers allow
+};
+struct Tiling {
+  int32_t lanes, vectors, tail;  // tail: lanes of the last vector that are columns of c (1-lanes)
+  std::vector<ColumnBlock> blocks;
+  double cycles = 0;  // a rough count, to choose among tilings
+};
+// Rows of accumulators a block of nb vectors can hold: beside them, nb vectors of b and a's
+// broadcast (AVX-512: 32 registers; one vector's broadcast is folded into its multiply-add), and
+// AVX2's edge mask (16). A broadcast loaded once for nb multiply-adds, not folded into each, took
+// 8 x 72 x 24 from 1.18x LIBXSMM's time to 0.87x (dev/notes.md, "Generated products").
+inline int32_t most_rows(Isa isa, int32_t nb) {
+  return isa == Isa::avx512 ? std::min(16, (nb == 1 ? 32 : 31) / nb - 1) : (14 - nb) / nb;
+}
+inline Tiling tiling_for(const Shape& s, int32_t nb_most) {
+  Tiling t;
+  t.lanes = s.isa == Isa::avx512 ? 16 : 8;
+  t.vectors = (s.N + t.lanes - 1) / t.lanes;
+  t.tail = s.N - (t.vectors - 1) * t.lanes;
+  const int32_t blocks = (t.vectors + nb_most - 1) / nb_most;
+  for (int32_t b = 0, v = 0; b < blocks; b++) {
+    const int32_t nb = t.vectors / blocks + (b < t.vectors % blocks);
+    const int32_t most = most_rows(s.isa, nb);
+    const int32_t tiles = (s.M + most - 1) / most, r = s.M / tiles, longer = s.M % tiles;
+    t.blocks.push_back({v, nb, {{r + 1, longer}, {r, tiles - longer}}});
+    v += nb;
+    // per k of a tile: r * nb multiply-adds (two a cycle), one chain step (4 cycles of latency),
+    // nb loads of b and a's (folded: r * nb; broadcast: r), three a cycle
+    for (const RowGroup& g : t.blocks.back().groups) {
+      const double loads = nb + (s.isa == Isa::avx512 ? g.rows * nb : g.rows);
+      const double per_k = std::max({g.rows * nb / 2.0, 4.0, loads / 3.0});
+      t.cycles += g.tiles * (s.K * per_k + 2.0 * g.rows * nb + 12);
+    }
+  }
+  return t;
+}
+inline Tiling best_tiling(const Shape& s) {
+  Tiling best = tiling_for(s, 1);
+  for (int32_t nb = 2; nb <= (s.isa == Isa::avx512 ? 4 : 2); nb++) {
+    Tiling t = tiling_for(s, nb);
+    if (t.cycles < best.cycles) best = std::move(t);
+  }
+  return best;
+}
+
+// ---- x86-64 encoding (Intel SDM vol. 2: VEX 2.3, EVEX 2.7), what the kernels use only ----
+enum Gpr : int { rax = 0, rcx = 1, rdx = 2, rsi = 6, rdi = 7, r8 = 8, r9 = 9, r10 = 10, r11 = 11 };
+struct Mem {  // [base + disp]; base never rsp or r12 (they need a SIB byte)
+  int base;
+  int32_t disp;
+};
+class Assembler {
+ public:
+  std::vector<uint8_t> code;
+  size_t here() const { return code.size(); }
+
+  // AVX-512 (EVEX.512, W0): vmovups loads (masked: zeroing) and stores, vpxord, and vfmadd231ps
+  // with one float of memory broadcast.
+  void zload(int dst, Mem m, int mask) { evex_mem(1, 0, 0x10, dst, 0, mask, mask != 0, false, m); }
+  void zstore(Mem m, int src, int mask) { evex_mem(1, 0, 0x11, src, 0, mask, false, false, m); }
+  void zzero(int r) { evex_reg(1, 1, 0xEF, r, r, r); }
+  void zfma_bcast(int acc, int b, Mem a) { evex_mem(2, 1, 0xB8, acc, b, 0, false, true, a); }
+  void zfma(int acc, int x, int y) { evex_reg(2, 1, 0xB8, acc, x, y); }
+  void zbroadcast(int dst, Mem m) {  // vbroadcastss (a scalar's tuple: disp8 counts floats)
+    evex_prefix(2, 1, dst, 0, m.base, false, 0, false, false);
+    byte(0x18);
+    modrm_mem(dst, m, 4);
+  }
+  void kmovw_eax(int k) { bytes({0xC5, 0xF8, 0x92, uint8_t(0xC0 | (k << 3))}); }
+  // AVX2 (VEX.256, W0)
+  void yload(int dst, Mem m) { vex(1, 0, 0x10, dst, 0, m.base, &m); }
+  void ystore(Mem m, int src) { vex(1, 0, 0x11, src, 0, m.base, &m); }
+  void yload_masked(int dst, int mask, Mem m) { vex(2, 1, 0x2C, dst, mask, m.base, &m); }
+  void ystore_masked(Mem m, int mask, int src) { vex(2, 1, 0x2E, src, mask, m.base, &m); }
+  void yzero(int r) { vex(1, 0, 0x57, r, r, r, nullptr); }
+  void ybroadcast(int dst, Mem m) { vex(2, 1, 0x18, dst, 0, m.base, &m); }
+  void yfma(int acc, int x, int y) { vex(2, 1, 0xB8, acc, x, y, nullptr); }
+  void vzeroupper() { bytes({0xC5, 0xF8, 0x77}); }
+  // General registers.
+  void lea(int dst, Mem m) {
+    rex(true, dst, m.base);
+    byte(0x8D);
+    modrm_mem(dst, m, 1);
+  }
+  void mov(int dst, int src) {  // 64-bit
+    rex(true, src, dst);
+    byte(0x89);
+    byte(uint8_t(0xC0 | (src & 7) << 3 | (dst & 7)));
+  }
+  void add(int r, int32_t imm) {  // 64-bit
+    rex(true, 0, r);
+    byte(0x81);
+    byte(uint8_t(0xC0 | (r & 7)));
+    u32(uint32_t(imm));
+  }
+  void mov32(int r, uint32_t imm) {  // zero-extends
+    if (r & 8) byte(0x41);
+    byte(uint8_t(0xB8 + (r & 7)));
+    u32(imm);
+  }
+  void mov64(int r, uint64_t imm) {
+    rex(true, 0, r);
+    byte(uint8_t(0xB8 + (r & 7)));
+    for (int i = 0; i < 8; i++) byte(uint8_t(imm >> (8 * i)));
+  }
+  void dec32(int r) {
+    if (r & 8) byte(0x41);
+    bytes({0xFF, uint8_t(0xC8 | (r & 7))});
+  }
+  void jnz_back(size_t target) {
+    bytes({0x0F, 0x85});
+    u32(uint32_t(int32_t(int64_t(target) - int64_t(here() + 4))));
+  }
+  void ret() { byte(0xC3); }
+
+ private:
+  void byte(uint8_t b) { code.push_back(b); }
+  void bytes(std::initializer_list<uint8_t> bs) { code.insert(code.end(), bs); }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; i++) byte(uint8_t(v >> (8 * i)));
+  }
+  void rex(bool w, int reg, int rm) {
+    const uint8_t r = uint8_t(0x40 | (w ? 8 : 0) | (reg & 8 ? 4 : 0) | (rm & 8 ? 1 : 0));
+    if (r != 0x40) byte(r);
+  }
+  // [base + disp], disp8 scaled by `scale` (EVEX's compressed displacement) where it fits.
+  void modrm_mem(int reg, Mem m, int32_t scale) {
+    if (m.disp % scale == 0 && m.disp / scale >= -128 && m.disp / scale <= 127) {
+      byte(uint8_t(0x40 | (reg & 7) << 3 | (m.base & 7)));
+      byte(uint8_t(int8_t(m.disp / scale)));
+    } else {
+      byte(uint8_t(0x80 | (reg & 7) << 3 | (m.base & 7)));
+      u32(uint32_t(m.disp));
+    }
+  }
+  // VEX.256.W0: map 1 = 0F, 2 = 0F38; pp 0 none, 1 66; vvvv the second source (0: none).
+  void vex(int map, int pp, uint8_t op, int reg, int vvvv, int rm, const Mem* m) {
+    const uint8_t tail = uint8_t((~vvvv & 15) << 3 | 0x04 | pp);
+    if (map == 1 && !(rm & 8)) {
+      bytes({0xC5, uint8_t((reg & 8 ? 0 : 0x80) | tail)});
+    } else {
+      bytes({0xC4, uint8_t((reg & 8 ? 0 : 0x80) | 0x40 | (rm & 8 ? 0 : 0x20) | map), tail});
+    }
+    byte(op);
+    if (m)
+      modrm_mem(reg, *m, 1);
+    else
+      byte(uint8_t(0xC0 | (reg & 7) << 3 | (rm & 7)));
+  }
+  // EVEX.512.W0: registers 0-31 (R' and V' carry their fifth bit, X the rm register's).
+  void evex_prefix(int mm, int pp, int reg, int vvvv, int rm, bool rm_is_register, int mask,
+                   bool zero, bool broadcast) {
+    const uint8_t p0 = uint8_t((reg & 8 ? 0 : 0x80) | (rm_is_register && (rm & 16) ? 0 : 0x40) |
+                               (rm & 8 ? 0 : 0x20) | (reg & 16 ? 0 : 0x10) | mm);
+    const uint8_t p1 = uint8_t((~vvvv & 15) << 3 | 0x04 | pp);
+    const uint8_t p2 =
+        uint8_t((zero ? 0x80 : 0) | 0x40 | (broadcast ? 0x10 : 0) | (vvvv & 16 ? 0 : 0x08) | mask);
+    bytes({0x62, p0, p1, p2});
+  }
+  void evex_mem(int mm, int pp, uint8_t op, int reg, int vvvv, int mask, bool zero, bool broadcast,
+                Mem m) {
+    evex_prefix(mm, pp, reg, vvvv, m.base, false, mask, zero, broadcast);
+    byte(op);
+    modrm_mem(reg, m, broadcast ? 4 : 64);
+  }
+  void evex_reg(int mm, int pp, uint8_t op, int reg, int vvvv, int rm) {
+    evex_prefix(mm, pp, reg, vvvv, rm, true, 0, false, false);
+    byte(op);
+    byte(uint8_t(0xC0 | (reg & 7) << 3 | (rm & 7)));
+  }
+};
+
+// The lanes of AVX2's edge mask: the mask of t lanes is the 8 floats from kMaskLanes + 8 - t.
+alignas(64) inline const int32_t kMaskLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                   0,  0,  0,  0,  0,  0,  0,  0};
+
+// The code of one kernel: void f(float* c [rdi], const float* a [rsi], const float* b [rdx]).
+// rcx: a's rows of the current tile; r11: c's; r8, r9: a and b at the current k; r10: k loop;
+// rax: row tiles. Only registers the caller saves.
+class Generator {
+ public:
+  explicit Generator(const Shape& s)
+      : s_(s), t_(best_tiling(s)), rs_(s.trans_a ? 1 : s.K), cs_(s.trans_a ? s.M : 1) {}
+  std::vector<uint8_t> run() {
+    const bool z = s_.isa == Isa::avx512;
+    if (t_.tail < t_.lanes) {  // the last vector's mask
+      if (z) {
+        as_.mov32(rax, (1u << t_.tail) - 1);
+        as_.kmovw_eax(kEdgeMask);
+      } else {
+        as_.mov64(rax, uint64_t(reinterpret_cast<uintptr_t>(kMaskLanes + 8 - t_.tail)));
+        as_.yload(kAvx2Mask, {rax, 0});
+      }
+    }
+    for (const ColumnBlock& blk : t_.blocks) {
+      as_.lea(r11, {rdi, blk.first_vector * t_.lanes * 4});
+      as_.mov(rcx, rsi);
+      for (const RowGroup& g : blk.groups) {
+        if (g.tiles == 0) continue;
+        if (g.tiles > 1) as_.mov32(rax, uint32_t(g.tiles));
+        const size_t top = as_.here();
+        tile(blk, g.rows);
+        as_.add(r11, g.rows * s_.N * 4);
+        as_.add(rcx, g.rows * rs_ * 4);
+        if (g.tiles > 1) as_.dec32(rax), as_.jnz_back(top);
+      }
+    }
+    as_.vzeroupper();
+    as_.ret();
+    return std::move(as_.code);
+  }
+
+ private:
+  static constexpr int kEdgeMask = 1, kAvx512Broadcast = 31, kAvx2Broadcast = 14, kAvx2Mask = 15;
+  static constexpr int32_t kUnrollAll = 8, kUnroll = 4;  // k steps: all inline up to 8, else 4
+  bool masked(const ColumnBlock& blk, int v) const {
+    return t_.tail < t_.lanes && blk.first_vector + v == t_.vectors - 1;
+  }
+  void load(int reg, Mem m, bool edge) {
+    if (s_.isa == Isa::avx512)
+      as_.zload(reg, m, edge ? kEdgeMask : 0);
+    else if (edge)
+      as_.yload_masked(reg, kAvx2Mask, m);
+    else
+      as_.yload(reg, m);
+  }
+  void store(Mem m, int reg, bool edge) {
+    if (s_.isa == Isa::avx512)
+      as_.zstore(m, reg, edge ? kEdgeMask : 0);
+    else if (edge)
+      as_.ystore_masked(m, kAvx2Mask, reg);
+    else
+      as_.ystore(m, reg);
+  }
+  // One tile: `rows` rows of c from r11, the block's vectors, its k loop from rcx (a) and b.
+  void tile(const ColumnBlock& blk, int32_t rows) {
+    const int32_t nb = blk.vectors, vbytes = t_.lanes * 4;
+    const auto acc = [&](int i, int v) { return i * nb + v; };
+    const int bvec = rows * nb;  // b's vectors after the accumulators
+    for (int i = 0; i < rows; i++)
+      for (int v = 0; v < nb; v++) {
+        if (s_.fresh)
+          s_.isa == Isa::avx512 ? as_.zzero(acc(i, v)) : as_.yzero(acc(i, v));
+        else
+          load(acc(i, v), {r11, i * s_.N * 4 + v * vbytes}, masked(blk, v));
+      }
+    as_.mov(r8, rcx);
+    as_.lea(r9, {rdx, blk.first_vector * vbytes});
+    const auto step = [&](int32_t u) {  // k = (the loop's k) + u
+      for (int v = 0; v < nb; v++) load(bvec + v, {r9, u * s_.N * 4 + v * vbytes}, masked(blk, v));
+      for (int i = 0; i < rows; i++) {
+        const Mem a{r8, (i * rs_ + u * cs_) * 4};
+        if (s_.isa == Isa::avx512 && nb >= 2) {  // a in a register: one load for nb products
+          as_.zbroadcast(kAvx512Broadcast, a);
+          for (int v = 0; v < nb; v++) as_.zfma(acc(i, v), kAvx512Broadcast, bvec + v);
+        } else if (s_.isa == Isa::avx512) {
+          for (int v = 0; v < nb; v++) as_.zfma_bcast(acc(i, v), bvec + v, a);
+        } else {
+          as_.ybroadcast(kAvx2Broadcast, a);
+          for (int v = 0; v < nb; v++) as_.yfma(acc(i, v), kAvx2Broadcast, bvec + v);
+        }
+      }
+    };
+    if (s_.K <= kUnrollAll) {
+      for (int32_t u = 0; u < s_.K; u++) step(u);
+    } else {
+      as_.mov32(r10, uint32_t(s_.K / kUnroll));
+      const size_t top = as_.here();
+      for (int32_t u = 0; u < kUnroll; u++) step(u);
+      as_.add(r8, kUnroll * cs_ * 4);
+      as_.add(r9, kUnroll * s_.N * 4);
+      as_.dec32(r10);
+      as_.jnz_back(top);
+      for (int32_t u = 0; u < s_.K % kUnroll; u++) step(u);
+    }
+    for (int i = 0; i < rows; i++)
+      for (int v = 0; v < nb; v++)
+        store({r11, i * s_.N * 4 + v * vbytes}, acc(i, v), masked(blk, v));
+  }
+
+  Shape s_;
+  Tiling t_;
+  int32_t rs_, cs_;
+  Assembler as_;
+};
+
+// Shapes this generator takes: small float products (at most kMostMacs multiply-adds, 512
+// columns), whose code stays small (a tile's k loop is inline, one per row group and column
+// block). Larger ones are the packed kernels' and the libraries': nothing here is packed, and on
+// mini_gpt_wide's 2048-row products (10^8 multiply-adds) the step ran 5% slower with them
+// although each was as fast or faster timed alone (dev/notes.md, "Generated products").
+inline constexpr size_t kMaxKernelBytes = 64 << 10;
+inline constexpr int64_t kMostMacs = int64_t(1) << 22;
+inline bool takes(int32_t M, int32_t N, int32_t K) {
+  return M >= 1 && K >= 1 && N >= 1 && N <= 512 && int64_t(M) * N * K <= kMostMacs;
+}
+
+// The code of every kernel: a reserved range filled page by page (see the file's head).
+class CodePages {
+ public:
+  static constexpr size_t kReserved = size_t(16) << 20;
+  ~CodePages() {
+    if (base_) munmap(base_, kReserved);
+  }
+  // Copies `code` in (read-write pages past the sealed ones); null where the system refuses, with
+  // `why` set.
+  uint8_t* place(const std::vector<uint8_t>& code, std::string* why) {
+    if (!base_ && !reserve(why)) return nullptr;
+    if (used_ + code.size() > kReserved) return *why = "16 MB of generated code is full", nullptr;
+    const size_t end = round_page(used_ + code.size());
+    if (end > writable_ && mprotect(base_ + writable_, end - writable_, PROT_READ | PROT_WRITE)) {
+      *why = std::string("mprotect read-write: ") + std::strerror(errno);
+      return nullptr;
+    }
+    writable_ = std::max(writable_, end);
+    uint8_t* at = base_ + used_;
+    std::memcpy(at, code.data(), code.size());
+    used_ += code.size();
+    return at;
+  }
+  // Makes every written page read-execute: before a kernel in them first runs. Later kernels
+  // start on the next page.
+  bool seal(const uint8_t* code, std::string* why) {
+    if (code < base_ + sealed_) return true;
+    const size_t end = round_page(used_);
+    if (mprotect(base_ + sealed_, end - sealed_, PROT_READ | PROT_EXEC)) {
+      *why = std::string("mprotect read-execute: ") + std::strerror(errno);
+      return false;
+    }
+    __builtin___clear_cache(reinterpret_cast<char*>(base_ + sealed_),
+                            reinterpret_cast<char*>(base_ + end));
+    sealed_ = writable_ = used_ = end;
+    return true;
+  }
+  size_t bytes_used() const { return used_; }
+
+ private:
+  static size_t round_page(size_t n) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    return (n + page - 1) / page * page;
+  }
+  bool reserve(std::string* why) {
+    void* p =
+        mmap(nullptr, kReserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return *why = std::string("mmap: ") + std::strerror(errno), false;
+    base_ = static_cast<uint8_t*>(p);
+    return true;
+  }
+  uint8_t* base_ = nullptr;
+  size_t used_ = 0, writable_ = 0, sealed_ = 0;
+};
+
+// Every kernel made in this process, by shape; made on first request, kept for the process.
+class Registry {
+ public:
+  // The kernel of `s`, made now if it is new; null where it cannot be (the one line printed once).
+  // Sealed: ready to run (a kernel is only sealed at its first run: see CodePages).
+  KernelFn kernel(const Shape& s, bool sealed) {
+    std::lock_guard<std::mutex> hold(mutex_);
+    if (!refused_.empty() || s.isa == Isa::none) return nullptr;
+    auto it = made_.find(s);
+    if (it == made_.end()) {
+      std::vector<uint8_t> code = Generator(s).run();
+      if (code.size() > kMaxKernelBytes) return nullptr;
+      uint8_t* at = pages_.place(code, &refused_);
+      if (!at) return refuse(), nullptr;
+      it = made_.emplace(s, at).first;
+    }
+    if (sealed && !pages_.seal(it->second, &refused_)) return refuse(), nullptr;
+    return reinterpret_cast<KernelFn>(it->second);
+  }
+  size_t kernels() {
+    std::lock_guard<std::mutex> hold(mutex_);
+    return made_.size();
+  }
+  size_t code_bytes() {
+    std::lock_guard<std::mutex> hold(mutex_);
+    return pages_.bytes_used();
+  }
+  // Tests: behave as on a system that refuses executable pages.
+  void refuse_for_tests(bool refuse) {
+    std::lock_guard<std::mutex> hold(mutex_);
+    refused_ = refuse ? "refused by the test" : "";
+    if (refuse) this->refuse();
+  }
+
+ private:
+  void refuse() {
+    made_.clear();
+    std::fprintf(stderr, "generated products: %s; the engine's tiled products run instead\n",
+                 refused_.c_str());
+  }
+  std::mutex mutex_;
+  CodePages pages_;
+  std::map<Shape, uint8_t*> made_;
+  std::string refused_;
+};
+inline Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+// The kernels a thread ran last, by shape: the registry's map and lock are for making them.
+inline KernelFn cached_kernel(const Shape& s) {
+  struct Entry {
+    Shape shape{-1, 0, 0, false, false, Isa::none};
+    KernelFn f = nullptr;
+  };
+  thread_local Entry cache[64];
+  Entry& e = cache[(uint32_t(s.M) * 73 + uint32_t(s.N) * 31 + uint32_t(s.K) * 7 +
+                    uint32_t(s.trans_a) * 2 + uint32_t(s.fresh)) %
+                   64];
+  if (!(e.shape == s) || !e.f) e = {s, registry().kernel(s, true)};
+  return e.f;
+}
+
+}  // namespace product_jit
+
+// The product policy of the `generated` dialect (engine/dialects/dialects.cc): the kernels above,
+// for float products that one thread runs whole. A transposed b is copied (K, N) into scratch
+// first. Where no kernel is found at run time, the tiled kernel's in-place loop runs: same bits.
+struct GeneratedGemm {
+  static constexpr bool in_build = kProductJitBuilt;
+  static constexpr bool library = false;
+  static constexpr bool side_by_side = true;
+  template <class T>
+  static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
+                  int32_t K, T* scratch, bool fresh) {
+    if (trans_b) {
+      transpose(scratch, b, N, K);
+      b = scratch;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      const product_jit::Shape s{M, N, K, trans_a, fresh, product_jit::isa()};
+      if (product_jit::KernelFn f = product_jit::cached_kernel(s)) return f(c, a, b);
+    }
+    gemm_in_place(c, N, a, trans_a ? 1 : K, trans_a ? M : 1, b, N, M, K, N, fresh);
+  }
+  template <class T>
+  static bool available(int32_t M, int32_t N, int32_t K, bool trans_a, bool) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return false;
+    } else {
+      if (!product_jit::takes(M, N, K) || gemm_split_of(M, K, N).parts > 1) return false;
+      const product_jit::Isa isa = product_jit::isa();
+      for (bool fresh : {false, true})
+        if (!product_jit::registry().kernel({M, N, K, trans_a, fresh, isa}, false)) return false;
+      return true;
+    }
+  }
+  static size_t scratch_elems(int32_t, int32_t N, int32_t K, bool, bool trans_b) {
+    return trans_b ? scratch_round(size_t(K) * N) : 0;
+  }
+};
+
+}  // namespace bp
