@@ -83,12 +83,16 @@ inline Isa isa() {
 }
 
 // One kernel's shape: c (M, N) (+)= op(a) (M, K) b (K, N); op(a)(i, k) = a[i * rs + k * cs] with
-// rs = trans_a ? 1 : K, cs = trans_a ? M : 1; b's and c's rows N apart.
+// rs = trans_a ? 1 : K, cs = trans_a ? a_rows : 1 (a_rows: the rows of the whole product, of
+// which this kernel runs M; 0 for M); b's and c's rows N apart.
 struct Shape {
   int32_t M, N, K;
   bool trans_a, fresh;
   Isa isa;
-  auto key() const { return std::tuple(M, N, K, trans_a, fresh, isa); }
+  int32_t a_rows = 0;
+  int32_t rs() const { return trans_a ? 1 : K; }
+  int32_t cs() const { return trans_a ? (a_rows ? a_rows : M) : 1; }
+  auto key() const { return std::tuple(M, N, K, trans_a, fresh, isa, cs()); }
   bool operator<(const Shape& o) const { return key() < o.key(); }
   bool operator==(const Shape& o) const { return key() == o.key(); }
 };
@@ -281,8 +285,7 @@ alignas(64) inline const int32_t kMaskLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -
 // rax: row tiles. Only registers the caller saves.
 class Generator {
  public:
-  explicit Generator(const Shape& s)
-      : s_(s), t_(best_tiling(s)), rs_(s.trans_a ? 1 : s.K), cs_(s.trans_a ? s.M : 1) {}
+  explicit Generator(const Shape& s) : s_(s), t_(best_tiling(s)), rs_(s.rs()), cs_(s.cs()) {}
   std::vector<uint8_t> run() {
     const bool z = s_.isa == Isa::avx512;
     if (t_.tail < t_.lanes) {  // the last vector's mask
@@ -510,7 +513,7 @@ inline KernelFn cached_kernel(const Shape& s) {
   };
   thread_local Entry cache[64];
   Entry& e = cache[(uint32_t(s.M) * 73 + uint32_t(s.N) * 31 + uint32_t(s.K) * 7 +
-                    uint32_t(s.trans_a) * 2 + uint32_t(s.fresh)) %
+                    uint32_t(s.cs()) * 3 + uint32_t(s.trans_a) * 2 + uint32_t(s.fresh)) %
                    64];
   if (!(e.shape == s) || !e.f) e = {s, registry().kernel(s, true)};
   return e.f;
@@ -519,8 +522,10 @@ inline KernelFn cached_kernel(const Shape& s) {
 }  // namespace product_jit
 
 // The product policy of the `generated` dialect (engine/dialects/dialects.cc): the kernels above,
-// for float products that one thread runs whole. A transposed b is copied (K, N) into scratch
-// first. Where no kernel is found at run time, the tiled kernel's in-place loop runs: same bits.
+// for small float products. A transposed b is copied (K, N) into scratch first. A product the pool
+// splits (gemm_split_of) is split as the tiled kernel splits it, by bands of rows, each band its
+// own kernel on its own thread; one split by columns is not taken. Where no kernel is found at run
+// time, the tiled kernel's in-place loop runs: same bits.
 struct GeneratedGemm {
   static constexpr bool in_build = kProductJitBuilt;
   static constexpr bool library = false;
@@ -532,21 +537,39 @@ struct GeneratedGemm {
       transpose(scratch, b, N, K);
       b = scratch;
     }
-    if constexpr (std::is_same_v<T, float>) {
-      const product_jit::Shape s{M, N, K, trans_a, fresh, product_jit::isa()};
-      if (product_jit::KernelFn f = product_jit::cached_kernel(s)) return f(c, a, b);
-    }
-    gemm_in_place(c, N, a, trans_a ? 1 : K, trans_a ? M : 1, b, N, M, K, N, fresh);
+    const GemmSplit split = gemm_split_of(M, K, N);
+    const auto part = [&](int32_t first, int32_t end) {
+      T* cp = c + size_t(first) * N;
+      const T* ap = a + (trans_a ? size_t(first) : size_t(first) * K);
+      if constexpr (std::is_same_v<T, float>) {
+        const product_jit::Shape s{end - first,    N, K, trans_a, fresh, product_jit::isa(),
+                                   trans_a ? M : 0};
+        if (product_jit::KernelFn f = product_jit::cached_kernel(s)) return f(cp, ap, b);
+      }
+      gemm_in_place(cp, N, ap, trans_a ? 1 : K, trans_a ? M : 1, b, N, end - first, K, N, fresh);
+    };
+    if (split.parts == 1 || !split.by_rows) return part(0, M);
+    thread_pool().run(split.parts, [&](int p, int) {
+      const auto [first, end] = gemm_part(split, p, M, N);
+      if (first < end) part(first, end);
+    });
   }
   template <class T>
   static bool available(int32_t M, int32_t N, int32_t K, bool trans_a, bool) {
     if constexpr (!std::is_same_v<T, float>) {
       return false;
     } else {
-      if (!product_jit::takes(M, N, K) || gemm_split_of(M, K, N).parts > 1) return false;
+      if (!product_jit::takes(M, N, K)) return false;
+      const GemmSplit split = gemm_split_of(M, K, N);
+      if (split.parts > 1 && !split.by_rows) return false;
       const product_jit::Isa isa = product_jit::isa();
-      for (bool fresh : {false, true})
-        if (!product_jit::registry().kernel({M, N, K, trans_a, fresh, isa}, false)) return false;
+      for (int p = 0; p < split.parts; p++) {
+        const auto [first, end] = split.parts == 1 ? std::pair(0, M) : gemm_part(split, p, M, N);
+        for (bool fresh : {false, true})
+          if (first < end && !product_jit::registry().kernel(
+                                 {end - first, N, K, trans_a, fresh, isa, trans_a ? M : 0}, false))
+            return false;
+      }
       return true;
     }
   }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/core/at_threads_test.h"
 #include "engine/core/op_cases_test.h"  // values
 
 namespace {
@@ -119,6 +120,37 @@ TEST(ProductJit, EveryShapeIsTheTiledKernelsBitsOnEveryIsa) {
       checked, isas.size(), worst, bp::product_jit::registry().kernels(),
       bp::product_jit::registry().code_bytes());
   EXPECT_LE(worst, 1e-6);
+}
+
+// Split over two threads by bands of rows (every product split, as the tiled kernel splits it),
+// each band its own kernel, a transposed read from its own column: the same bits.
+TEST(ProductJit, SplitByRowsOverThreadsIsTheSameBits) {
+  if (isas_here().empty()) GTEST_SKIP() << "no generated products on this processor";
+  const AtThreads two(2, Forced::every_split);
+  size_t checked = 0;
+  for (const ProductCase& s : {ProductCase{64, 40, 17}, ProductCase{100, 7, 17},
+                               ProductCase{256, 72, 24}, ProductCase{49, 130, 9}})
+    for (const bool ta : {false, true})
+      for (const bool fresh : {false, true}) {
+        ASSERT_TRUE(bp::gemm_split_of(s.M, s.K, s.N).by_rows);
+        ASSERT_GT(bp::gemm_split_of(s.M, s.K, s.N).parts, 1);
+        ASSERT_TRUE(bp::GeneratedGemm::available<float>(s.M, s.N, s.K, ta, false));
+        const std::vector<double> a64 = values(size_t(s.M) * s.K, -1, 1, 41),
+                                  b64 = values(size_t(s.K) * s.N, -1, 1, 42),
+                                  c64 = values(size_t(s.M) * s.N, -1, 1, 43);
+        const std::vector<float> a(a64.begin(), a64.end()), b(b64.begin(), b64.end());
+        std::vector<float> got(c64.begin(), c64.end()), want = got;
+        if (fresh) std::fill(got.begin(), got.end(), NAN), std::fill(want.begin(), want.end(), 0.f);
+        std::vector<float> scratch(bp::matmul_scratch_elems(s.M, s.N, s.K, ta, false) + 1);
+        bp::GeneratedGemm::run(got.data(), a.data(), ta, b.data(), false, s.M, s.N, s.K,
+                               scratch.data(), fresh);
+        bp::matmul_accumulate(want.data(), a.data(), ta, b.data(), false, s.M, s.N, s.K,
+                              scratch.data());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << s.M << "x" << s.N << "x" << s.K << " ta " << ta << " fresh " << fresh;
+        checked += got.size();
+      }
+  std::printf("  %zu elements of c over 2 threads, each the tiled kernel's bits\n", checked);
 }
 
 // What the dialect takes: small float products (2^22 multiply-adds, 512 columns) of one thread.
