@@ -3,10 +3,11 @@
 # attention, elementwise, row-wise, memset/memmove, optimizer, the rest), from perf's cpu-clock
 # samples of bench_compiled on that instance alone, e.g.
 #   dev/kernel_shares.sh build workload=mini_gpt,size=32 workload=lstm_tensor,size=1024
-# What fusion can buy at most: the products' and attention's share stays.
+# What fusion can buy at most: the products' and attention's share stays. (BP_PERF_MAP=1: the
+# generated products are named in /tmp/perf-<pid>.map, so perf counts them as products.)
 build=$1; shift
 for inst in "$@"; do
-perf record -q -e cpu-clock -o /tmp/perf.row "$build"/bench_compiled --data=/usr/share/dict/words --instance=$inst --benchmark_min_time=1.5 >/dev/null 2>&1
+BP_PERF_MAP=1 perf record -q -e cpu-clock -o /tmp/perf.row "$build"/bench_compiled --data=/usr/share/dict/words --instance=$inst --benchmark_min_time=1.5 >/dev/null 2>&1
 perf report -i /tmp/perf.row --no-children --sort symbol 2>/dev/null | grep -v "^#" | grep "%" | /usr/bin/python3 -c '
 import sys,re
 cats={"products":0,"attention":0,"elementwise":0,"rowwise":0,"memory":0,"optimizer":0,"other":0}

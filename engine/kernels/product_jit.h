@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <map>
@@ -470,6 +471,7 @@ class Registry {
       uint8_t* at = pages_.place(code, &refused_);
       if (!at) return refuse(), nullptr;
       it = made_.emplace(s, at).first;
+      name_for_perf(s, at, code.size());
     }
     if (sealed && !pages_.seal(it->second, &refused_)) return refuse(), nullptr;
     return reinterpret_cast<KernelFn>(it->second);
@@ -490,6 +492,22 @@ class Registry {
   }
 
  private:
+  // With BP_PERF_MAP=1 in the environment, each kernel is named in /tmp/perf-<pid>.map, where
+  // `perf report` looks for the names of generated code (dev/kernel_shares.sh sets it).
+  static void name_for_perf(const Shape& s, const uint8_t* at, size_t bytes) {
+    static const bool wanted = [] {
+      const char* v = std::getenv("BP_PERF_MAP");
+      return v && std::string(v) == "1";
+    }();
+    if (!wanted) return;
+    const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+    if (FILE* f = std::fopen(path.c_str(), "a")) {
+      std::fprintf(f, "%llx %zx bp_generated_product_%dx%dx%d%s%s_%s\n",
+                   (unsigned long long)reinterpret_cast<uintptr_t>(at), bytes, s.M, s.N, s.K,
+                   s.trans_a ? "_ta" : "", s.fresh ? "_fresh" : "", isa_name(s.isa));
+      std::fclose(f);
+    }
+  }
   void refuse() {
     made_.clear();
     std::fprintf(stderr, "generated products: %s; the engine's tiled products run instead\n",
