@@ -115,7 +115,7 @@ struct Tiling {
 // Rows of accumulators a block of nb vectors can hold: beside them, nb vectors of b and a's
 // broadcast (AVX-512: 32 registers; one vector's broadcast is folded into its multiply-add), and
 // AVX2's edge mask (16). A broadcast loaded once for nb multiply-adds, not folded into each, took
-// 8 x 72 x 24 from 1.18x LIBXSMM's time to 0.87x (dev/notes.md, "Generated products").
+// 8 x 72 x 24 from 1.18x LIBXSMM's time to 0.89x (dev/notes.md, "Generated products").
 inline int32_t most_rows(Isa isa, int32_t nb) {
   return isa == Isa::avx512 ? std::min(16, (nb == 1 ? 32 : 31) / nb - 1) : (14 - nb) / nb;
 }
@@ -132,9 +132,9 @@ inline Tiling tiling_for(const Shape& s, int32_t nb_most) {
     t.blocks.push_back({v, nb, {{r + 1, longer}, {r, tiles - longer}}});
     v += nb;
     // per k of a tile: r * nb multiply-adds (two a cycle), one chain step (4 cycles of latency),
-    // nb loads of b and a's (folded: r * nb; broadcast: r), three a cycle
+    // nb loads of b and r of a, three a cycle
     for (const RowGroup& g : t.blocks.back().groups) {
-      const double loads = nb + (s.isa == Isa::avx512 ? g.rows * nb : g.rows);
+      const double loads = nb + g.rows;
       const double per_k = std::max({g.rows * nb / 2.0, 4.0, loads / 3.0});
       t.cycles += g.tiles * (s.K * per_k + 2.0 * g.rows * nb + 12);
     }
