@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       const jit::KernelFn f = jit::registry().kernel({p.M, p.N, p.K, p.trans_a, false, isa}, true);
       if (!f) continue;
       times.push_back({jit::isa_name(isa), {}});
-      calls.push_back([&, f] { f(c.data(), a.data(), b.data()); });
+      calls.push_back([&, f] { f(c.data(), a.data(), b.data(), nullptr); });
     }
     times.push_back({"tiled", {}});
     calls.push_back([&] {

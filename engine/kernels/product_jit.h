@@ -85,19 +85,22 @@ inline Isa isa() {
 
 // One kernel's shape: c (M, N) (+)= op(a) (M, K) b (K, N); op(a)(i, k) = a[i * rs + k * cs] with
 // rs = trans_a ? 1 : K, cs = trans_a ? a_rows : 1 (a_rows: the rows of the whole product, of
-// which this kernel runs M; 0 for M); b's and c's rows N apart.
+// which this kernel runs M; 0 for M); b's and c's rows N apart. Epilogues, for linear's forward:
+// bias, c starts as the row `bias` (N floats) on every row, the bits of copying it there first;
+// relu, each element leaves through relu_of (engine/core/op_args.h: NaN and -0 pass).
 struct Shape {
   int32_t M, N, K;
   bool trans_a, fresh;
   Isa isa;
   int32_t a_rows = 0;
+  bool bias = false, relu = false;
   int32_t rs() const { return trans_a ? 1 : K; }
   int32_t cs() const { return trans_a ? (a_rows ? a_rows : M) : 1; }
-  auto key() const { return std::tuple(M, N, K, trans_a, fresh, isa, cs()); }
+  auto key() const { return std::tuple(M, N, K, trans_a, fresh, isa, cs(), bias, relu); }
   bool operator<(const Shape& o) const { return key() < o.key(); }
   bool operator==(const Shape& o) const { return key() == o.key(); }
 };
-using KernelFn = void (*)(float* c, const float* a, const float* b);
+using KernelFn = void (*)(float* c, const float* a, const float* b, const float* bias);
 
 // ---- the tiling: column blocks of nb vectors, each over groups of row tiles ----
 struct RowGroup {
@@ -151,7 +154,18 @@ inline Tiling best_tiling(const Shape& s) {
 }
 
 // ---- x86-64 encoding (Intel SDM vol. 2: VEX 2.3, EVEX 2.7), what the kernels use only ----
-enum Gpr : int { rax = 0, rcx = 1, rdx = 2, rsi = 6, rdi = 7, r8 = 8, r9 = 9, r10 = 10, r11 = 11 };
+enum Gpr : int {
+  rax = 0,
+  rcx = 1,
+  rdx = 2,
+  rbx = 3,
+  rsi = 6,
+  rdi = 7,
+  r8 = 8,
+  r9 = 9,
+  r10 = 10,
+  r11 = 11
+};
 struct Mem {  // [base + disp]; base never rsp or r12 (they need a SIB byte)
   int base;
   int32_t disp;
@@ -168,6 +182,7 @@ class Assembler {
   void zzero(int r) { evex_reg(1, 1, 0xEF, r, r, r); }
   void zfma_bcast(int acc, int b, Mem a) { evex_mem(2, 1, 0xB8, acc, b, 0, false, true, a); }
   void zfma(int acc, int x, int y) { evex_reg(2, 1, 0xB8, acc, x, y); }
+  void zmax(int dst, int x, int y) { evex_reg(1, 0, 0x5F, dst, x, y); }  // x > y ? x : y
   void zbroadcast(int dst, Mem m) {  // vbroadcastss (a scalar's tuple: disp8 counts floats)
     evex_prefix(2, 1, dst, 0, m.base, false, 0, false, false);
     byte(0x18);
@@ -182,6 +197,7 @@ class Assembler {
   void yzero(int r) { vex(1, 0, 0x57, r, r, r, nullptr); }
   void ybroadcast(int dst, Mem m) { vex(2, 1, 0x18, dst, 0, m.base, &m); }
   void yfma(int acc, int x, int y) { vex(2, 1, 0xB8, acc, x, y, nullptr); }
+  void ymax(int dst, int x, int y) { vex(1, 0, 0x5F, dst, x, y, nullptr); }
   void vzeroupper() { bytes({0xC5, 0xF8, 0x77}); }
   // General registers.
   void lea(int dst, Mem m) {
@@ -218,6 +234,8 @@ class Assembler {
     bytes({0x0F, 0x85});
     u32(uint32_t(int32_t(int64_t(target) - int64_t(here() + 4))));
   }
+  void push_rbx() { byte(0x53); }
+  void pop_rbx() { byte(0x5B); }
   void ret() { byte(0xC3); }
 
  private:
@@ -281,14 +299,15 @@ class Assembler {
 alignas(64) inline const int32_t kMaskLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                    0,  0,  0,  0,  0,  0,  0,  0};
 
-// The code of one kernel: void f(float* c [rdi], const float* a [rsi], const float* b [rdx]).
-// rcx: a's rows of the current tile; r11: c's; r8, r9: a and b at the current k; r10: k loop;
-// rax: row tiles. Only registers the caller saves.
+// The code of one kernel: void f(float* c [rdi], const float* a [rsi], const float* b [rdx],
+// const float* bias [rcx]). rcx: a's rows of the current tile; r11: c's; r8, r9: a and b at the
+// current k; r10: k loop; rax: row tiles; rbx (saved): the bias.
 class Generator {
  public:
   explicit Generator(const Shape& s) : s_(s), t_(best_tiling(s)), rs_(s.rs()), cs_(s.cs()) {}
   std::vector<uint8_t> run() {
     const bool z = s_.isa == Isa::avx512;
+    if (s_.bias) as_.push_rbx(), as_.mov(rbx, rcx);
     if (t_.tail < t_.lanes) {  // the last vector's mask
       if (z) {
         as_.mov32(rax, (1u << t_.tail) - 1);
@@ -311,6 +330,7 @@ class Generator {
         if (g.tiles > 1) as_.dec32(rax), as_.jnz_back(top);
       }
     }
+    if (s_.bias) as_.pop_rbx();
     as_.vzeroupper();
     as_.ret();
     return std::move(as_.code);
@@ -345,7 +365,9 @@ class Generator {
     const int bvec = rows * nb;  // b's vectors after the accumulators
     for (int i = 0; i < rows; i++)
       for (int v = 0; v < nb; v++) {
-        if (s_.fresh)
+        if (s_.bias)
+          load(acc(i, v), {rbx, (blk.first_vector + v) * vbytes}, masked(blk, v));
+        else if (s_.fresh)
           s_.isa == Isa::avx512 ? as_.zzero(acc(i, v)) : as_.yzero(acc(i, v));
         else
           load(acc(i, v), {r11, i * s_.N * 4 + v * vbytes}, masked(blk, v));
@@ -379,9 +401,15 @@ class Generator {
       as_.jnz_back(top);
       for (int32_t u = 0; u < s_.K % kUnroll; u++) step(u);
     }
+    const int zero = s_.isa == Isa::avx512 ? kAvx512Broadcast : kAvx2Broadcast;
+    if (s_.relu) s_.isa == Isa::avx512 ? as_.zzero(zero) : as_.yzero(zero);
     for (int i = 0; i < rows; i++)
-      for (int v = 0; v < nb; v++)
+      for (int v = 0; v < nb; v++) {
+        if (s_.relu)  // 0 > x ? 0 : x, which keeps NaN and -0 as relu_of does
+          s_.isa == Isa::avx512 ? as_.zmax(acc(i, v), zero, acc(i, v))
+                                : as_.ymax(acc(i, v), zero, acc(i, v));
         store({r11, i * s_.N * 4 + v * vbytes}, acc(i, v), masked(blk, v));
+      }
   }
 
   Shape s_;
@@ -502,9 +530,10 @@ class Registry {
     if (!wanted) return;
     const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
     if (FILE* f = std::fopen(path.c_str(), "a")) {
-      std::fprintf(f, "%llx %zx bp_generated_product_%dx%dx%d%s%s_%s\n",
+      std::fprintf(f, "%llx %zx bp_generated_product_%dx%dx%d%s%s%s%s_%s\n",
                    (unsigned long long)reinterpret_cast<uintptr_t>(at), bytes, s.M, s.N, s.K,
-                   s.trans_a ? "_ta" : "", s.fresh ? "_fresh" : "", isa_name(s.isa));
+                   s.trans_a ? "_ta" : "", s.fresh ? "_fresh" : "", s.bias ? "_bias" : "",
+                   s.relu ? "_relu" : "", isa_name(s.isa));
       std::fclose(f);
     }
   }
@@ -531,7 +560,8 @@ inline KernelFn cached_kernel(const Shape& s) {
   };
   thread_local Entry cache[64];
   Entry& e = cache[(uint32_t(s.M) * 73 + uint32_t(s.N) * 31 + uint32_t(s.K) * 7 +
-                    uint32_t(s.cs()) * 3 + uint32_t(s.trans_a) * 2 + uint32_t(s.fresh)) %
+                    uint32_t(s.cs()) * 3 + uint32_t(s.trans_a) * 2 + uint32_t(s.fresh) +
+                    uint32_t(s.bias) * 5 + uint32_t(s.relu) * 11) %
                    64];
   if (!(e.shape == s) || !e.f) e = {s, registry().kernel(s, true)};
   return e.f;
@@ -562,7 +592,7 @@ struct GeneratedGemm {
       if constexpr (std::is_same_v<T, float>) {
         const product_jit::Shape s{end - first,    N, K, trans_a, fresh, product_jit::isa(),
                                    trans_a ? M : 0};
-        if (product_jit::KernelFn f = product_jit::cached_kernel(s)) return f(cp, ap, b);
+        if (product_jit::KernelFn f = product_jit::cached_kernel(s)) return f(cp, ap, b, nullptr);
       }
       gemm_in_place(cp, N, ap, trans_a ? 1 : K, trans_a ? M : 1, b, N, end - first, K, N, fresh);
     };
@@ -593,6 +623,26 @@ struct GeneratedGemm {
   }
   static size_t scratch_elems(int32_t, int32_t N, int32_t K, bool, bool trans_b) {
     return trans_b ? scratch_round(size_t(K) * N) : 0;
+  }
+  // linear's forward in one kernel, the bias and the relu in its tiles (no pass to copy the bias
+  // rows in, none to apply the relu): out (N, OC) = relu(in0 (N, C) in1^T + in2). False where it
+  // does not apply (the product split over threads, or no kernel): ops::linear_forward then
+  // runs the product and its passes. Same bits either way.
+  template <class T>
+  static bool linear_forward(const OpArgs<T>& a) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return false;
+    } else {
+      const int32_t N = a.rows, OC = a.cols, C = a.in_cols[0];
+      if (gemm_split_of(N, C, OC).parts > 1) return false;
+      product_jit::Shape s{N, OC, C, false, false, product_jit::isa()};
+      s.bias = true, s.relu = a.arg[0] != 0;
+      const product_jit::KernelFn f = product_jit::cached_kernel(s);
+      if (!f) return false;
+      transpose(a.scratch, a.in[1], OC, C);
+      f(a.out, a.in[0], a.scratch, a.in[2]);
+      return true;
+    }
   }
 };
 

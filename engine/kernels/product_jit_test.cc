@@ -153,6 +153,49 @@ TEST(ProductJit, SplitByRowsOverThreadsIsTheSameBits) {
   std::printf("  %zu elements of c over 2 threads, each the tiled kernel's bits\n", checked);
 }
 
+// linear's forward as one kernel, its bias and relu in the tiles, against the op's own code over
+// the tiled kernel (the bias copied in, the product, the relu pass): the same bits, a NaN and
+// products that round to -0 among the inputs, on every instruction set.
+TEST(ProductJit, LinearsForwardWithItsBiasAndReluInTheTilesIsTheOpsBits) {
+  const std::vector<Isa> isas = isas_here();
+  if (isas.empty()) GTEST_SKIP() << "no generated products on this processor";
+  size_t checked = 0;
+  for (Isa isa : isas) {
+    bp::product_jit::isa_wanted() = isa;
+    for (const ProductCase& s : {ProductCase{8, 72, 24}, ProductCase{8, 24, 96},
+                                 ProductCase{37, 10, 19}, ProductCase{1, 65, 3}})
+      for (const bool relu : {false, true}) {
+        const int32_t N = s.M, OC = s.N, C = s.K;
+        const std::vector<double> x64 = values(size_t(N) * C, -1, 1, 51),
+                                  w64 = values(size_t(OC) * C, -1, 1, 52),
+                                  b64 = values(size_t(OC), -1, 1, 53);
+        std::vector<float> x(x64.begin(), x64.end()), w(w64.begin(), w64.end()),
+            bias(b64.begin(), b64.end());
+        x[0] = NAN;  // row 0: NaN everywhere
+        if (N > 1) std::fill(x.begin() + C, x.begin() + 2 * C, 0.f), bias[0] = -0.f;  // -0
+        bp::OpArgs<float> a;
+        a.rows = N, a.cols = OC, a.arg[0] = relu;
+        a.in_rows[0] = N, a.in_cols[0] = C, a.in_rows[1] = OC, a.in_cols[1] = C;
+        a.in_rows[2] = 1, a.in_cols[2] = OC;
+        a.in[0] = x.data(), a.in[1] = w.data(), a.in[2] = bias.data();
+        std::vector<float> scratch(bp::matmul_scratch_elems(N, OC, C, false, true) + C * OC + 16);
+        a.scratch = scratch.data();
+        std::vector<float> got(size_t(N) * OC, 7.f), want(got.size(), 7.f);
+        a.out = want.data();
+        bp::ops::linear_forward<float, bp::TiledGemm>(a);
+        a.out = got.data();
+        ASSERT_TRUE(bp::GeneratedGemm::linear_forward(a));
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << bp::product_jit::isa_name(isa) << " " << N << "x" << OC << "x" << C << " relu "
+            << relu;
+        checked += got.size();
+      }
+  }
+  bp::product_jit::isa_wanted() = Isa::none;
+  std::printf("  %zu outputs of linear, bias and relu in the tiles, each the op's own bits\n",
+              checked);
+}
+
 // What the dialect takes: small float products (2^22 multiply-adds, 512 columns) of one thread.
 TEST(ProductJit, TakesSmallFloatProductsOnly) {
   if (isas_here().empty()) GTEST_SKIP() << "no generated products on this processor";
