@@ -239,11 +239,7 @@ struct XsmmGemm {
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
                   int32_t K, T* scratch, bool fresh) {
-    if (trans_b) {
-      transpose(scratch, b, N, K);
-      b = scratch;
-    }
-    cached_kernel<T>(trans_a, M, N, K, fresh)(b, a, c);
+    cached_kernel<T>(trans_a, M, N, K, fresh)(b_as_rows(b, trans_b, N, K, scratch), a, c);
   }
   template <class T>
   static bool available(int32_t M, int32_t N, int32_t K, bool trans_a, bool) {

@@ -581,10 +581,7 @@ struct GeneratedGemm {
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
                   int32_t K, T* scratch, bool fresh) {
-    if (trans_b) {
-      transpose(scratch, b, N, K);
-      b = scratch;
-    }
+    b = b_as_rows(b, trans_b, N, K, scratch);
     const GemmSplit split = gemm_split_of(M, K, N);
     const auto part = [&](int32_t first, int32_t end) {
       T* cp = c + size_t(first) * N;

@@ -275,6 +275,15 @@ inline void gemm_in_place(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs,
   for (; n < N; n++) gemm_panel<T, 1>(c + n, ldc, a, rs, cs, b + n, ldb, M, K, fresh);
 }
 
+// b as the policies that read it only as (K, N) take it (LIBXSMM's, the generated code): itself,
+// or, stored (N, K), its transpose copied into scratch (K * N elements).
+template <class T>
+inline const T* b_as_rows(const T* b, bool trans_b, int32_t N, int32_t K, T* scratch) {
+  if (!trans_b) return b;
+  transpose(scratch, b, N, K);
+  return scratch;
+}
+
 // Packed products (M >= kPackMinRows), blocked as in BLIS (Van Zee and van de Geijn 2015): b is
 // taken a block of kc rows x nc columns at a time, at most kPackBlockElems (half of a 1 MB L2),
 // and copied into panels of NR columns, kc rows each, contiguous: a panel then costs no TLB entry
