@@ -196,7 +196,7 @@ TEST(ProductJit, LinearsForwardWithItsBiasAndReluInTheTilesIsTheOpsBits) {
               checked);
 }
 
-// What the dialect takes: small float products (2^22 multiply-adds, 512 columns) of one thread.
+// What the dialect takes: small float products (2^22 multiply-adds, 512 columns), float only.
 TEST(ProductJit, TakesSmallFloatProductsOnly) {
   if (isas_here().empty()) GTEST_SKIP() << "no generated products on this processor";
   EXPECT_TRUE(bp::GeneratedGemm::available<float>(8, 24, 24, false, true));
