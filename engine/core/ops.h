@@ -156,8 +156,12 @@ std::array<Product, 3> linear_products(const OpArgs<T>& a) {
 }
 template <class T, class G = TiledGemm>
 void linear_forward(const OpArgs<T>& a) {
-  if constexpr (requires { G::linear_forward(a); })  // a policy that does it in one kernel
-    if (G::linear_forward(a)) return;
+  if constexpr (requires {
+                  G::linear_forward(a.out, a.in[0], a.in[1], a.in[2], 0, 0, 0, false, a.scratch);
+                })  // a policy that does it in one kernel
+    if (G::linear_forward(a.out, a.in[0], a.in[1], a.in[2], a.rows, a.cols, a.in_cols[0],
+                          a.arg[0] != 0, a.scratch))
+      return;
   const int32_t N = a.rows, OC = a.cols;
   for_rows(N, OC, [&](int32_t r0, int32_t r1) {
     for (int32_t r = r0; r < r1; r++) std::memcpy(a.out + size_t(r) * OC, a.in[2], OC * sizeof(T));
@@ -211,6 +215,8 @@ template <class T, class G, bool Linear>
 bool products_available(const OpArgs<T>& a) {
   for (const Product& p : products_of(a, Linear))
     if (!G::template available<T>(p.M, p.N, p.K, p.trans_a, p.trans_b)) return false;
+  if constexpr (Linear && requires { G::template linear_forward_ready<T>(1, 1, 1, false); })
+    G::template linear_forward_ready<T>(a.rows, a.cols, a.in_cols[0], a.arg[0] != 0);
   return true;
 }
 

@@ -622,24 +622,41 @@ struct GeneratedGemm {
     return trans_b ? scratch_round(size_t(K) * N) : 0;
   }
   // linear's forward in one kernel, the bias and the relu in its tiles (no pass to copy the bias
-  // rows in, none to apply the relu): out (N, OC) = relu(in0 (N, C) in1^T + in2). False where it
-  // does not apply (the product split over threads, or no kernel): ops::linear_forward then
-  // runs the product and its passes. Same bits either way.
+  // rows in, none to apply the relu): out (N, OC) = relu(x (N, C) w^T + bias), w (OC, C). False
+  // where it does not apply (the product split over threads, or no kernel): ops::linear_forward
+  // then runs the product and its passes. Same bits either way.
   template <class T>
-  static bool linear_forward(const OpArgs<T>& a) {
+  static bool linear_forward(T* out, const T* x, const T* w, const T* bias, int32_t N, int32_t OC,
+                             int32_t C, bool relu, T* scratch) {
     if constexpr (!std::is_same_v<T, float>) {
       return false;
     } else {
-      const int32_t N = a.rows, OC = a.cols, C = a.in_cols[0];
-      if (gemm_split_of(N, C, OC).parts > 1) return false;
-      product_jit::Shape s{N, OC, C, false, false, product_jit::isa()};
-      s.bias = true, s.relu = a.arg[0] != 0;
-      const product_jit::KernelFn f = product_jit::cached_kernel(s);
+      const product_jit::KernelFn f = takes_linear(N, OC, C)
+                                          ? product_jit::cached_kernel(linear_shape(N, OC, C, relu))
+                                          : nullptr;
       if (!f) return false;
-      transpose(a.scratch, a.in[1], OC, C);
-      f(a.out, a.in[0], a.scratch, a.in[2]);
+      transpose(scratch, w, OC, C);
+      f(out, x, scratch, bias);
       return true;
     }
+  }
+  // Makes that kernel while the program is compiled (ops::products_available), so that a first
+  // step, a warm start's above all, does not.
+  template <class T>
+  static void linear_forward_ready(int32_t N, int32_t OC, int32_t C, bool relu) {
+    if constexpr (std::is_same_v<T, float>)
+      if (takes_linear(N, OC, C))
+        product_jit::registry().kernel(linear_shape(N, OC, C, relu), false);
+  }
+
+ private:
+  static bool takes_linear(int32_t N, int32_t OC, int32_t C) {
+    return gemm_split_of(N, C, OC).parts == 1;
+  }
+  static product_jit::Shape linear_shape(int32_t N, int32_t OC, int32_t C, bool relu) {
+    product_jit::Shape s{N, OC, C, false, false, product_jit::isa()};
+    s.bias = true, s.relu = relu;
+    return s;
   }
 };
 

@@ -184,7 +184,8 @@ TEST(ProductJit, LinearsForwardWithItsBiasAndReluInTheTilesIsTheOpsBits) {
         a.out = want.data();
         bp::ops::linear_forward<float, bp::TiledGemm>(a);
         a.out = got.data();
-        ASSERT_TRUE(bp::GeneratedGemm::linear_forward(a));
+        ASSERT_TRUE(bp::GeneratedGemm::linear_forward(a.out, a.in[0], a.in[1], a.in[2], N, OC, C,
+                                                      relu, a.scratch));
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
             << bp::product_jit::isa_name(isa) << " " << N << "x" << OC << "x" << C << " relu "
             << relu;
