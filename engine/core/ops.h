@@ -156,9 +156,7 @@ std::array<Product, 3> linear_products(const OpArgs<T>& a) {
 }
 template <class T, class G = TiledGemm>
 void linear_forward(const OpArgs<T>& a) {
-  if constexpr (requires {
-                  G::linear_forward(a.out, a.in[0], a.in[1], a.in[2], 0, 0, 0, false, a.scratch);
-                })  // a policy that does it in one kernel
+  if constexpr (requires { &G::template linear_forward<T>; })  // a policy's one-kernel forward
     if (G::linear_forward(a.out, a.in[0], a.in[1], a.in[2], a.rows, a.cols, a.in_cols[0],
                           a.arg[0] != 0, a.scratch))
       return;
@@ -215,7 +213,7 @@ template <class T, class G, bool Linear>
 bool products_available(const OpArgs<T>& a) {
   for (const Product& p : products_of(a, Linear))
     if (!G::template available<T>(p.M, p.N, p.K, p.trans_a, p.trans_b)) return false;
-  if constexpr (Linear && requires { G::template linear_forward_ready<T>(1, 1, 1, false); })
+  if constexpr (Linear && requires { &G::template linear_forward_ready<T>; })
     G::template linear_forward_ready<T>(a.rows, a.cols, a.in_cols[0], a.arg[0] != 0);
   return true;
 }

@@ -552,17 +552,20 @@ inline Registry& registry() {
   return r;
 }
 
-// The kernels a thread ran last, by shape: the registry's map and lock are for making them.
+// The kernels a thread ran last, by shape: the registry's map and lock are for making them. 256
+// slots, the shape's fields mixed (a step asks for a few dozen shapes; with 64 slots and a weak
+// mix, mini_gpt's collided and went to the locked map on every call).
 inline KernelFn cached_kernel(const Shape& s) {
   struct Entry {
     Shape shape{-1, 0, 0, false, false, Isa::none};
     KernelFn f = nullptr;
   };
-  thread_local Entry cache[64];
-  Entry& e = cache[(uint32_t(s.M) * 73 + uint32_t(s.N) * 31 + uint32_t(s.K) * 7 +
-                    uint32_t(s.cs()) * 3 + uint32_t(s.trans_a) * 2 + uint32_t(s.fresh) +
-                    uint32_t(s.bias) * 5 + uint32_t(s.relu) * 11) %
-                   64];
+  thread_local Entry cache[256];
+  uint64_t h = uint64_t(uint32_t(s.M)) << 32 ^ uint64_t(uint32_t(s.N)) << 16 ^ uint32_t(s.K);
+  h = (h ^ uint64_t(uint32_t(s.cs())) << 40 ^
+       uint64_t(s.trans_a | s.fresh << 1 | s.bias << 2 | s.relu << 3 | int(s.isa) << 4)) *
+      0x9E3779B97F4A7C15ull;
+  Entry& e = cache[h >> 56];
   if (!(e.shape == s) || !e.f) e = {s, registry().kernel(s, true)};
   return e.f;
 }
