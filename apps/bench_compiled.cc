@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
   // Our pool and the libraries' own get the run's threads, as every backend does.
   hooks.max_threads = 256;
   hooks.set_threads = [](int threads) {
+    bp::split_thresholds();  // BP_SPLIT read (or refused) before any work
     bp::thread_pool().resize(threads);
     bp::set_library_threads(threads);
   };

@@ -20,7 +20,10 @@ int main(int argc, char** argv) {
   hooks.context = {{"matmul", "own register-tiled kernels (engine/kernels/products.h), no BLAS"}};
   // More threads than CPUs run (the results say oversubscribed); the pool refuses above 256.
   hooks.max_threads = 256;
-  hooks.set_threads = [](int threads) { bp::thread_pool().resize(threads); };
+  hooks.set_threads = [](int threads) {
+    bp::split_thresholds();  // BP_SPLIT read (or refused) before any work
+    bp::thread_pool().resize(threads);
+  };
   // glibc raises its mmap threshold each time a large mmapped block is freed, after which large
   // blocks come from the heap and are kept when freed: Google Benchmark's repeated setups then
   // piled freed arenas up in RSS. A fixed threshold returns them. Only here and in

@@ -569,11 +569,11 @@ void softmax_backward(const OpArgs<T>& a) {
 
 // ---- causal self-attention of in0 (B*T, 3C) into (B*T, C); arg: B, T, H; aux: (B, H, T, T) ----
 // Sequences are independent: threads take whole sequences (b), each its own rows of every buffer.
+// A sequence's work is its H heads' (T, T) scores of C / H terms each: T * T * C.
 template <class T, class F>
 void for_sequences(const OpArgs<T>& a, F&& f) {  // f(b0, b1)
-  const int32_t B = a.arg[0], T_ = a.arg[1], H = a.arg[2];
-  parallel_for(B,
-               std::max<int64_t>(1, split_thresholds().elems / (int64_t(T_) * T_ * a.cols / H + 1)),
+  const int32_t B = a.arg[0], T_ = a.arg[1];
+  parallel_for(B, std::max<int64_t>(1, split_thresholds().elems / (int64_t(T_) * T_ * a.cols)),
                [&](int64_t b0, int64_t b1) { f(int32_t(b0), int32_t(b1)); });
 }
 template <class T>

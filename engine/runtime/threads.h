@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -156,7 +158,7 @@ class ThreadPool {
 // Below these sizes a kernel runs on the calling thread: waking the workers would cost more than
 // it saves. Kernels read them as they split; the tests lower them to split everything.
 struct SplitThresholds {
-  int64_t elems = int64_t(1) << 15;      // elementwise and row-wise ops: elements of the op
+  int64_t elems = int64_t(1) << 12;      // elementwise and row-wise ops: elements of the op
   int64_t macs = int64_t(1) << 19;       // products: multiply-adds
   int32_t rows = 64;                     // products split by rows when each part gets this many
   int64_t pair_macs = int64_t(1) << 15;  // a backward's two products side by side, each this many
@@ -164,8 +166,40 @@ struct SplitThresholds {
   // work (engine/compiled/waves.h).
   int64_t side_by_side = int64_t(1) << 11;
 };
+// BP_SPLIT=elems=N,macs=N,rows=N,pairs=N,side=N in the environment overrides any of them, for
+// the lab's sweeps (dev/notes.md, "Split thresholds"); anything else there stops the process in
+// one line.
+inline SplitThresholds split_thresholds_from(const char* spec) {
+  SplitThresholds t;
+  for (const char* p = spec; p && *p;) {
+    const char* eq = std::strchr(p, '=');
+    const char* end = std::strchr(p, ',');
+    if (!end) end = p + std::strlen(p);
+    char* stop = nullptr;
+    const long long v = eq && eq < end ? std::strtoll(eq + 1, &stop, 10) : -1;
+    const std::string_view key(p, eq && eq < end ? size_t(eq - p) : size_t(end - p));
+    int64_t* field = key == "elems"   ? &t.elems
+                     : key == "macs"  ? &t.macs
+                     : key == "pairs" ? &t.pair_macs
+                     : key == "side"  ? &t.side_by_side
+                                      : nullptr;
+    if ((!field && key != "rows") || stop != end || v < 1 || (key == "rows" && v > INT32_MAX)) {
+      std::fprintf(stderr,
+                   "BP_SPLIT: '%.*s' is not NAME=N (N >= 1; names: elems, macs, rows, pairs, "
+                   "side)\n",
+                   int(end - p), p);
+      std::exit(2);
+    }
+    if (field)
+      *field = v;
+    else
+      t.rows = int32_t(v);
+    p = *end ? end + 1 : end;
+  }
+  return t;
+}
 inline SplitThresholds& split_thresholds() {
-  static SplitThresholds t;
+  static SplitThresholds t = split_thresholds_from(std::getenv("BP_SPLIT"));
   return t;
 }
 

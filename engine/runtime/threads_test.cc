@@ -121,4 +121,21 @@ TEST(Threads, EveryOpCaseIsBitwiseAtAnyThreadCountEagerAndCompiled) {
       checked / 6);
 }
 
+TEST(Threads, SplitThresholdsFromTheEnvironment) {
+  const bp::SplitThresholds defaults;
+  const bp::SplitThresholds none = bp::split_thresholds_from(nullptr);
+  EXPECT_EQ(none.elems, defaults.elems);
+  const bp::SplitThresholds t = bp::split_thresholds_from("elems=4096,rows=32,side=1");
+  EXPECT_EQ(t.elems, 4096);
+  EXPECT_EQ(t.rows, 32);
+  EXPECT_EQ(t.side_by_side, 1);
+  EXPECT_EQ(t.macs, defaults.macs);  // what is not named keeps its default
+  EXPECT_EQ(t.pair_macs, defaults.pair_macs);
+  for (const char* bad :
+       {"elems=0", "elems=12x", "threads=2", "macs", "elems=4096,,rows=2", "rows=3000000000"})
+    EXPECT_EXIT(bp::split_thresholds_from(bad), testing::ExitedWithCode(2),
+                "BP_SPLIT: .* is not NAME=N")
+        << bad;
+}
+
 }  // namespace threads_test
