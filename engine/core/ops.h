@@ -90,9 +90,16 @@ std::array<Product, 3> matmul_products(const OpArgs<T>& a) {
           tb ? Product{N, K, M, true, false} : Product{K, N, M, true, false}};
 }
 // The two operand gradients' products of a backward side by side, one a thread, when the pool
-// has two and neither product is large enough to split on its own (a layer's dX and dW in
-// mini_gpt): independent steps run at once. Each product computes what it computes alone, so the
-// bits do not change. Our kernels only, those that say so (a library runs its own threads).
+// has two or more and that is quicker than each in turn (a layer's dX and dW in mini_gpt):
+// neither splits on its own, or one does and its part of the pool's work is still less than the
+// other's whole. Each product computes what it computes alone, so the bits do not change. Our
+// kernels only, those that say so (a library runs its own threads).
+template <class G>
+bool splits_alone(const Product& p) {
+  const GemmSplit s = gemm_split_of(p.M, p.K, p.N);
+  if constexpr (requires { requires !G::column_splits; }) return s.parts > 1 && s.by_rows;
+  return s.parts > 1;
+}
 template <class G>
 bool products_side_by_side(const Product& x, const Product& y) {
   if constexpr (!requires { requires G::side_by_side; }) {
@@ -100,8 +107,13 @@ bool products_side_by_side(const Product& x, const Product& y) {
   } else {
     const auto macs = [](const Product& p) { return int64_t(p.M) * p.N * p.K; };
     const int64_t least = split_thresholds().pair_macs;
-    return thread_pool().size() >= 2 && macs(x) >= least && macs(y) >= least &&
-           gemm_split_of(x.M, x.K, x.N).parts == 1 && gemm_split_of(y.M, y.K, y.N).parts == 1;
+    const int threads = thread_pool().size();
+    if (threads < 2 || macs(x) < least || macs(y) < least) return false;
+    const bool x_splits = splits_alone<G>(x), y_splits = splits_alone<G>(y);
+    if (x_splits == y_splits) return !x_splits;
+    // in turn: the split one's macs / threads, then the other's whole; side by side: the larger
+    const int64_t split = macs(x_splits ? x : y), whole = macs(x_splits ? y : x);
+    return split - split / threads < whole;
   }
 }
 template <class G>

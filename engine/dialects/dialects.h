@@ -498,13 +498,16 @@ auto DialectSelector<T>::time_candidates(TensorOp op, const OpArgs<T>& shape,
   using clock = std::chrono::steady_clock;
   std::vector<double> best(candidates.size(), 1e300), total(candidates.size(), 0);
   auto once = [&](const Kernel<T>* k) {
+    // The pool's workers woken first, as the op before in a step leaves them: a candidate timed
+    // right after a slow one would otherwise pay their wake-up (tens of us), not its kernel.
+    thread_pool().run(thread_pool().size(), [](int, int) {});
     const auto t0 = clock::now();
     bench.run(*k);
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
   for (const Kernel<T>* k : candidates)  // warm caches, generate JIT kernels
     charge_resident(*k, [&] { once(k); });
-  // A candidate at twice the best after a round is out of the running: it stops being timed.
+  // A candidate at twice the best after two rounds is out of the running: it stops being timed.
   std::vector<bool> running(candidates.size(), true);
   for (int round = 0; round < 1000; round++) {
     for (size_t c = 0; c < candidates.size(); c++)
@@ -515,7 +518,7 @@ auto DialectSelector<T>::time_candidates(TensorOp op, const OpArgs<T>& shape,
     const double fastest = *std::min_element(best.begin(), best.end());
     bool short_so_far = false;
     for (size_t c = 0; c < candidates.size(); c++) {
-      running[c] = running[c] && best[c] <= 2 * fastest;
+      running[c] = running[c] && (round == 0 || best[c] <= 2 * fastest);
       short_so_far |= running[c] && total[c] < kMinSeconds;
     }
     if (round + 1 >= kRounds && !short_so_far) break;

@@ -581,6 +581,7 @@ struct GeneratedGemm {
   static constexpr bool in_build = kProductJitBuilt;
   static constexpr bool library = false;
   static constexpr bool side_by_side = true;
+  static constexpr bool column_splits = false;  // (engine/core/ops.h, products_side_by_side)
   template <class T>
   static void run(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int32_t M, int32_t N,
                   int32_t K, T* scratch, bool fresh) {

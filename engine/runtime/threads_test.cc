@@ -17,6 +17,7 @@
 
 #include "engine/core/at_threads_test.h"
 #include "engine/core/op_cases_test.h"
+#include "engine/kernels/product_jit.h"
 #include "engine/kernels/products.h"
 
 namespace threads_test {
@@ -119,6 +120,27 @@ TEST(Threads, EveryOpCaseIsBitwiseAtAnyThreadCountEagerAndCompiled) {
       "  %d op cases x threads 2, 3, 4 x (every kernel split, products side by side): bitwise "
       "the 1-thread results\n",
       checked / 6);
+}
+
+// A backward's two products go side by side when that is quicker than each in turn: dX split by
+// rows beside a dW of too few rows (mini_gpt 64's), which the tiled kernel would split by columns
+// where it has several panels and the generated kernels never do.
+TEST(Threads, ProductsSideBySideWhenQuickerThanInTurn) {
+  AtThreads at(2, Forced::nothing);
+  const bp::ops::Product dx{512, 24, 96, false, false}, dw{96, 24, 512, true, false};
+  EXPECT_TRUE(bp::ops::products_side_by_side<bp::GeneratedGemm>(dx, dw));
+  EXPECT_TRUE(bp::ops::products_side_by_side<bp::TiledGemm>(dx, dw));  // dW is one panel
+  const bp::ops::Product dx_wide{512, 128, 96, false, false}, dw_wide{96, 128, 512, true, false};
+  EXPECT_TRUE(bp::ops::products_side_by_side<bp::GeneratedGemm>(dx_wide, dw_wide));
+  EXPECT_FALSE(bp::ops::products_side_by_side<bp::TiledGemm>(dx_wide, dw_wide));  // both split
+  // the split one's half larger than the other's whole: in turn
+  const bp::ops::Product wide{512, 96, 96, false, false}, small{96, 24, 64, true, false};
+  EXPECT_FALSE(bp::ops::products_side_by_side<bp::GeneratedGemm>(wide, small));
+  EXPECT_FALSE(bp::ops::products_side_by_side<bp::GeneratedGemm>(small, wide));
+  // neither splits: side by side, as before, for both
+  const bp::ops::Product a{64, 24, 96, false, false}, b{96, 24, 64, true, false};
+  EXPECT_TRUE(bp::ops::products_side_by_side<bp::TiledGemm>(a, b));
+  EXPECT_TRUE(bp::ops::products_side_by_side<bp::GeneratedGemm>(a, b));
 }
 
 TEST(Threads, SplitThresholdsFromTheEnvironment) {
