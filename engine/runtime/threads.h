@@ -167,8 +167,8 @@ struct SplitThresholds {
   int64_t side_by_side = int64_t(1) << 11;
 };
 // BP_SPLIT=elems=N,macs=N,rows=N,pairs=N,side=N in the environment overrides any of them, for
-// the lab's sweeps (dev/notes.md, "Split thresholds"); anything else there stops the process in
-// one line.
+// the lab's sweeps (dev/threads_sweep.sh; dev/notes.md, "Past two cores"); anything else there
+// stops the process in one line.
 inline SplitThresholds split_thresholds_from(const char* spec) {
   SplitThresholds t;
   for (const char* p = spec; p && *p;) {

@@ -123,13 +123,14 @@ TEST(Threads, EveryOpCaseIsBitwiseAtAnyThreadCountEagerAndCompiled) {
 }
 
 // A backward's two products go side by side when that is quicker than each in turn: dX split by
-// rows beside a dW of too few rows (mini_gpt 64's), which the tiled kernel would split by columns
+// rows beside a dW of too few rows (as mini_gpt 64's), which the tiled kernel splits by columns
 // where it has several panels and the generated kernels never do.
 TEST(Threads, ProductsSideBySideWhenQuickerThanInTurn) {
   AtThreads at(2, Forced::nothing);
-  const bp::ops::Product dx{512, 24, 96, false, false}, dw{96, 24, 512, true, false};
+  // dW of 16 columns: one panel whatever the build's vectors (products.h, kPanel)
+  const bp::ops::Product dx{512, 16, 128, false, false}, dw{128, 16, 512, true, false};
   EXPECT_TRUE(bp::ops::products_side_by_side<bp::GeneratedGemm>(dx, dw));
-  EXPECT_TRUE(bp::ops::products_side_by_side<bp::TiledGemm>(dx, dw));  // dW is one panel
+  EXPECT_TRUE(bp::ops::products_side_by_side<bp::TiledGemm>(dx, dw));
   const bp::ops::Product dx_wide{512, 128, 96, false, false}, dw_wide{96, 128, 512, true, false};
   EXPECT_TRUE(bp::ops::products_side_by_side<bp::GeneratedGemm>(dx_wide, dw_wide));
   EXPECT_FALSE(bp::ops::products_side_by_side<bp::TiledGemm>(dx_wide, dw_wide));  // both split
