@@ -1,0 +1,196 @@
+// engine/kernels/bf16.h: bfloat16 numbers, and products of bfloat16 operands accumulated in
+// float32, the kernels of mixed precision (RAF's AutoCast, torch.autocast's bf16 on a CPU).
+//
+// The arithmetic is the x86 instructions', exactly, on every path:
+// - float to bf16 rounds to nearest even; a denormal becomes a zero of its sign; a NaN stays a
+//   NaN, quieted (VCVTNEPS2BF16). bf16 to float is exact.
+// - c (M, N) += a (M, K) b (K, N) takes k in pairs, k padded to even with a zero; per pair, the
+//   odd term's product is added and rounded, then the even term's (VDPBF16PS). A product of two
+//   bf16 is exact in float32, so each step is one fused multiply-add; denormal inputs (c's too)
+//   count as zero and denormal results are flushed to zero, as that instruction does.
+// Two paths, chosen at run time in one binary: VDPBF16PS where the processor has AVX512_BF16;
+// elsewhere both operands widened to float32 in the pairs' order and the float32 tiled kernel
+// (engine/kernels/products.h) run with MXCSR's flush-to-zero and denormals-are-zero set. Same bits
+// (engine/kernels/bf16_test.cc holds the scalar model both are checked against, on each path the
+// processor has).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "engine/kernels/products.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace bp::bf16 {
+
+inline float to_float(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t from_float(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t exponent = u >> 23 & 0xff, mantissa = u & 0x7fffff;
+  if (exponent == 0) return uint16_t(u >> 16 & 0x8000);  // zero or denormal: a signed zero
+  if (exponent == 0xff) return uint16_t(u >> 16 | (mantissa ? 0x40 : 0));  // inf; NaN quieted
+  return uint16_t((u + 0x7fff + (u >> 16 & 1)) >> 16);  // to nearest, ties to even
+}
+
+enum class Path { dot_bf16, widened };
+inline const char* path_name(Path p) { return p == Path::dot_bf16 ? "avx512_bf16" : "widened"; }
+inline bool has_dot_bf16() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx512bf16") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return has;
+#else
+  return false;
+#endif
+}
+inline Path best_path() { return has_dot_bf16() ? Path::dot_bf16 : Path::widened; }
+
+#if defined(__x86_64__)
+#define BP_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+BP_BF16_TARGET inline void from_floats_dot(uint16_t* out, const float* in, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(in + i)));
+  for (; i < n; i++) out[i] = from_float(in[i]);
+}
+#endif
+// out[i] = from_float(in[i]), by VCVTNEPS2BF16 where the processor has it.
+inline void from_floats(uint16_t* out, const float* in, size_t n) {
+#if defined(__x86_64__)
+  if (has_dot_bf16()) return from_floats_dot(out, in, n);
+#endif
+  for (size_t i = 0; i < n; i++) out[i] = from_float(in[i]);
+}
+
+// The pairs' order of k, padded to even: 1, 0, 3, 2, ...; position j of it is k = j ^ 1.
+inline int32_t padded_k(int32_t K) { return K + (K & 1); }
+
+// Scratch (in floats) that gemm needs for M x K x N on path p.
+inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, Path p) {
+  const size_t Kp = size_t(padded_k(K));
+  if (p == Path::widened) return size_t(M) * Kp + Kp * N;
+  return Kp / 2 * size_t((N + 15) / 16 * 16);  // b's pairs, 16 columns a panel (32-bit each)
+}
+
+namespace detail {
+// The widened path: a and b in float32, k in the pairs' order, then the tiled kernel with
+// flush-to-zero and denormals-are-zero (this thread's MXCSR, restored after).
+inline void gemm_widened(float* c, const uint16_t* a, const uint16_t* b, int32_t M, int32_t K,
+                         int32_t N, float* scratch) {
+  const int32_t Kp = padded_k(K);
+  float* aw = scratch;
+  float* bw = scratch + size_t(M) * Kp;
+  for (int32_t m = 0; m < M; m++)
+    for (int32_t j = 0; j < Kp; j++) {
+      const int32_t k = j ^ 1;
+      aw[size_t(m) * Kp + j] = k < K ? to_float(a[size_t(m) * K + k]) : 0.f;
+    }
+  for (int32_t j = 0; j < Kp; j++) {
+    const int32_t k = j ^ 1;
+    for (int32_t n = 0; n < N; n++)
+      bw[size_t(j) * N + n] = k < K ? to_float(b[size_t(k) * N + n]) : 0.f;
+  }
+#if defined(__x86_64__)
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040);  // FTZ (bit 15), DAZ (bit 6)
+#endif
+  gemm_in_place(c, N, aw, Kp, 1, bw, N, M, Kp, N, false);
+#if defined(__x86_64__)
+  _mm_setcsr(saved);
+#endif
+}
+
+#if defined(__x86_64__)
+// b's pairs packed: panel p (16 columns), pair q: 16 dwords (b[2q][n], b[2q+1][n]), zero past N
+// and past K.
+inline void pack_pairs(uint32_t* packed, const uint16_t* b, int32_t K, int32_t N) {
+  const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
+  for (int32_t p = 0; p < panels; p++)
+    for (int32_t q = 0; q < pairs; q++)
+      for (int32_t j = 0; j < 16; j++) {
+        const int32_t n = p * 16 + j;
+        const uint32_t even = n < N ? b[size_t(2 * q) * N + n] : 0;
+        const uint32_t odd = n < N && 2 * q + 1 < K ? b[size_t(2 * q + 1) * N + n] : 0;
+        packed[(size_t(p) * pairs + q) * 16 + j] = even | odd << 16;
+      }
+}
+// MR rows of c by two panels (32 columns; `cols` of them real) over every pair. a's pairs are
+// read as dwords from its rows; an odd K's last pair, half past the row, is made with a zero.
+template <int MR>
+BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const uint16_t* a, int32_t K,
+                                    const uint32_t* panel0, const uint32_t* panel1, int32_t cols) {
+  const __mmask16 m0 = __mmask16(cols >= 16 ? 0xffff : (1u << cols) - 1);
+  const __mmask16 m1 = __mmask16(cols >= 32 ? 0xffff : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; i++) {
+    acc[i][0] = _mm512_maskz_loadu_ps(m0, c + size_t(i) * ldc);
+    acc[i][1] = _mm512_maskz_loadu_ps(m1, c + size_t(i) * ldc + 16);
+  }
+  const auto step = [&](int32_t q, auto&& pair_of_row) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel0 + size_t(q) * 16);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel1 + size_t(q) * 16);
+    for (int i = 0; i < MR; i++) {
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_of_row(a + size_t(i) * K)));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
+    }
+  };
+  int32_t q = 0;
+  for (; 2 * q + 1 < K; q++)
+    step(q, [q](const uint16_t* row) {
+      uint32_t pair;
+      std::memcpy(&pair, row + 2 * q, 4);
+      return pair;
+    });
+  if (K & 1) step(q, [K](const uint16_t* row) { return uint32_t(row[K - 1]); });
+  for (int i = 0; i < MR; i++) {
+    _mm512_mask_storeu_ps(c + size_t(i) * ldc, m0, acc[i][0]);
+    _mm512_mask_storeu_ps(c + size_t(i) * ldc + 16, m1, acc[i][1]);
+  }
+}
+template <int MR>
+BP_BF16_TARGET inline void dot_rows(float* c, const uint16_t* a, int32_t K, int32_t N,
+                                    const uint32_t* packed) {
+  const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
+  for (int32_t p = 0; p < panels; p += 2) {
+    const uint32_t* panel0 = packed + size_t(p) * pairs * 16;
+    // a lone last panel is paired with itself, its second half masked off
+    const uint32_t* panel1 = p + 1 < panels ? panel0 + size_t(pairs) * 16 : panel0;
+    dot_tile<MR>(c + p * 16, N, a, K, panel0, panel1, std::min(32, N - p * 16));
+  }
+}
+BP_BF16_TARGET inline void gemm_dot(float* c, const uint16_t* a, const uint16_t* b, int32_t M,
+                                    int32_t K, int32_t N, float* scratch) {
+  uint32_t* packed = reinterpret_cast<uint32_t*>(scratch);
+  pack_pairs(packed, b, K, N);
+  int32_t m = 0;
+  for (; m + 8 <= M; m += 8) dot_rows<8>(c + size_t(m) * N, a + size_t(m) * K, K, N, packed);
+  for (; m < M; m++) dot_rows<1>(c + size_t(m) * N, a + size_t(m) * K, K, N, packed);
+}
+#undef BP_BF16_TARGET
+#endif
+}  // namespace detail
+
+// c (M, N) += a (M, K) b (K, N), row-major; a and b bf16, c float32, on path p (best_path() unless
+// a test names one). scratch holds gemm_scratch_floats(M, K, N, p) floats. One thread.
+inline void gemm(float* c, const uint16_t* a, const uint16_t* b, int32_t M, int32_t K, int32_t N,
+                 float* scratch, Path p) {
+  if (M <= 0 || N <= 0) return;
+#if defined(__x86_64__)
+  if (p == Path::dot_bf16 && has_dot_bf16()) return detail::gemm_dot(c, a, b, M, K, N, scratch);
+#endif
+  detail::gemm_widened(c, a, b, M, K, N, scratch);
+}
+
+}  // namespace bp::bf16
