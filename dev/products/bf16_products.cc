@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> t(3);
     const bool dot = bp::bf16::has_dot_bf16();
     std::vector<float> scratch(
-        std::max(bp::bf16::gemm_scratch_floats(M, K, N, bp::bf16::Path::dot_bf16),
-                 bp::bf16::gemm_scratch_floats(M, K, N, bp::bf16::Path::widened)));
+        std::max(bp::bf16::gemm_scratch_floats(M, K, N, false, bp::bf16::Path::dot_bf16),
+                 bp::bf16::gemm_scratch_floats(M, K, N, false, bp::bf16::Path::widened)));
     for (int r = 0; r < rounds; r++) {
       t[0].push_back(per_call(
           [&] {
@@ -53,7 +53,10 @@ int main(int argc, char** argv) {
       for (int p = dot ? 0 : 1; p < 2; p++) {
         const bp::bf16::Path path = p == 0 ? bp::bf16::Path::dot_bf16 : bp::bf16::Path::widened;
         t[1 + p].push_back(per_call(
-            [&] { bp::bf16::gemm(c.data(), a.data(), b.data(), M, K, N, scratch.data(), path); },
+            [&] {
+              bp::bf16::gemm(c.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(),
+                             path);
+            },
             calls));
       }
     }

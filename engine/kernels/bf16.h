@@ -76,30 +76,49 @@ inline void from_floats(uint16_t* out, const float* in, size_t n) {
 // The pairs' order of k, padded to even: 1, 0, 3, 2, ...; position j of it is k = j ^ 1.
 inline int32_t padded_k(int32_t K) { return K + (K & 1); }
 
+// a (M, K) is stored (K, M) when trans_a; b (K, N) is stored (N, K) when trans_b.
+struct Operands {
+  const uint16_t* a;
+  bool trans_a;
+  const uint16_t* b;
+  bool trans_b;
+  uint16_t at(const uint16_t* x, bool trans, int32_t rows, int32_t cols, int32_t r,
+              int32_t c) const {  // element (r, c) of a (rows, cols) operand
+    return trans ? x[size_t(c) * rows + r] : x[size_t(r) * cols + c];
+  }
+  uint16_t a_at(int32_t M, int32_t K, int32_t m, int32_t k) const {
+    return at(a, trans_a, M, K, m, k);
+  }
+  uint16_t b_at(int32_t K, int32_t N, int32_t k, int32_t n) const {
+    return at(b, trans_b, K, N, k, n);
+  }
+};
+
 // Scratch (in floats) that gemm needs for M x K x N on path p.
-inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, Path p) {
+inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a, Path p) {
   const size_t Kp = size_t(padded_k(K));
   if (p == Path::widened) return size_t(M) * Kp + Kp * N;
-  return Kp / 2 * size_t((N + 15) / 16 * 16);  // b's pairs, 16 columns a panel (32-bit each)
+  // b's pairs, 16 columns a panel (32 bits each); a transposed is copied in rows of pairs
+  return Kp / 2 * size_t((N + 15) / 16 * 16) + (trans_a ? size_t(M) * Kp / 2 : 0);
 }
 
 namespace detail {
 // The widened path: a and b in float32, k in the pairs' order, then the tiled kernel with
 // flush-to-zero and denormals-are-zero (this thread's MXCSR, restored after).
-inline void gemm_widened(float* c, const uint16_t* a, const uint16_t* b, int32_t M, int32_t K,
-                         int32_t N, float* scratch) {
+inline void gemm_widened(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
+                         float* scratch) {
   const int32_t Kp = padded_k(K);
   float* aw = scratch;
   float* bw = scratch + size_t(M) * Kp;
   for (int32_t m = 0; m < M; m++)
     for (int32_t j = 0; j < Kp; j++) {
       const int32_t k = j ^ 1;
-      aw[size_t(m) * Kp + j] = k < K ? to_float(a[size_t(m) * K + k]) : 0.f;
+      aw[size_t(m) * Kp + j] = k < K ? to_float(x.a_at(M, K, m, k)) : 0.f;
     }
   for (int32_t j = 0; j < Kp; j++) {
     const int32_t k = j ^ 1;
     for (int32_t n = 0; n < N; n++)
-      bw[size_t(j) * N + n] = k < K ? to_float(b[size_t(k) * N + n]) : 0.f;
+      bw[size_t(j) * N + n] = k < K ? to_float(x.b_at(K, N, k, n)) : 0.f;
   }
 #if defined(__x86_64__)
   const unsigned saved = _mm_getcsr();
@@ -112,24 +131,39 @@ inline void gemm_widened(float* c, const uint16_t* a, const uint16_t* b, int32_t
 }
 
 #if defined(__x86_64__)
-// b's pairs packed: panel p (16 columns), pair q: 16 dwords (b[2q][n], b[2q+1][n]), zero past N
+// b's pairs packed: panel p (16 columns), pair q: 16 dwords (b(2q, n), b(2q + 1, n)), zero past N
 // and past K.
-inline void pack_pairs(uint32_t* packed, const uint16_t* b, int32_t K, int32_t N) {
+inline void pack_pairs(uint32_t* packed, const Operands& x, int32_t K, int32_t N) {
   const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
-  for (int32_t p = 0; p < panels; p++)
-    for (int32_t q = 0; q < pairs; q++)
-      for (int32_t j = 0; j < 16; j++) {
-        const int32_t n = p * 16 + j;
-        const uint32_t even = n < N ? b[size_t(2 * q) * N + n] : 0;
-        const uint32_t odd = n < N && 2 * q + 1 < K ? b[size_t(2 * q + 1) * N + n] : 0;
-        packed[(size_t(p) * pairs + q) * 16 + j] = even | odd << 16;
+  for (int32_t p = 0; p < panels; p++) {
+    const int32_t n0 = p * 16, cols = std::min(16, N - n0);
+    for (int32_t q = 0; q < pairs; q++) {
+      uint32_t* to = packed + (size_t(p) * pairs + q) * 16;
+      const bool odd = 2 * q + 1 < K;
+      if (x.trans_b) {  // b stored (N, K): a pair is two neighbours of a row
+        for (int32_t j = 0; j < cols; j++) {
+          const uint16_t* pair = x.b + size_t(n0 + j) * K + 2 * q;
+          to[j] = pair[0] | (odd ? uint32_t(pair[1]) << 16 : 0);
+        }
+      } else {  // b stored (K, N): a pair is two rows' elements
+        const uint16_t* even_row = x.b + size_t(2 * q) * N + n0;
+        const uint16_t* odd_row = odd ? even_row + N : nullptr;
+        if (odd_row)
+          for (int32_t j = 0; j < cols; j++) to[j] = even_row[j] | uint32_t(odd_row[j]) << 16;
+        else
+          for (int32_t j = 0; j < cols; j++) to[j] = even_row[j];
       }
+      for (int32_t j = cols; j < 16; j++) to[j] = 0;
+    }
+  }
 }
 // MR rows of c by two panels (32 columns; `cols` of them real) over every pair. a's pairs are
-// read as dwords from its rows; an odd K's last pair, half past the row, is made with a zero.
+// read as dwords from its rows (lda apart); an odd K's last pair, half past the row, is made
+// with a zero.
 template <int MR>
-BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const uint16_t* a, int32_t K,
-                                    const uint32_t* panel0, const uint32_t* panel1, int32_t cols) {
+BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const uint16_t* a, int32_t lda,
+                                    int32_t K, const uint32_t* panel0, const uint32_t* panel1,
+                                    int32_t cols) {
   const __mmask16 m0 = __mmask16(cols >= 16 ? 0xffff : (1u << cols) - 1);
   const __mmask16 m1 = __mmask16(cols >= 32 ? 0xffff : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
   __m512 acc[MR][2];
@@ -141,7 +175,7 @@ BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const uint16_t* a, in
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel0 + size_t(q) * 16);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel1 + size_t(q) * 16);
     for (int i = 0; i < MR; i++) {
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_of_row(a + size_t(i) * K)));
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_of_row(a + size_t(i) * lda)));
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
     }
@@ -160,37 +194,49 @@ BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const uint16_t* a, in
   }
 }
 template <int MR>
-BP_BF16_TARGET inline void dot_rows(float* c, const uint16_t* a, int32_t K, int32_t N,
+BP_BF16_TARGET inline void dot_rows(float* c, const uint16_t* a, int32_t lda, int32_t K, int32_t N,
                                     const uint32_t* packed) {
   const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
   for (int32_t p = 0; p < panels; p += 2) {
     const uint32_t* panel0 = packed + size_t(p) * pairs * 16;
     // a lone last panel is paired with itself, its second half masked off
     const uint32_t* panel1 = p + 1 < panels ? panel0 + size_t(pairs) * 16 : panel0;
-    dot_tile<MR>(c + p * 16, N, a, K, panel0, panel1, std::min(32, N - p * 16));
+    dot_tile<MR>(c + p * 16, N, a, lda, K, panel0, panel1, std::min(32, N - p * 16));
   }
 }
-BP_BF16_TARGET inline void gemm_dot(float* c, const uint16_t* a, const uint16_t* b, int32_t M,
-                                    int32_t K, int32_t N, float* scratch) {
+BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
+                                    float* scratch) {
   uint32_t* packed = reinterpret_cast<uint32_t*>(scratch);
-  pack_pairs(packed, b, K, N);
+  pack_pairs(packed, x, K, N);
+  const uint16_t* a = x.a;
+  int32_t lda = K;
+  if (x.trans_a) {  // a's rows of pairs, zero-padded to an even K (the same 0 x 0 as a tail pair)
+    uint16_t* rows =
+        reinterpret_cast<uint16_t*>(packed + size_t(padded_k(K)) / 2 * ((N + 15) / 16 * 16));
+    lda = padded_k(K);
+    for (int32_t m = 0; m < M; m++)
+      for (int32_t k = 0; k < lda; k++) rows[size_t(m) * lda + k] = k < K ? x.a_at(M, K, m, k) : 0;
+    a = rows;
+  }
   int32_t m = 0;
-  for (; m + 8 <= M; m += 8) dot_rows<8>(c + size_t(m) * N, a + size_t(m) * K, K, N, packed);
-  for (; m < M; m++) dot_rows<1>(c + size_t(m) * N, a + size_t(m) * K, K, N, packed);
+  for (; m + 8 <= M; m += 8) dot_rows<8>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
+  for (; m < M; m++) dot_rows<1>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
 }
 #undef BP_BF16_TARGET
 #endif
 }  // namespace detail
 
-// c (M, N) += a (M, K) b (K, N), row-major; a and b bf16, c float32, on path p (best_path() unless
-// a test names one). scratch holds gemm_scratch_floats(M, K, N, p) floats. One thread.
-inline void gemm(float* c, const uint16_t* a, const uint16_t* b, int32_t M, int32_t K, int32_t N,
-                 float* scratch, Path p) {
+// c (M, N) += op(a) (M, K) op(b) (K, N), c row-major; a and b bf16 (Operands says how each is
+// stored), c float32, on path p (best_path() unless a test names one; dot_bf16 where the
+// processor lacks it runs widened). scratch holds gemm_scratch_floats(M, K, N, trans_a, p)
+// floats. One thread.
+inline void gemm(float* c, const Operands& x, int32_t M, int32_t K, int32_t N, float* scratch,
+                 Path p) {
   if (M <= 0 || N <= 0) return;
 #if defined(__x86_64__)
-  if (p == Path::dot_bf16 && has_dot_bf16()) return detail::gemm_dot(c, a, b, M, K, N, scratch);
+  if (p == Path::dot_bf16 && has_dot_bf16()) return detail::gemm_dot(c, x, M, K, N, scratch);
 #endif
-  detail::gemm_widened(c, a, b, M, K, N, scratch);
+  detail::gemm_widened(c, x, M, K, N, scratch);
 }
 
 }  // namespace bp::bf16

@@ -1,8 +1,9 @@
 // engine/kernels/bf16_test.cc: bfloat16 (engine/kernels/bf16.h) against a scalar model of the x86
 // instructions, bit for bit, on each path the processor has: the conversion on hand-picked edges
 // (ties, overflow, NaN, denormals) and two million random floats; the products on shapes that
-// cover the tiles' row and column edges and odd k, with special values (denormals in a, b and c,
-// infinities, NaN, -0); and, in tolerance, against the same product in double.
+// cover the tiles' row and column edges and odd k, a and b stored transposed or not, with special
+// values (denormals in a, b and c, infinities, NaN, -0); and, in tolerance, against the same
+// product in double.
 //   build/engine_tests --gtest_filter='Bf16*'
 #include "engine/kernels/bf16.h"
 
@@ -50,6 +51,12 @@ void model_gemm(float* c, const uint16_t* a, const uint16_t* b, int M, int K, in
       }
       c[m * N + n] = acc;
     }
+}
+std::vector<uint16_t> transposed(const std::vector<uint16_t>& x, int rows, int cols) {
+  std::vector<uint16_t> t(x.size());
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < cols; c++) t[size_t(c) * rows + r] = x[size_t(r) * cols + c];
+  return t;
 }
 std::vector<Path> paths() {
   std::vector<Path> p{Path::widened};
@@ -120,14 +127,19 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
     if (b.size() > 2) b[0] = 0x8003, b[1] = from_float(3e38f);
     std::vector<float> want = c0;
     model_gemm(want.data(), a.data(), b.data(), M, K, N);
-    for (Path p : paths()) {
-      std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, p));
-      bp::bf16::gemm(got.data(), a.data(), b.data(), M, K, N, scratch.data(), p);
-      for (size_t i = 0; i < got.size(); i++)
-        ASSERT_EQ(bits_of(got[i]), bits_of(want[i]))
-            << M << "x" << K << "x" << N << " on " << bp::bf16::path_name(p) << " at " << i << ": "
-            << got[i] << " against the model's " << want[i];
-    }
+    const std::vector<uint16_t> at = transposed(a, M, K), bt = transposed(b, K, N);
+    for (Path p : paths())
+      for (int t = 0; t < 4; t++) {  // a, b as they are or stored transposed
+        const bool ta = t & 1, tb = t & 2;
+        std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, ta, p));
+        bp::bf16::gemm(got.data(), {ta ? at.data() : a.data(), ta, tb ? bt.data() : b.data(), tb},
+                       M, K, N, scratch.data(), p);
+        for (size_t i = 0; i < got.size(); i++)
+          ASSERT_EQ(bits_of(got[i]), bits_of(want[i]))
+              << M << "x" << K << "x" << N << (ta ? ", a^T" : "") << (tb ? ", b^T" : "") << " on "
+              << bp::bf16::path_name(p) << " at " << i << ": " << got[i] << " against the model's "
+              << want[i];
+      }
     // Finite elements against the product in double: within k float32 roundings of the sum of
     // the terms' magnitudes
     for (int m = 0; m < M; m++)
@@ -157,13 +169,14 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
   for (size_t i = 0; i < want.size(); i++) flushed_here += bits_of(want[i]) != bits_of(c0[i]);
   EXPECT_GT(flushed_here, want.size() / 4);
   for (Path p : paths()) {
-    std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, p));
-    bp::bf16::gemm(got.data(), a.data(), b.data(), M, K, N, scratch.data(), p);
+    std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, false, p));
+    bp::bf16::gemm(got.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(), p);
     for (size_t i = 0; i < got.size(); i++)
       ASSERT_EQ(bits_of(got[i]), bits_of(want[i])) << "tiny operands on " << bp::bf16::path_name(p);
   }
   std::printf(
-      "  products: 10 shapes bitwise the VDPBF16PS model on %s; worst error against double "
+      "  products: 10 shapes, a and b transposed or not, bitwise the VDPBF16PS model on %s; worst "
+      "error against double "
       "%.2e of the terms' magnitudes\n",
       bp::bf16::has_dot_bf16() ? "both paths" : "the widened path (no AVX512_BF16 here)", worst);
 }
