@@ -103,8 +103,20 @@ inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a,
 }
 
 namespace detail {
+// f(r0, r1) over bands of c's rows on the pool's threads (whole bands of 8 rows) once the
+// product reaches split_thresholds().macs, else f(0, M). Each element's sum is the same on any
+// band, so the bits do not depend on the split.
+template <class F>
+void over_row_bands(int32_t M, int32_t K, int32_t N, F&& f) {
+  const int64_t bands = (M + 7) / 8;
+  if (thread_pool().size() == 1 || int64_t(M) * K * N < split_thresholds().macs || bands < 2)
+    return f(0, M);
+  parallel_for(bands, 1, [&](int64_t b0, int64_t b1) {
+    f(int32_t(b0 * 8), int32_t(std::min<int64_t>(M, b1 * 8)));
+  });
+}
 // The widened path: a and b in float32, k in the pairs' order, then the tiled kernel with
-// flush-to-zero and denormals-are-zero (this thread's MXCSR, restored after).
+// flush-to-zero and denormals-are-zero (each thread's MXCSR, restored after).
 inline void gemm_widened(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
                          float* scratch) {
   const int32_t Kp = padded_k(K);
@@ -120,14 +132,16 @@ inline void gemm_widened(float* c, const Operands& x, int32_t M, int32_t K, int3
     for (int32_t n = 0; n < N; n++)
       bw[size_t(j) * N + n] = k < K ? to_float(x.b_at(K, N, k, n)) : 0.f;
   }
+  over_row_bands(M, K, N, [&](int32_t r0, int32_t r1) {
 #if defined(__x86_64__)
-  const unsigned saved = _mm_getcsr();
-  _mm_setcsr(saved | 0x8040);  // FTZ (bit 15), DAZ (bit 6)
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8040);  // FTZ (bit 15), DAZ (bit 6)
 #endif
-  gemm_in_place(c, N, aw, Kp, 1, bw, N, M, Kp, N, false);
+    gemm_in_place(c + size_t(r0) * N, N, aw + size_t(r0) * Kp, Kp, 1, bw, N, r1 - r0, Kp, N, false);
 #if defined(__x86_64__)
-  _mm_setcsr(saved);
+    _mm_setcsr(saved);
 #endif
+  });
 }
 
 #if defined(__x86_64__)
@@ -204,6 +218,13 @@ BP_BF16_TARGET inline void dot_rows(float* c, const uint16_t* a, int32_t lda, in
     dot_tile<MR>(c + p * 16, N, a, lda, K, panel0, panel1, std::min(32, N - p * 16));
   }
 }
+BP_BF16_TARGET inline void dot_band(float* c, const uint16_t* a, int32_t lda, int32_t K, int32_t N,
+                                    const uint32_t* packed, int32_t r0, int32_t r1) {
+  int32_t m = r0;
+  for (; m + 8 <= r1; m += 8)
+    dot_rows<8>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
+  for (; m < r1; m++) dot_rows<1>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
+}
 BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
                                     float* scratch) {
   uint32_t* packed = reinterpret_cast<uint32_t*>(scratch);
@@ -218,9 +239,8 @@ BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int3
       for (int32_t k = 0; k < lda; k++) rows[size_t(m) * lda + k] = k < K ? x.a_at(M, K, m, k) : 0;
     a = rows;
   }
-  int32_t m = 0;
-  for (; m + 8 <= M; m += 8) dot_rows<8>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
-  for (; m < M; m++) dot_rows<1>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
+  over_row_bands(M, K, N,
+                 [&](int32_t r0, int32_t r1) { dot_band(c, a, lda, K, N, packed, r0, r1); });
 }
 #undef BP_BF16_TARGET
 #endif
@@ -229,7 +249,7 @@ BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int3
 // c (M, N) += op(a) (M, K) op(b) (K, N), c row-major; a and b bf16 (Operands says how each is
 // stored), c float32, on path p (best_path() unless a test names one; dot_bf16 where the
 // processor lacks it runs widened). scratch holds gemm_scratch_floats(M, K, N, trans_a, p)
-// floats. One thread.
+// floats. Split over the pool's threads by bands of rows (over_row_bands), packed once.
 inline void gemm(float* c, const Operands& x, int32_t M, int32_t K, int32_t N, float* scratch,
                  Path p) {
   if (M <= 0 || N <= 0) return;

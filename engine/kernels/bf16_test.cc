@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "engine/core/at_threads_test.h"
+
 namespace bf16_test {
 
 using bp::bf16::from_float;
@@ -179,6 +181,39 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
       "error against double "
       "%.2e of the terms' magnitudes\n",
       bp::bf16::has_dot_bf16() ? "both paths" : "the widened path (no AVX512_BF16 here)", worst);
+}
+
+// Split over threads by bands of rows, every product is bitwise the one-thread product, on each
+// path.
+TEST(Bf16, ProductsAreBitwiseAtAnyThreadCount) {
+  std::mt19937 g(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  // the last with tiny operands, whose products each thread must flush as the first does
+  const int shapes[][4] = {{17, 9, 33, 0}, {64, 24, 72, 0}, {40, 7, 16, -70}};
+  int checked = 0;
+  for (const auto& s : shapes) {
+    const int M = s[0], K = s[1], N = s[2];
+    std::vector<uint16_t> a(size_t(M) * K), b(size_t(K) * N);
+    for (auto& x : a) x = from_float(std::ldexp(u(g), s[3]));
+    for (auto& x : b) x = from_float(std::ldexp(u(g), s[3]));
+    std::vector<float> c0(size_t(M) * N);
+    for (auto& x : c0) x = std::ldexp(u(g), 2 * s[3]);
+    for (Path p : paths()) {
+      std::vector<float> one = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, false, p));
+      bp::bf16::gemm(one.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(), p);
+      for (int n : {2, 3, 4}) {
+        AtThreads at(n, Forced::every_split);
+        std::vector<float> got = c0;
+        bp::bf16::gemm(got.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(), p);
+        EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
+            << M << "x" << K << "x" << N << " on " << bp::bf16::path_name(p) << " at " << n
+            << " threads";
+        checked++;
+      }
+    }
+  }
+  std::printf("  %d products at 2, 3 and 4 threads, every one split: bitwise one thread's\n",
+              checked);
 }
 
 }  // namespace bf16_test
