@@ -94,25 +94,23 @@ struct Operands {
   }
 };
 
-// Scratch (in floats) that gemm needs for M x K x N on path p.
-inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a, Path p) {
-  const size_t Kp = size_t(padded_k(K));
-  if (p == Path::widened) return size_t(M) * Kp + Kp * N;
-  // b's pairs, 16 columns a panel (32 bits each); a transposed is copied in rows of pairs
-  return Kp / 2 * size_t((N + 15) / 16 * 16) + (trans_a ? size_t(M) * Kp / 2 : 0);
-}
-
 namespace detail {
-// f(r0, r1) over bands of c's rows on the pool's threads (whole bands of 8 rows) once the
-// product reaches split_thresholds().macs, else f(0, M). Each element's sum is the same on any
-// band, so the bits do not depend on the split.
+// Bands of c's rows (whole bands of 8) on the pool's threads once the product reaches
+// split_thresholds().macs: f(r0, r1, part) for each part; else f(0, M, 0). Each element's sum
+// is the same on any band, so the bits do not depend on the split.
+inline int row_band_parts(int32_t M, int32_t K, int32_t N) {
+  const int64_t bands = (M + 7) / 8;
+  if (int64_t(M) * K * N < split_thresholds().macs) return 1;
+  return int(std::min<int64_t>(thread_pool().size(), bands));
+}
 template <class F>
 void over_row_bands(int32_t M, int32_t K, int32_t N, F&& f) {
+  const int parts = row_band_parts(M, K, N);
+  if (parts == 1) return f(0, M, 0);
   const int64_t bands = (M + 7) / 8;
-  if (thread_pool().size() == 1 || int64_t(M) * K * N < split_thresholds().macs || bands < 2)
-    return f(0, M);
-  parallel_for(bands, 1, [&](int64_t b0, int64_t b1) {
-    f(int32_t(b0 * 8), int32_t(std::min<int64_t>(M, b1 * 8)));
+  thread_pool().run(parts, [&](int part, int total) {
+    const int64_t b0 = bands * part / total, b1 = bands * (part + 1) / total;
+    if (b0 < b1) f(int32_t(b0 * 8), int32_t(std::min<int64_t>(M, b1 * 8)), part);
   });
 }
 // The widened path: a and b in float32, k in the pairs' order, then the tiled kernel with
@@ -132,12 +130,13 @@ inline void gemm_widened(float* c, const Operands& x, int32_t M, int32_t K, int3
     for (int32_t n = 0; n < N; n++)
       bw[size_t(j) * N + n] = k < K ? to_float(x.b_at(K, N, k, n)) : 0.f;
   }
-  over_row_bands(M, K, N, [&](int32_t r0, int32_t r1) {
+  over_row_bands(M, K, N, [&](int32_t r0, int32_t r1, int part) {
 #if defined(__x86_64__)
     const unsigned saved = _mm_getcsr();
     _mm_setcsr(saved | 0x8040);  // FTZ (bit 15), DAZ (bit 6)
 #endif
-    gemm_in_place(c + size_t(r0) * N, N, aw + size_t(r0) * Kp, Kp, 1, bw, N, r1 - r0, Kp, N, false);
+    float* pack = bw + size_t(Kp) * N + size_t(part) * gemm_pack_elems_most(Kp, N);
+    gemm(c + size_t(r0) * N, aw + size_t(r0) * Kp, Kp, 1, bw, r1 - r0, Kp, N, pack);
 #if defined(__x86_64__)
     _mm_setcsr(saved);
 #endif
@@ -240,11 +239,21 @@ BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int3
     a = rows;
   }
   over_row_bands(M, K, N,
-                 [&](int32_t r0, int32_t r1) { dot_band(c, a, lda, K, N, packed, r0, r1); });
+                 [&](int32_t r0, int32_t r1, int) { dot_band(c, a, lda, K, N, packed, r0, r1); });
 }
 #undef BP_BF16_TARGET
 #endif
 }  // namespace detail
+
+// Scratch (in floats) that gemm needs for M x K x N on path p.
+inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a, Path p) {
+  const size_t Kp = size_t(padded_k(K));
+  if (p == Path::widened)  // a and b widened, then a pack of the tiled kernel's per part
+    return size_t(M) * Kp + Kp * N +
+           size_t(detail::row_band_parts(M, K, N)) * gemm_pack_elems_most(int32_t(Kp), N);
+  // b's pairs, 16 columns a panel (32 bits each); a transposed is copied in rows of pairs
+  return Kp / 2 * size_t((N + 15) / 16 * 16) + (trans_a ? size_t(M) * Kp / 2 : 0);
+}
 
 // c (M, N) += op(a) (M, K) op(b) (K, N), c row-major; a and b bf16 (Operands says how each is
 // stored), c float32, on path p (best_path() unless a test names one; dot_bf16 where the

@@ -397,6 +397,13 @@ inline size_t gemm_pack_elems(int32_t M, int32_t K, int32_t N) {
     packed = std::max(packed, size_t(std::min(K, kFewRowsDepth)) * kPanel<float>);
   return scratch_round(packed) + scratch_round(size_t(blk.kc) * 8);
 }
+// The most gemm_pack_elems(M, K, N) is for any M: a pack for a band of rows not yet known.
+inline size_t gemm_pack_elems_most(int32_t K, int32_t N) {
+  const GemmBlock blk = gemm_block(K, N);
+  const size_t packed =
+      std::max(size_t(blk.kc) * blk.nc, size_t(std::min(K, kFewRowsDepth)) * kPanel<float>);
+  return scratch_round(packed) + scratch_round(size_t(blk.kc) * 8);
+}
 
 // One band of MR rows of c (rows of them real) over a block of b: `panels` panels, kc deep, the
 // last `last_cols` wide. b is the packed block (the last panel packed `last_width` wide, by the
