@@ -12,18 +12,7 @@
 #include <vector>
 
 #include "engine/kernels/bf16.h"
-using Clock = std::chrono::steady_clock;
-
-template <class F>
-double per_call(F&& f, int calls) {
-  const auto t0 = Clock::now();
-  for (int i = 0; i < calls; i++) f();
-  return std::chrono::duration<double>(Clock::now() - t0).count() / calls;
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+#include "timing.h"
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "linear_buffers.h"
+#include "timing.h"
 using Clock = std::chrono::steady_clock;
 __attribute__((noinline)) float fma_loop(long n) {
   __m256 a[12];
@@ -22,10 +23,6 @@ __attribute__((noinline)) float fma_loop(long n) {
   float s = 0;
   for (int i = 0; i < 12; i++) s += a[i][0];
   return s;
-}
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 int main(int argc, char** argv) {
   if (argc != 5) return std::fprintf(stderr, "usage: fma_beside M N K rounds\n"), 2;

@@ -14,20 +14,8 @@
 #include <vector>
 
 #include "engine/dialects/dialects.h"
-using Clock = std::chrono::steady_clock;
+#include "timing.h"
 namespace jit = bp::product_jit;
-
-template <class F>
-double per_call(F&& f) {
-  constexpr int kCalls = 2000;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < kCalls; i++) f();
-  return std::chrono::duration<double>(Clock::now() - t0).count() / kCalls;
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, atoi(argv[1])) : 15;
@@ -66,7 +54,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; r++)
       for (size_t i = 0; i < calls.size(); i++) {
         const size_t k = (i + r) % calls.size();  // the order rotates every round
-        times[k].second.push_back(per_call(calls[k]));
+        times[k].second.push_back(per_call(calls[k], 2000));
       }
     std::printf("%3d x %3d x %3d%s:", p.M, p.N, p.K, p.trans_a ? " (a^T)" : "      ");
     for (const auto& [name, t] : times) {
