@@ -15,9 +15,9 @@
 // processor has).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "engine/kernels/products.h"
 

@@ -112,8 +112,9 @@ TEST(Bf16, ConversionRoundsToNearestEvenFlushesDenormalsAndKeepsNaN) {
 TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
-  const int shapes[][3] = {{1, 1, 1},  {1, 2, 1},    {3, 5, 7},   {8, 4, 16},   {8, 7, 32},
-                           {9, 9, 33}, {17, 24, 72}, {8, 96, 24}, {13, 31, 47}, {64, 64, 64}};
+  const int shapes[][3] = {{2, 0, 5},   {1, 1, 1},    {1, 2, 1},   {3, 5, 7},
+                           {8, 4, 16},  {8, 7, 32},   {9, 9, 33},  {17, 24, 72},
+                           {8, 96, 24}, {13, 31, 47}, {64, 64, 64}};
   double worst = 0;
   for (const auto& s : shapes) {
     const int M = s[0], K = s[1], N = s[2];
@@ -177,7 +178,7 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
       ASSERT_EQ(bits_of(got[i]), bits_of(want[i])) << "tiny operands on " << bp::bf16::path_name(p);
   }
   std::printf(
-      "  products: 10 shapes, a and b transposed or not, bitwise the VDPBF16PS model on %s; worst "
+      "  products: 11 shapes, a and b transposed or not, bitwise the VDPBF16PS model on %s; worst "
       "error against double "
       "%.2e of the terms' magnitudes\n",
       bp::bf16::has_dot_bf16() ? "both paths" : "the widened path (no AVX512_BF16 here)", worst);
