@@ -258,7 +258,8 @@ inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a,
 // c (M, N) += op(a) (M, K) op(b) (K, N), c row-major; a and b bf16 (Operands says how each is
 // stored), c float32, on path p (best_path() unless a test names one; dot_bf16 where the
 // processor lacks it runs widened). scratch holds gemm_scratch_floats(M, K, N, trans_a, p)
-// floats. Split over the pool's threads by bands of rows (over_row_bands), packed once.
+// floats, asked at the pool's present size (the widened path keeps a pack per thread). Split over
+// the pool's threads by bands of rows (over_row_bands), packed once.
 inline void gemm(float* c, const Operands& x, int32_t M, int32_t K, int32_t N, float* scratch,
                  Path p) {
   if (M <= 0 || N <= 0) return;

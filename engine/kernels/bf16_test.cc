@@ -56,8 +56,7 @@ void model_gemm(float* c, const uint16_t* a, const uint16_t* b, int M, int K, in
 }
 std::vector<uint16_t> transposed(const std::vector<uint16_t>& x, int rows, int cols) {
   std::vector<uint16_t> t(x.size());
-  for (int r = 0; r < rows; r++)
-    for (int c = 0; c < cols; c++) t[size_t(c) * rows + r] = x[size_t(r) * cols + c];
+  bp::transpose(t.data(), x.data(), rows, cols);  // (engine/kernels/products.h)
   return t;
 }
 std::vector<Path> paths() {
