@@ -162,6 +162,7 @@ int main(int argc, char** argv) {
     b.scalars.set_code_within_tape(options.code_within_tape);
     b.fuse = options.fuse;
   };
+  hooks.use_bf16 = [](CompiledBackend& b) { b.graph.set_precision(bp::Precision::bf16); };
   hooks.late_context = [] {
     return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir}};
   };

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     return stream = true;
   };
   hooks.configure = [](EngineBackend& b) { b.stream_instead = stream; };
+  hooks.use_bf16 = [](EngineBackend& b) { b.graph.set_precision(bp::Precision::bf16); };
   hooks.report = [](const EngineBackend& b, benchmark::State& state) {
     state.counters["arena_bytes"] = double(b.arena_bytes());
     for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;

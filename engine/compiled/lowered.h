@@ -50,19 +50,26 @@ struct OpShape {
   int32_t arg[3] = {};
   IndexSpan index;
   uint8_t fresh = 0;
+  Precision precision = Precision::fp32;
+  uint8_t half_given = 0;
+  const uint16_t* half[2] = {};  // parameters' bf16 copies (OpArgs::half): fixed addresses
 };
 template <class T>
 OpShape shape_of(const OpArgs<T>& a) {
   OpShape s;
   s.rows = a.rows, s.cols = a.cols, s.index = a.index, s.fresh = a.fresh;
+  s.precision = a.precision, s.half_given = a.half_given, s.half[0] = a.half[0],
+  s.half[1] = a.half[1];
   for (int k = 0; k < 3; k++)
     s.in_rows[k] = a.in_rows[k], s.in_cols[k] = a.in_cols[k], s.arg[k] = a.arg[k];
   return s;
 }
 template <class T>
-OpArgs<T> args_of(const OpShape& s) {  // every pointer null
+OpArgs<T> args_of(const OpShape& s) {  // null pointers but the parameters' bf16 copies
   OpArgs<T> a;
   a.rows = s.rows, a.cols = s.cols, a.index = s.index, a.fresh = s.fresh;
+  a.precision = s.precision, a.half_given = s.half_given, a.half[0] = s.half[0],
+  a.half[1] = s.half[1];
   for (int k = 0; k < 3; k++)
     a.in_rows[k] = s.in_rows[k], a.in_cols[k] = s.in_cols[k], a.arg[k] = s.arg[k];
   return a;

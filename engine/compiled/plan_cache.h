@@ -106,7 +106,8 @@ class PlanCache {
   static PlanKey key(const TensorGraph<T>& g, uint32_t root, const PlanOptions& o,
                      const PlanMachine& m) {
     std::string text = "backprop-bench plan\n" + m.engine + "\n" + m.cpu + "\n";
-    text += std::string(sizeof(T) == 4 ? "float32" : "float64") + "\n";
+    text += std::string(sizeof(T) == 4 ? "float32" : "float64") + " precision " +
+            precision_name(g.precision()) + "\n";
     char line[160];
     std::snprintf(line, sizeof line, "budget %zu %a dialects %s libraries %d threads %d\n",
                   o.budget_bytes, o.budget_fraction, o.dialects.c_str(), int(o.libraries),

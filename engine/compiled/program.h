@@ -234,6 +234,7 @@ class Program {
       throw PlanMismatch{"more ops than the plan's " + std::to_string(given_->kernels.size())};
     const PlanDecisions::Choice& c = given_->kernels[i];
     auto named = [&](const std::string& dialect) -> const Kernel<T>* {
+      if (bf16_product(op, shape)) return dialect == "bf16" ? bf16_kernel_of<T>(op) : nullptr;
       for (const Kernel<T>& k : kernels_of<T>(op))
         if (dialect == k.dialect && k.in_build) return &k;
       return nullptr;
@@ -332,7 +333,7 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
   // Forward, in creation order: every node gets its buffers here (a view its operand's).
   for (uint32_t i = P; i < N; i++) {
     const auto& n = g.node_at(i);
-    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    const OpRule<T>& rule = op_rules_for<T>(g.precision())[int(n.op)];
     if (n.op == TensorOp::view) {
       data[i] = data[n.in[0]], grad[i] = grad[n.in[0]];
       continue;
@@ -382,7 +383,7 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
   code.back().args.rows = code.back().args.cols = 1;
   for (uint32_t i = N; i-- > P;) {
     const auto& n = g.node_at(i);
-    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    const OpRule<T>& rule = op_rules_for<T>(g.precision())[int(n.op)];
     if (!n.needs_grad || !rule.backward) continue;
     const Kernel<T>& kernel = *kernel_of[i];
     const OpArgs<T> shape = shapes_of(g, n);

@@ -26,10 +26,12 @@ struct Trace {
   std::vector<std::vector<float>> step0_grads, grads_after_updates;
 };
 template <class W, class B>
-Trace<W, B> trace(int64_t size, const bp::Corpus& corpus, int steps, double budget_fraction = 0) {
+Trace<W, B> trace(int64_t size, const bp::Corpus& corpus, int steps, double budget_fraction = 0,
+                  bp::Precision precision = bp::Precision::fp32) {
   Trace<W, B> t;
   B be;
   if constexpr (std::is_same_v<B, bp::CompiledBackend>) be.budget_fraction = budget_fraction;
+  be.graph.set_precision(precision);
   typename W::template Run<B> run(be, size, corpus);
   for (int s = 0; s < steps; s++) {
     be.zero_grad();

@@ -53,6 +53,11 @@ static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every
   std::abort();
 }
 
+// The precision an op runs in: float32, or under mixed precision bfloat16 operands for the ops
+// engine/core/ops_bf16.h's table names (float32 accumulation; the rest stays float32).
+enum class Precision : uint8_t { fp32, bf16 };
+inline const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
 // Indices (token ids, targets) live outside the graph: the caller owns them for the step.
 struct IndexSpan {
   const int32_t* data = nullptr;
@@ -72,6 +77,11 @@ struct OpArgs {
   int32_t arg[3] = {};   // matmul: transpose b; linear: relu; attention: B, T, H
   IndexSpan index;       // embedding: ids; cross_entropy: targets
   T* scratch = nullptr;  // forward_scratch or backward_scratch elements, uninitialised
+  // Under Precision::bf16 (engine/core/ops_bf16.h): bit k of half_given says that half[k] holds
+  // in[k] rounded to bfloat16 (a parameter's copy, which the optimizer writes).
+  Precision precision = Precision::fp32;
+  const uint16_t* half[2] = {};
+  uint8_t half_given = 0;
   // Bit k: din[k] is uninitialised and is written, not added to. The compiled mode sets it on a
   // gradient's first writer instead of filling the gradient with zeros first. A kernel given it
   // computes what adding to zero gives, bit for bit: where it would load din[k] it takes 0.

@@ -1,11 +1,13 @@
 // engine/core/op_table.h: the op table itself, every op's rule in TensorOp's order
-// (engine/core/ops.h says what a rule holds). Only engine/core/ops.cc includes it, to make
-// op_rules<float> and op_rules<double> once.
+// (engine/core/ops.h says what a rule holds), and the table under bf16 (engine/core/ops_bf16.h).
+// Only engine/core/ops.cc includes it, to make op_rules<float>, op_rules<double> and the bf16
+// table once.
 #pragma once
 
 #include <iterator>
 
 #include "engine/core/ops.h"
+#include "engine/core/ops_bf16.h"
 
 namespace bp {
 
@@ -83,6 +85,32 @@ constexpr OpRuleTable<T> make_op_rules() {
   static_assert(std::size(rules) == size_t(TensorOp::count), "a rule for every TensorOp");
   OpRuleTable<T> table{};
   for (size_t i = 0; i < table.size(); i++) table[i] = rules[i];
+  return table;
+}
+
+// Under Precision::bf16: the products on bf16 operands (runs_bf16), each saving its activation
+// operands' bf16 copies in aux, which its backward reads instead of them; linear's ReLU still
+// reads its output. Every other rule is float32's.
+constexpr OpRuleTable<float> make_op_rules_bf16() {
+  OpRuleTable<float> table = make_op_rules<float>();
+  table[size_t(TensorOp::matmul)] = {ops::matmul_forward_bf16,
+                                     ops::matmul_backward_bf16,
+                                     ops::bf16_aux,
+                                     ops::bf16_forward_scratch<false>,
+                                     ops::bf16_backward_scratch<false>,
+                                     kReadsAux,
+                                     true,
+                                     false,
+                                     1 | 2};
+  table[size_t(TensorOp::linear)] = {ops::linear_forward_bf16,
+                                     ops::linear_backward_bf16,
+                                     ops::bf16_aux,
+                                     ops::bf16_forward_scratch<true>,
+                                     ops::bf16_backward_scratch<true>,
+                                     kReadsAux | kReadsOut,
+                                     false,
+                                     false,
+                                     1 | 2 | 4};
   return table;
 }
 

@@ -96,6 +96,7 @@ std::array<Product, 3> matmul_products(const OpArgs<T>& a) {
 // kernels only, those that say so (a library runs its own threads).
 template <class G>
 bool splits_alone(const Product& p) {
+  if constexpr (requires { G::parts(p.M, p.K, p.N); }) return G::parts(p.M, p.K, p.N) > 1;
   const GemmSplit s = gemm_split_of(p.M, p.K, p.N);
   if constexpr (requires { requires !G::column_splits; }) return s.parts > 1 && s.by_rows;
   return s.parts > 1;

@@ -26,19 +26,35 @@
 #include <cstring>
 #include <new>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 #include "engine/core/ops.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/kernels.h"
 #include "engine/runtime/arena.h"
 
 namespace bp {
 
-// The buffers of an update, each `size` elements (moments null until AdamW's first step).
+// The buffers of an update, each `size` elements (moments null until AdamW's first step; the
+// values' bf16 copy null unless a bf16 program reads it).
 template <class T>
 struct FlatView {
   T *values = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+  uint16_t* half = nullptr;
 };
+// update(b, e) over [b, e) in blocks, each block's values then rounded into the bf16 copy while
+// they are in cache (float only; a pass of its own would read every value again).
+inline constexpr size_t kHalfBlock = 4096;
+template <class T, class F>
+void update_with_half(const FlatView<T>& f, size_t b, size_t e, F&& update) {
+  if (!f.half) return update(b, e);
+  for (size_t i = b; i < e; i += kHalfBlock) {
+    const size_t j = std::min(e, i + kHalfBlock);
+    update(i, j);
+    if constexpr (std::is_same_v<T, float>) bf16::from_floats(f.half + i, f.values + i, j - i);
+  }
+}
 
 // The passes over n elements of the flat buffers, split over the pool in chunks
 // (engine/core/ops.h's for_chunks): elementwise, so the same bits at any split.
@@ -52,12 +68,17 @@ bool finite_pass(const T* grads, size_t n) {
 }
 template <class T>
 void sgd_pass(const FlatView<T>& f, T lr, size_t n) {
-  ops::for_chunks(n, [&](size_t b, size_t e) { sgd_update(f.values + b, f.grads + b, lr, e - b); });
+  ops::for_chunks(n, [&](size_t b, size_t e) {
+    update_with_half(f, b, e,
+                     [&](size_t i, size_t j) { sgd_update(f.values + i, f.grads + i, lr, j - i); });
+  });
 }
 template <class T>
 void adamw_pass(const FlatView<T>& f, const AdamWStep<T>& k, size_t n) {
   ops::for_chunks(n, [&](size_t b, size_t e) {
-    adamw_update(f.values + b, f.grads + b, f.m + b, f.v + b, k, e - b);
+    update_with_half(f, b, e, [&](size_t i, size_t j) {
+      adamw_update(f.values + i, f.grads + i, f.m + i, f.v + i, k, j - i);
+    });
   });
 }
 
@@ -89,6 +110,9 @@ class FlatParams {
     value_.grow(at + padded), grad_.grow(at + padded);
     std::copy(init.begin(), init.end(), value_.data + at);
     size_ = at + padded;
+    if constexpr (std::is_same_v<T, float>)
+      if (keeps_half_)
+        half_.grow(size_), bf16::from_floats(half_.data + at, value_.data + at, padded);
     return at;
   }
   static size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -96,17 +120,30 @@ class FlatParams {
   size_t size() const { return size_; }  // elements, padding included
   T* values() const { return value_.data; }
   T* grads() const { return grad_.data; }
-  FlatView<T> view() const { return {value_.data, grad_.data, m_.data, v_.data}; }
+  FlatView<T> view() const { return {value_.data, grad_.data, m_.data, v_.data, half_.data}; }
   void make_moments() {
     if (!m_.data) m_.grow(size_), v_.grow(size_);
   }
-  size_t bytes() const { return (2 + (m_.data ? 2 : 0)) * size_ * sizeof(T); }
+  // The values in bf16, for the products of Precision::bf16 (engine/core/ops_bf16.h): made from
+  // the values from here on (those added later too), then rewritten by every update pass.
+  void make_half() {
+    static_assert(std::is_same_v<T, float>, "bf16 copies are of float32 parameters");
+    keeps_half_ = true;
+    if (!size_) return;
+    half_.grow(size_);
+    bf16::from_floats(half_.data, value_.data, size_);
+  }
+  const uint16_t* halves() const { return half_.data; }
+  size_t bytes() const {
+    return (2 + (m_.data ? 2 : 0)) * size_ * sizeof(T) + (half_.data ? size_ * 2 : 0);
+  }
 
  private:
   // Pages of its own (mmap), grown by moving them (mremap): no copy, never two copies resident,
   // and what was never written reads as zero without a pass to zero it.
+  template <class E>
   struct Buffer {
-    T* data = nullptr;
+    E* data = nullptr;
     size_t bytes = 0;
     Buffer() = default;
     Buffer(const Buffer&) = delete;
@@ -116,17 +153,19 @@ class FlatParams {
     }
     void grow(size_t n) {
       const size_t page = 4096,
-                   want = (std::max<size_t>(n, 1) * sizeof(T) + page - 1) / page * page;
+                   want = (std::max<size_t>(n, 1) * sizeof(E) + page - 1) / page * page;
       if (want <= bytes) return;
       void* p =
           data ? mremap(data, bytes, want, MREMAP_MAYMOVE)
                : mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw AllocationFailed(want, "optimizer state");
-      data = static_cast<T*>(p), bytes = want;
+      data = static_cast<E*>(p), bytes = want;
     }
   };
-  Buffer value_, grad_, m_, v_;
+  Buffer<T> value_, grad_, m_, v_;
+  Buffer<uint16_t> half_;
   size_t size_ = 0;
+  bool keeps_half_ = false;
 };
 
 }  // namespace bp

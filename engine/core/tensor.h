@@ -48,9 +48,11 @@
 #include <initializer_list>
 #include <iterator>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "engine/core/ops.h"
+#include "engine/core/ops_bf16.h"
 #include "engine/core/optimizer.h"
 #include "engine/runtime/arena.h"
 
@@ -331,7 +333,8 @@ class TensorGraph {
     flat_.make_moments();
     stream_pass(flat_.view(), flat_.size());
   }
-  const T* flat_values() const { return flat_.values(); }  // where the parameters begin
+  const T* flat_values() const { return flat_.values(); }         // where the parameters begin
+  const uint16_t* flat_halves() const { return flat_.halves(); }  // their bf16 copy, or null
   size_t flat_size() const { return flat_.size(); }
   int64_t adamw_steps() const { return adamw_steps_; }      // taken
   int64_t skipped_steps() const { return skipped_steps_; }  // a gradient was NaN or Inf
@@ -397,6 +400,12 @@ class TensorGraph {
       const Node& x = nodes_[n.in[k]];
       a.in[k] = x.data, a.din[k] = x.grad, a.in_rows[k] = x.rows, a.in_cols[k] = x.cols;
     }
+    if (precision_ == Precision::bf16 && runs_bf16(n.op)) {
+      a.precision = Precision::bf16;
+      for (int k = 0; k < 2; k++)  // a trained parameter's bf16 copy (a view of one is not)
+        if (n.in[k] < param_offsets_.size() && param_offsets_[n.in[k]] != SIZE_MAX)
+          a.half[k] = flat_.halves() + param_offsets_[n.in[k]], a.half_given |= 1 << k;
+    }
     return a;
   }
   static int operand_count(TensorOp op) {
@@ -411,6 +420,27 @@ class TensorGraph {
     }
   }
   size_t num_nodes() const { return nodes_.size(); }
+
+  // Mixed precision (engine/core/ops_bf16.h): under bf16 the products take bfloat16 operands and
+  // every parameter keeps a bf16 copy, made from here on and rewritten by each optimizer step.
+  // Once, before the first step; float32 graphs only.
+  void set_precision(Precision p) {
+    if (p == precision_) return;
+    if (started_)
+      fail("set_precision", "%s after the first step began: set the precision before it",
+           precision_name(p));
+    if constexpr (!std::is_same_v<T, float>) {
+      fail("set_precision", "%s in a graph of doubles: mixed precision is for float32 graphs",
+           precision_name(p));
+    } else {
+      if (p != Precision::bf16)
+        fail("set_precision", "back to fp32 after bf16: a graph's precision is set once");
+      precision_ = p;
+      flat_.make_half();
+    }
+  }
+  Precision precision() const { return precision_; }
+  const OpRuleTable<T>& rules() const { return op_rules_for<T>(precision_); }
   size_t arena_bytes() const { return params_.peak_bytes() + step_.peak_bytes() + flat_.bytes(); }
   size_t step_arena_blocks() const { return step_.num_blocks(); }
 
@@ -564,7 +594,7 @@ class TensorGraph {
   Tensor forward_last() {
     Node& n = nodes_.back();
     if (record_only_) return last();
-    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    const OpRule<T>& rule = rules()[int(n.op)];
     OpArgs<T> a = args_of(n);
     if (const size_t aux = rule.aux_elems(a)) n.aux = a.aux = step_.alloc(aux);
     if (const size_t scratch = rule.forward_scratch(a))
@@ -575,7 +605,7 @@ class TensorGraph {
 
   // The chain rule for one node: reads its gradient, adds into its operands' gradients.
   void backward_node(const Node& n) {
-    const OpRule<T>& rule = op_rules<T>[int(n.op)];
+    const OpRule<T>& rule = rules()[int(n.op)];
     if (!n.grad || !rule.backward) return;
     OpArgs<T> a = args_of(n);
     if (const size_t scratch = rule.backward_scratch(a))
@@ -593,6 +623,7 @@ class TensorGraph {
   FlatParams<T> flat_;                 // trained parameters, gradients, optimizer state
   std::vector<size_t> param_offsets_;  // persistent node -> its offset in flat_ (SIZE_MAX: none)
   bool started_ = false;               // the first step began: no more parameters
+  Precision precision_ = Precision::fp32;
   int64_t adamw_steps_ = 0, skipped_steps_ = 0;
 };
 

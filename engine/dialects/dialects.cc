@@ -115,6 +115,32 @@ std::span<const Kernel<T>> kernels_of(TensorOp op) {
 template std::span<const Kernel<float>> kernels_of<float>(TensorOp);
 template std::span<const Kernel<double>> kernels_of<double>(TensorOp);
 
+template <>
+const Kernel<float>* bf16_kernel_of<float>(TensorOp op) {
+  static const auto kernels = [] {
+    std::array<Kernel<float>, size_t(TensorOp::count)> k{};
+    for (size_t i = 0; i < k.size(); i++) {
+      const OpRule<float>& r = OpRulesBf16::table[i];
+      k[i] = {"bf16",
+              -1,
+              true,
+              false,
+              dialect_tables::always<float>,
+              r.forward,
+              r.backward,
+              r.forward_scratch,
+              r.backward_scratch,
+              r.backward_fresh};
+    }
+    return k;
+  }();
+  return runs_bf16(op) ? &kernels[size_t(op)] : nullptr;
+}
+template <>
+const Kernel<double>* bf16_kernel_of<double>(TensorOp) {
+  return nullptr;
+}
+
 // The selector (engine/dialects/dialects.h), once for both.
 template class DialectSelector<float>;
 template class DialectSelector<double>;

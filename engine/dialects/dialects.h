@@ -359,7 +359,7 @@ void DialectSelector<T>::weigh_libraries(const std::vector<std::pair<TensorOp, O
   double total = 0;
   for (const auto& [op, a] : nodes) {
     const OpFamily f = family_of(op);
-    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty()) continue;
+    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || bf16_product(op, a)) continue;
     std::optional<KernelChoice<T>> c = verdict(op, a);
     if (!c) {
       (void)choose(op, a);  // timed now, and kept as a verdict
@@ -383,7 +383,8 @@ void DialectSelector<T>::weigh_libraries(const std::vector<std::pair<TensorOp, O
     size_t tape = 0;
     for (const auto& [op, a] : nodes) {
       const size_t out = size_t(a.rows) * a.cols;
-      tape += (2 * aligned(out) + aligned(op_rules<T>[int(op)].aux_elems(a))) * sizeof(T);
+      tape += (2 * aligned(out) + aligned(op_rules_for<T>(a.precision)[int(op)].aux_elems(a))) *
+              sizeof(T);
     }
     leave_out_what_does_not_fit(kept, tape, "the whole eager tape");
   }
@@ -394,6 +395,13 @@ template <class T>
 auto DialectSelector<T>::choose(TensorOp op, const OpArgs<T>& a) -> KernelChoice<T> {
   const std::span<const Kernel<T>> all = kernels_of<T>(op);
   const OpFamily f = family_of(op);
+  if (bf16_product(op, a)) {  // the bf16 table's kernel, not a float32 dialect (kernels.h)
+    if (!spec_.forced[size_t(f)].empty())
+      throw DialectError{"dialect " + std::string(op_family_names[size_t(f)]) + ":" +
+                         spec_.forced[size_t(f)] +
+                         " is a float32 kernel; under --precision=bf16 the products run bf16's"};
+    return {bf16_kernel_of<T>(op), {}};
+  }
   if (f != OpFamily::count && !spec_.forced[size_t(f)].empty()) {
     for (const Kernel<T>& k : all)
       if (k.dialect == spec_.forced[size_t(f)]) {
@@ -452,8 +460,8 @@ void DialectSelector<T>::time_in_child(const std::vector<std::pair<TensorOp, OpA
   std::set<Key> shapes;  // each once: an unrolled RNN repeats its few shapes
   for (const auto& [op, a] : nodes) {
     const OpFamily f = family_of(op);
-    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || verdict(op, a) ||
-        !shapes.insert(key_of(op, a)).second)
+    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || bf16_product(op, a) ||
+        verdict(op, a) || !shapes.insert(key_of(op, a)).second)
       continue;
     for (const Kernel<T>& k : kernels_of<T>(op))
       if (k.library && k.in_build) {

@@ -338,9 +338,9 @@ TEST(Dialects, ALibraryIsKeptOnlyWhileItsResidentMemoryFitsThePlansSaving) {
   dialects.weigh_libraries({{bp::TensorOp::matmul, a}});
   bool ok = !bp::libraries_entered();
   std::string libraries;
-  for (const std::string& name : bp::dialects_of<float>(OpFamily::matmul)) {
-    if (name == "engine" || name == "reference" || name == "generated") continue;
-    if (!bp::dialect_in_build<float>(OpFamily::matmul, name)) continue;
+  for (const bp::Kernel<float>& k : bp::kernels_of<float>(bp::TensorOp::matmul)) {
+    if (!k.library || !k.in_build) continue;
+    const std::string name = k.dialect;
     const std::optional<size_t> r = DialectSelector<float>::resident_bytes(name);
     ok = ok && r.has_value();
     libraries += " " + name + " " + (r ? std::to_string(*r / 1000) + " kB" : "unmeasured");

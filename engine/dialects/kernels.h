@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/core/ops.h"
+#include "engine/core/ops_bf16.h"
 #include "engine/dialects/kernels_reference.h"
 #include "engine/kernels/library.h"
 #include "engine/kernels/product_jit.h"
@@ -82,6 +83,17 @@ struct Kernel {
   size_t (*backward_scratch)(const OpArgs<T>&);
   uint8_t backward_fresh = 0;  // the din[k] (bit k) its backward can write fresh (OpArgs::fresh)
 };
+
+// A product under Precision::bf16: its kernel is the bf16 table's (engine/core/ops_bf16.h),
+// chosen by the precision, not a dialect among the float32 ones and never timed against them.
+template <class T>
+bool bf16_product(TensorOp op, const OpArgs<T>& a) {
+  return a.precision == Precision::bf16 && runs_bf16(op);
+}
+// That kernel (its dialect is named "bf16" in results and plans), or null for an op without one
+// or in double.
+template <class T>
+const Kernel<T>* bf16_kernel_of(TensorOp op);
 
 // Every kernel of `op`, the engine's first. The tables are made once, in the engine's library
 // (engine/dialects/dialects.cc, for float and double): no other translation unit compiles the

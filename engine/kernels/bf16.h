@@ -113,30 +113,65 @@ void over_row_bands(int32_t M, int32_t K, int32_t N, F&& f) {
     if (b0 < b1) f(int32_t(b0 * 8), int32_t(std::min<int64_t>(M, b1 * 8)), part);
   });
 }
-// The widened path: a and b in float32, k in the pairs' order, then the tiled kernel with
+// A row of bf16 widened with its pairs swapped, k in the pairs' order: out[j] = x[j ^ 1], zero
+// from K (out has padded_k(K) elements).
+inline void widen_swapped(float* out, const uint16_t* x, int32_t K) {
+  for (int32_t j = 0; j + 1 < K; j += 2) out[j] = to_float(x[j + 1]), out[j + 1] = to_float(x[j]);
+  if (K & 1) out[K - 1] = 0.f, out[K] = to_float(x[K - 1]);
+}
+// A row of bf16 widened as it is.
+inline void widen(float* out, const uint16_t* x, int32_t n) {
+  for (int32_t j = 0; j < n; j++) out[j] = to_float(x[j]);
+}
+// Whether every band of rows is tall enough for the tiled kernel to pack (kPackMinRows), which
+// then reads a b stored (N, K) by its rows: bands differ by one band of 8 and a partial one.
+inline bool b_packs_transposed(int32_t M, int32_t K, int32_t N) {
+  return M >= 2 * kPackMinRows * row_band_parts(M, K, N);
+}
+// The widened path: a and b in float32, k in the pairs' order (j = k ^ 1), each widened in the
+// layout it is stored in (rows along k swapped in pairs; rows across k taken in swapped order),
+// a transposed read by strides, b transposed by a copy; then the tiled kernel with
 // flush-to-zero and denormals-are-zero (each thread's MXCSR, restored after).
 inline void gemm_widened(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
-                         float* scratch) {
+                         float* scratch, bool fresh) {
   const int32_t Kp = padded_k(K);
   float* aw = scratch;
-  float* bw = scratch + size_t(M) * Kp;
-  for (int32_t m = 0; m < M; m++)
+  float* bw = aw + size_t(M) * Kp;
+  float* spare = bw + size_t(Kp) * N;  // b stored (N, K): widened here, then transposed
+  if (!x.trans_a)
+    for (int32_t m = 0; m < M; m++) widen_swapped(aw + size_t(m) * Kp, x.a + size_t(m) * K, K);
+  else
+    for (int32_t j = 0; j < Kp; j++) {  // (Kp, M): row j is a's row k = j ^ 1
+      const int32_t k = j ^ 1;
+      if (k < K)
+        widen(aw + size_t(j) * M, x.a + size_t(k) * M, M);
+      else
+        std::fill_n(aw + size_t(j) * M, M, 0.f);
+    }
+  if (!x.trans_b) {
     for (int32_t j = 0; j < Kp; j++) {
       const int32_t k = j ^ 1;
-      aw[size_t(m) * Kp + j] = k < K ? to_float(x.a_at(M, K, m, k)) : 0.f;
+      if (k < K)
+        widen(bw + size_t(j) * N, x.b + size_t(k) * N, N);
+      else
+        std::fill_n(bw + size_t(j) * N, N, 0.f);
     }
-  for (int32_t j = 0; j < Kp; j++) {
-    const int32_t k = j ^ 1;
-    for (int32_t n = 0; n < N; n++)
-      bw[size_t(j) * N + n] = k < K ? to_float(x.b_at(K, N, k, n)) : 0.f;
+  } else if (b_packs_transposed(M, K, N)) {  // the tiled kernel's packing reads b's rows
+    for (int32_t n = 0; n < N; n++) widen_swapped(bw + size_t(n) * Kp, x.b + size_t(n) * K, K);
+  } else {
+    for (int32_t n = 0; n < N; n++) widen_swapped(spare + size_t(n) * Kp, x.b + size_t(n) * K, K);
+    transpose(bw, spare, N, Kp);
   }
+  const int32_t rs = x.trans_a ? 1 : Kp, cs = x.trans_a ? M : 1;
   over_row_bands(M, K, N, [&](int32_t r0, int32_t r1, int part) {
 #if defined(__x86_64__)
     const unsigned saved = _mm_getcsr();
     _mm_setcsr(saved | 0x8040);  // FTZ (bit 15), DAZ (bit 6)
 #endif
-    float* pack = bw + size_t(Kp) * N + size_t(part) * gemm_pack_elems_most(Kp, N);
-    gemm(c + size_t(r0) * N, aw + size_t(r0) * Kp, Kp, 1, bw, r1 - r0, Kp, N, pack);
+    float* pack =
+        spare + (x.trans_b ? size_t(N) * Kp : 0) + size_t(part) * gemm_pack_elems_most(Kp, N);
+    gemm(c + size_t(r0) * N, aw + size_t(r0) * rs, rs, cs, bw, r1 - r0, Kp, N, pack,
+         x.trans_b && b_packs_transposed(M, K, N), fresh);
 #if defined(__x86_64__)
     _mm_setcsr(saved);
 #endif
@@ -144,112 +179,174 @@ inline void gemm_widened(float* c, const Operands& x, int32_t M, int32_t K, int3
 }
 
 #if defined(__x86_64__)
+// Sixteen rows of sixteen dwords transposed: out[t][i] = in[i][t] (three rounds of unpacks and
+// lane shuffles).
+BP_BF16_TARGET inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  __m512i u[16];  // u[4i + e], lane L: column 4L + e of rows 4i..4i+3
+  for (int i = 0; i < 4; i++) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int e = 0; e < 4; e++) {
+    const __m512i x0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44),
+                  x1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xee),
+                  y0 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44),
+                  y1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xee);
+    r[e] = _mm512_shuffle_i32x4(x0, y0, 0x88), r[4 + e] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
+    r[8 + e] = _mm512_shuffle_i32x4(x1, y1, 0x88), r[12 + e] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
+  }
+}
+// Two rows' elements interleaved into pairs: out[j] = even[j] | odd[j] << 16, n of them (odd
+// null: zero).
+BP_BF16_TARGET inline void interleave_rows(uint32_t* out, const uint16_t* even, const uint16_t* odd,
+                                           int32_t n) {
+  int32_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(even + j)));
+    const __m512i hi =
+        odd ? _mm512_slli_epi32(
+                  _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(odd + j))), 16)
+            : _mm512_setzero_si512();
+    _mm512_storeu_si512(out + j, _mm512_or_si512(lo, hi));
+  }
+  for (; j < n; j++) out[j] = even[j] | (odd ? uint32_t(odd[j]) << 16 : 0);
+}
 // b's pairs packed: panel p (16 columns), pair q: 16 dwords (b(2q, n), b(2q + 1, n)), zero past N
-// and past K.
-inline void pack_pairs(uint32_t* packed, const Operands& x, int32_t K, int32_t N) {
+// and past K. b stored (N, K): a pair is two neighbours of a row, and a full panel is a transpose
+// of sixteen rows' dwords, sixteen pairs at a time; b stored (K, N): two rows interleaved.
+BP_BF16_TARGET inline void pack_pairs(uint32_t* packed, const Operands& x, int32_t K, int32_t N) {
   const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
   for (int32_t p = 0; p < panels; p++) {
     const int32_t n0 = p * 16, cols = std::min(16, N - n0);
-    for (int32_t q = 0; q < pairs; q++) {
-      uint32_t* to = packed + (size_t(p) * pairs + q) * 16;
+    uint32_t* panel = packed + size_t(p) * pairs * 16;
+    int32_t q = 0;
+    if (x.trans_b && cols == 16)
+      for (; 2 * (q + 16) <= K; q += 16) {  // whole pairs, sixteen of them
+        __m512i r[16];
+        for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_si512(x.b + size_t(n0 + j) * K + 2 * q);
+        transpose16(r);
+        for (int t = 0; t < 16; t++) _mm512_storeu_si512(panel + size_t(q + t) * 16, r[t]);
+      }
+    for (; q < pairs; q++) {
+      uint32_t* to = panel + size_t(q) * 16;
       const bool odd = 2 * q + 1 < K;
-      if (x.trans_b) {  // b stored (N, K): a pair is two neighbours of a row
+      if (x.trans_b) {
         for (int32_t j = 0; j < cols; j++) {
           const uint16_t* pair = x.b + size_t(n0 + j) * K + 2 * q;
           to[j] = pair[0] | (odd ? uint32_t(pair[1]) << 16 : 0);
         }
-      } else {  // b stored (K, N): a pair is two rows' elements
+      } else {
         const uint16_t* even_row = x.b + size_t(2 * q) * N + n0;
-        const uint16_t* odd_row = odd ? even_row + N : nullptr;
-        if (odd_row)
-          for (int32_t j = 0; j < cols; j++) to[j] = even_row[j] | uint32_t(odd_row[j]) << 16;
-        else
-          for (int32_t j = 0; j < cols; j++) to[j] = even_row[j];
+        interleave_rows(to, even_row, odd ? even_row + N : nullptr, cols);
       }
       for (int32_t j = cols; j < 16; j++) to[j] = 0;
     }
   }
 }
-// MR rows of c by two panels (32 columns; `cols` of them real) over every pair. a's pairs are
-// read as dwords from its rows (lda apart); an odd K's last pair, half past the row, is made
-// with a zero.
+// Where row i's pair q of a is: a + i * row + q * pair (in bf16 elements). a stored (M, K): row
+// = K, pair = 2, and an odd K's last pair is half past the row (made with a zero); a stored
+// (K, M) is first interleaved into (pairs, M) dwords: row = 2, pair = 2M, zero-padded.
+struct PairRows {
+  const uint16_t* a;
+  size_t row, pair;
+  bool half_tail;
+};
+// Pairs of k a block takes: two panels of them (16 KB) stay in L1 while a band's tiles use them.
+inline constexpr int32_t kBlockPairs = 128;
+// MR rows of c by two panels (32 columns; `cols` of them real) over pairs [q0, q1); c is read
+// first, or taken as zero when `zero`.
 template <int MR>
-BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const uint16_t* a, int32_t lda,
-                                    int32_t K, const uint32_t* panel0, const uint32_t* panel1,
-                                    int32_t cols) {
+BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const PairRows& a, int32_t K, int32_t q0,
+                                    int32_t q1, const uint32_t* panel0, const uint32_t* panel1,
+                                    int32_t cols, bool zero) {
   const __mmask16 m0 = __mmask16(cols >= 16 ? 0xffff : (1u << cols) - 1);
   const __mmask16 m1 = __mmask16(cols >= 32 ? 0xffff : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
   __m512 acc[MR][2];
   for (int i = 0; i < MR; i++) {
-    acc[i][0] = _mm512_maskz_loadu_ps(m0, c + size_t(i) * ldc);
-    acc[i][1] = _mm512_maskz_loadu_ps(m1, c + size_t(i) * ldc + 16);
+    acc[i][0] = zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, c + size_t(i) * ldc);
+    acc[i][1] = zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + size_t(i) * ldc + 16);
   }
   const auto step = [&](int32_t q, auto&& pair_of_row) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel0 + size_t(q) * 16);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel1 + size_t(q) * 16);
     for (int i = 0; i < MR; i++) {
-      const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_of_row(a + size_t(i) * lda)));
+      const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_of_row(a.a + i * a.row)));
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
     }
   };
-  int32_t q = 0;
-  for (; 2 * q + 1 < K; q++)
-    step(q, [q](const uint16_t* row) {
+  const int32_t whole = std::min(q1, a.half_tail ? K / 2 : padded_k(K) / 2);
+  int32_t q = q0;
+  for (; q < whole; q++)
+    step(q, [q, &a](const uint16_t* row) {
       uint32_t pair;
-      std::memcpy(&pair, row + 2 * q, 4);
+      std::memcpy(&pair, row + q * a.pair, 4);
       return pair;
     });
-  if (K & 1) step(q, [K](const uint16_t* row) { return uint32_t(row[K - 1]); });
+  if (q < q1) step(q, [K](const uint16_t* row) { return uint32_t(row[K - 1]); });
   for (int i = 0; i < MR; i++) {
     _mm512_mask_storeu_ps(c + size_t(i) * ldc, m0, acc[i][0]);
     _mm512_mask_storeu_ps(c + size_t(i) * ldc + 16, m1, acc[i][1]);
   }
 }
 template <int MR>
-BP_BF16_TARGET inline void dot_rows(float* c, const uint16_t* a, int32_t lda, int32_t K, int32_t N,
-                                    const uint32_t* packed) {
+BP_BF16_TARGET inline void dot_rows(float* c, const PairRows& a, int32_t K, int32_t N,
+                                    const uint32_t* packed, int32_t q0, int32_t q1, bool zero) {
   const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
   for (int32_t p = 0; p < panels; p += 2) {
     const uint32_t* panel0 = packed + size_t(p) * pairs * 16;
     // a lone last panel is paired with itself, its second half masked off
     const uint32_t* panel1 = p + 1 < panels ? panel0 + size_t(pairs) * 16 : panel0;
-    dot_tile<MR>(c + p * 16, N, a, lda, K, panel0, panel1, std::min(32, N - p * 16));
+    dot_tile<MR>(c + p * 16, N, a, K, q0, q1, panel0, panel1, std::min(32, N - p * 16), zero);
   }
 }
-BP_BF16_TARGET inline void dot_band(float* c, const uint16_t* a, int32_t lda, int32_t K, int32_t N,
-                                    const uint32_t* packed, int32_t r0, int32_t r1) {
-  int32_t m = r0;
-  for (; m + 8 <= r1; m += 8)
-    dot_rows<8>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
-  for (; m < r1; m++) dot_rows<1>(c + size_t(m) * N, a + size_t(m) * lda, lda, K, N, packed);
+// Rows [r0, r1) of c, k in blocks of kBlockPairs (c's sums go on in the pairs' order).
+BP_BF16_TARGET inline void dot_band(float* c, const PairRows& a, int32_t K, int32_t N,
+                                    const uint32_t* packed, int32_t r0, int32_t r1, bool fresh) {
+  const auto from = [&a](int32_t m) {
+    return PairRows{a.a + m * a.row, a.row, a.pair, a.half_tail};
+  };
+  const int32_t pairs = padded_k(K) / 2;
+  for (int32_t q0 = 0; q0 < pairs; q0 += kBlockPairs) {
+    const int32_t q1 = std::min(pairs, q0 + kBlockPairs);
+    const bool zero = fresh && q0 == 0;
+    int32_t m = r0;
+    for (; m + 8 <= r1; m += 8) dot_rows<8>(c + size_t(m) * N, from(m), K, N, packed, q0, q1, zero);
+    for (; m < r1; m++) dot_rows<1>(c + size_t(m) * N, from(m), K, N, packed, q0, q1, zero);
+  }
 }
 BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
-                                    float* scratch) {
+                                    float* scratch, bool fresh) {
   uint32_t* packed = reinterpret_cast<uint32_t*>(scratch);
   pack_pairs(packed, x, K, N);
-  const uint16_t* a = x.a;
-  int32_t lda = K;
-  if (x.trans_a) {  // a's rows of pairs, zero-padded to an even K (the same 0 x 0 as a tail pair)
-    uint16_t* rows =
-        reinterpret_cast<uint16_t*>(packed + size_t(padded_k(K)) / 2 * ((N + 15) / 16 * 16));
-    lda = padded_k(K);
-    for (int32_t m = 0; m < M; m++)
-      for (int32_t k = 0; k < lda; k++) rows[size_t(m) * lda + k] = k < K ? x.a_at(M, K, m, k) : 0;
-    a = rows;
+  PairRows a{x.a, size_t(K), 2, (K & 1) != 0};
+  if (x.trans_a) {  // a's pairs interleaved from its rows k = 2q and 2q + 1: (pairs, M) dwords
+    uint32_t* rows = packed + size_t(padded_k(K)) / 2 * ((N + 15) / 16 * 16);
+    for (int32_t q = 0; q < padded_k(K) / 2; q++)
+      interleave_rows(rows + size_t(q) * M, x.a + size_t(2 * q) * M,
+                      2 * q + 1 < K ? x.a + size_t(2 * q + 1) * M : nullptr, M);
+    a = {reinterpret_cast<const uint16_t*>(rows), 2, 2 * size_t(M), false};
   }
   over_row_bands(M, K, N,
-                 [&](int32_t r0, int32_t r1, int) { dot_band(c, a, lda, K, N, packed, r0, r1); });
+                 [&](int32_t r0, int32_t r1, int) { dot_band(c, a, K, N, packed, r0, r1, fresh); });
 }
 #undef BP_BF16_TARGET
 #endif
 }  // namespace detail
 
 // Scratch (in floats) that gemm needs for M x K x N on path p.
-inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a, Path p) {
+inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a, bool trans_b,
+                                  Path p) {
   const size_t Kp = size_t(padded_k(K));
-  if (p == Path::widened)  // a and b widened, then a pack of the tiled kernel's per part
-    return size_t(M) * Kp + Kp * N +
+  if (p == Path::widened)  // a and b widened (b twice if transposed), a pack per part
+    return size_t(M) * Kp + Kp * N * (trans_b ? 2 : 1) +
            size_t(detail::row_band_parts(M, K, N)) * gemm_pack_elems_most(int32_t(Kp), N);
   // b's pairs, 16 columns a panel (32 bits each); a transposed is copied in rows of pairs
   return Kp / 2 * size_t((N + 15) / 16 * 16) + (trans_a ? size_t(M) * Kp / 2 : 0);
@@ -257,16 +354,21 @@ inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a,
 
 // c (M, N) += op(a) (M, K) op(b) (K, N), c row-major; a and b bf16 (Operands says how each is
 // stored), c float32, on path p (best_path() unless a test names one; dot_bf16 where the
-// processor lacks it runs widened). scratch holds gemm_scratch_floats(M, K, N, trans_a, p)
+// processor lacks it runs widened). scratch holds gemm_scratch_floats(M, K, N, trans_a, trans_b, p)
 // floats, asked at the pool's present size (the widened path keeps a pack per thread). Split over
-// the pool's threads by bands of rows (over_row_bands), packed once.
+// the pool's threads by bands of rows (over_row_bands), packed once. fresh: c is not read, and
+// gets what adding to a zeroed c gives.
 inline void gemm(float* c, const Operands& x, int32_t M, int32_t K, int32_t N, float* scratch,
-                 Path p) {
+                 Path p, bool fresh = false) {
   if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (fresh) std::memset(c, 0, size_t(M) * N * sizeof(float));
+    return;
+  }
 #if defined(__x86_64__)
-  if (p == Path::dot_bf16 && has_dot_bf16()) return detail::gemm_dot(c, x, M, K, N, scratch);
+  if (p == Path::dot_bf16 && has_dot_bf16()) return detail::gemm_dot(c, x, M, K, N, scratch, fresh);
 #endif
-  detail::gemm_widened(c, x, M, K, N, scratch);
+  detail::gemm_widened(c, x, M, K, N, scratch, fresh);
 }
 
 }  // namespace bp::bf16

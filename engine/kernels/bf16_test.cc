@@ -111,9 +111,9 @@ TEST(Bf16, ConversionRoundsToNearestEvenFlushesDenormalsAndKeepsNaN) {
 TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
-  const int shapes[][3] = {{2, 0, 5},   {1, 1, 1},    {1, 2, 1},   {3, 5, 7},
-                           {8, 4, 16},  {8, 7, 32},   {9, 9, 33},  {17, 24, 72},
-                           {8, 96, 24}, {13, 31, 47}, {64, 64, 64}};
+  const int shapes[][3] = {{2, 0, 5},    {1, 1, 1},    {1, 2, 1},    {3, 5, 7},   {8, 4, 16},
+                           {8, 7, 32},   {9, 9, 33},   {17, 24, 72}, {8, 96, 24}, {13, 31, 47},
+                           {64, 64, 64}, {19, 67, 40}, {16, 130, 48}};
   double worst = 0;
   for (const auto& s : shapes) {
     const int M = s[0], K = s[1], N = s[2];
@@ -133,7 +133,7 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
     for (Path p : paths())
       for (int t = 0; t < 4; t++) {  // a, b as they are or stored transposed
         const bool ta = t & 1, tb = t & 2;
-        std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, ta, p));
+        std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, ta, tb, p));
         bp::bf16::gemm(got.data(), {ta ? at.data() : a.data(), ta, tb ? bt.data() : b.data(), tb},
                        M, K, N, scratch.data(), p);
         for (size_t i = 0; i < got.size(); i++)
@@ -141,6 +141,13 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
               << M << "x" << K << "x" << N << (ta ? ", a^T" : "") << (tb ? ", b^T" : "") << " on "
               << bp::bf16::path_name(p) << " at " << i << ": " << got[i] << " against the model's "
               << want[i];
+        // fresh: c is not read (here NaN) and gets the product added to zeros
+        std::vector<float> fresh(c0.size(), std::nanf("")), from_zero(c0.size(), 0.f);
+        model_gemm(from_zero.data(), a.data(), b.data(), M, K, N);
+        bp::bf16::gemm(fresh.data(), {ta ? at.data() : a.data(), ta, tb ? bt.data() : b.data(), tb},
+                       M, K, N, scratch.data(), p, true);
+        ASSERT_EQ(std::memcmp(fresh.data(), from_zero.data(), fresh.size() * 4), 0)
+            << M << "x" << K << "x" << N << " written fresh on " << bp::bf16::path_name(p);
       }
     // Finite elements against the product in double: within k float32 roundings of the sum of
     // the terms' magnitudes
@@ -171,13 +178,13 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
   for (size_t i = 0; i < want.size(); i++) flushed_here += bits_of(want[i]) != bits_of(c0[i]);
   EXPECT_GT(flushed_here, want.size() / 4);
   for (Path p : paths()) {
-    std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, false, p));
+    std::vector<float> got = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, false, false, p));
     bp::bf16::gemm(got.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(), p);
     for (size_t i = 0; i < got.size(); i++)
       ASSERT_EQ(bits_of(got[i]), bits_of(want[i])) << "tiny operands on " << bp::bf16::path_name(p);
   }
   std::printf(
-      "  products: 11 shapes, a and b transposed or not, bitwise the VDPBF16PS model on %s; worst "
+      "  products: 13 shapes, a and b transposed or not, bitwise the VDPBF16PS model on %s; worst "
       "error against double "
       "%.2e of the terms' magnitudes\n",
       bp::bf16::has_dot_bf16() ? "both paths" : "the widened path (no AVX512_BF16 here)", worst);
@@ -199,7 +206,7 @@ TEST(Bf16, ProductsAreBitwiseAtAnyThreadCount) {
     std::vector<float> c0(size_t(M) * N);
     for (auto& x : c0) x = std::ldexp(u(g), 2 * s[3]);
     for (Path p : paths()) {
-      std::vector<float> one = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, false, p));
+      std::vector<float> one = c0, scratch(bp::bf16::gemm_scratch_floats(M, K, N, false, false, p));
       bp::bf16::gemm(one.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(), p);
       for (int n : {2, 3, 4}) {
         AtThreads at(n, Forced::every_split);

@@ -77,7 +77,9 @@ Job make_job(const BackendProcess<B>& p, const InstanceSpec& spec) {
     if (W::name != spec.workload) return;
     constexpr bool implemented = ScalarWorkload<W> ? implements_scalar_graphs(B::implements)
                                                    : implements_models(B::implements);
-    if constexpr (!implemented) {
+    if (ScalarWorkload<W> && p.flags.bf16) {
+      skipped("--precision=bf16 is for the float32 models; a scalar graph is computed in double");
+    } else if constexpr (!implemented) {
       skipped(fmt::format(
           "{} does not implement {}", B::name,
           ScalarWorkload<W> ? "scalar graphs (ScalarBackend)" : "models (TensorBackend)"));
@@ -161,6 +163,18 @@ bool parse_driver_flag(const BackendHooks<B>& hooks, const std::string& arg, Dri
       backend_usage_error(
           fmt::format("--threads={}: this backend runs 1 to {} threads", v, hooks.max_threads));
     flags.threads = int(*n);
+  } else if (const char* v = value_of("--precision=")) {
+    if (std::string_view(v) != "fp32" && std::string_view(v) != "bf16")
+      backend_usage_error(
+          fmt::format("--precision={}: valid: fp32 (the default), bf16 (bfloat16 products, float32 "
+                      "accumulation, master weights and optimizer){}",
+                      v,
+                      std::string_view(v) == "fp16" || std::string_view(v) == "fp8"
+                          ? fmt::format("; {} is not supported (no CPU kernels for it here)", v)
+                          : ""));
+    if (std::string_view(v) == "bf16" && !hooks.use_bf16)
+      backend_usage_error(fmt::format("--precision=bf16: {} runs fp32 only", B::name));
+    flags.bf16 = std::string_view(v) == "bf16";
   } else if (arg.rfind("--strategy=", 0) == 0 || arg.rfind("--snapshots=", 0) == 0 ||
              arg.rfind("--interval=", 0) == 0 || arg.rfind("--checkpoint_dir=", 0) == 0) {
     parse_through_time(hooks, arg, flags);
@@ -227,6 +241,7 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
       {"backend", flags.backend_name.empty() ? std::string(B::name) : flags.backend_name},
       {"backend_version", hooks.version},
       {"threads", std::to_string(flags.threads)},
+      {"precision", flags.bf16 ? "bf16" : "fp32"},
       {"cpus", std::to_string(process_cpus())},
       {"oversubscribed", flags.threads > process_cpus() ? "yes" : "no"},
       {"warmup_steps", std::to_string(flags.warmup_steps)},

@@ -40,6 +40,10 @@ struct BackendHooks {
   std::function<bool(std::string_view arg)> flag = [](std::string_view) { return false; };
   // Applies what the backend's flags set to a backend object just made, before a workload uses it.
   std::function<void(B&)> configure = [](B&) {};
+  // --precision=bf16: mixed precision (bfloat16 products, float32 accumulation, master weights
+  // and optimizer) set on a backend object just made, before its parameters; null: the backend
+  // runs float32 only and the flag is refused.
+  std::function<void(B&)> use_bf16;
   // The ways back through time it has (--strategy; the first is autograd over the unrolled
   // sequence) and how one is applied to a backend; empty: the flags are refused.
   std::vector<std::string_view> strategies;
@@ -63,6 +67,7 @@ struct DriverFlags {
   std::string backend_name;  // --backend_name: what results call this backend (a variant's name)
   std::string verdicts;      // --verdicts: the run's file of kernel verdicts
   int threads = 1, warmup_steps = 3;
+  bool bf16 = false;  // --precision=bf16 (fp32 is the default)
   bool kernel_rows = false, take_turns = false, warm_once = false, time_first_step = false;
   std::optional<ThroughTime> through_time;  // --strategy and its companions, when given
 };

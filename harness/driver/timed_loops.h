@@ -39,6 +39,7 @@ struct BackendProcess {
   // A backend object just made, given the options of the command line.
   void configure(B& backend) const {
     hooks.configure(backend);
+    if (flags.bf16) hooks.use_bf16(backend);
     if (flags.through_time) hooks.use_through_time(backend, *flags.through_time);
   }
   // One step of scalar graph W: a compiled step replays without the workload's code. The check

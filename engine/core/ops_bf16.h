@@ -1,0 +1,177 @@
+// engine/core/ops_bf16.h: mixed precision's op table (RAF's AutoCast; torch.autocast's lists for
+// bfloat16 on a CPU) and the ops whose arithmetic it changes.
+//
+// Under Precision::bf16 the products, matmul and linear, take bfloat16 operands and accumulate in
+// float32 (engine/kernels/bf16.h), forward and backward. Everything else stays float32: every
+// other op (layernorm, softmax, cross-entropy, exp, log, the reductions, the elementwise ops, and
+// attention, whose heads of 4 to 32 channels have no product a bf16 kernel could speed up), the
+// parameters (master weights), every gradient and the optimizer's state. What changes is where
+// the products read their operands:
+// - an activation operand is rounded to bf16 once, in the forward, into the op's aux: the backward
+//   reads that copy and not the float32 activation, which may then die at its last forward reader
+//   (the compiled mode's planner sees it through backward_reads), at half the bytes;
+// - a parameter operand is read from its bf16 copy (OpArgs::half), written by the optimizer's pass
+//   with each update (engine/core/optimizer.h), so no step converts a weight. Without one (a
+//   product of two activations, a weight that is not a parameter) aux holds its copy too.
+// The output gradient is rounded to bf16 in the backward's scratch, once for both products.
+// Tests: engine/core/ops_bf16_test.cc.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "engine/core/ops.h"
+#include "engine/kernels/bf16.h"
+
+namespace bp {
+
+// The table: which ops run on bf16 operands under Precision::bf16 (the rest in float32).
+constexpr bool runs_bf16(TensorOp op) { return op == TensorOp::matmul || op == TensorOp::linear; }
+
+namespace ops {
+
+// Floats that hold n bf16 values, rounded as scratch pieces are.
+inline size_t half_floats(size_t n) { return scratch_round((n + 1) / 2); }
+inline uint16_t* as_half(float* p) { return reinterpret_cast<uint16_t*>(p); }
+inline const uint16_t* as_half(const float* p) { return reinterpret_cast<const uint16_t*>(p); }
+// out = bf16(in), n elements, split over the pool like any elementwise op.
+inline void to_bf16(uint16_t* out, const float* in, size_t n) {
+  for_chunks(n, [&](size_t b, size_t e) { bf16::from_floats(out + b, in + b, e - b); });
+}
+
+// The products' policy for ops.h's backward helpers (side by side, scratch): bf16::gemm, split
+// by bands of rows.
+struct Bf16Products {
+  static constexpr bool side_by_side = true;
+  static size_t scratch_elems(int32_t M, int32_t N, int32_t K, bool trans_a, bool trans_b) {
+    return bf16::gemm_scratch_floats(M, K, N, trans_a, trans_b, bf16::best_path());
+  }
+  static int parts(int32_t M, int32_t K, int32_t N) {
+    return bf16::detail::row_band_parts(M, K, N);
+  }
+};
+// c (+)= op(a) op(b), a and b bf16; fresh: c is written as if it started from zero.
+inline void product_bf16(float* c, const uint16_t* a, const uint16_t* b, const Product& p,
+                         float* scratch, bool fresh) {
+  bf16::gemm(c, {a, p.trans_a, b, p.trans_b}, p.M, p.K, p.N, scratch, bf16::best_path(), fresh);
+}
+
+// Where each operand's bf16 copy is: in aux (activations, in order), or OpArgs::half.
+struct HalfOperands {
+  const uint16_t* x[2];
+  size_t aux_floats;
+};
+inline HalfOperands half_operands(const OpArgs<float>& a, int operands) {
+  HalfOperands h{{nullptr, nullptr}, 0};
+  for (int k = 0; k < operands; k++) {
+    if (a.half_given & (1 << k)) {
+      h.x[k] = a.half[k];
+      continue;
+    }
+    h.x[k] = a.aux ? as_half(a.aux + h.aux_floats) : nullptr;
+    h.aux_floats += half_floats(size_t(a.in_rows[k]) * a.in_cols[k]);
+  }
+  return h;
+}
+// The forward's copies: each operand without a given copy rounded into aux.
+inline HalfOperands save_operands(const OpArgs<float>& a, int operands) {
+  const HalfOperands h = half_operands(a, operands);
+  for (int k = 0; k < operands; k++)
+    if (!(a.half_given & (1 << k)))
+      to_bf16(const_cast<uint16_t*>(h.x[k]), a.in[k], size_t(a.in_rows[k]) * a.in_cols[k]);
+  return h;
+}
+
+inline size_t bf16_aux(const OpArgs<float>& a) { return half_operands(a, 2).aux_floats; }
+template <bool Linear>
+size_t bf16_forward_scratch(const OpArgs<float>& a) {
+  const Product p = products_of(a, Linear)[0];
+  return Bf16Products::scratch_elems(p.M, p.N, p.K, p.trans_a, p.trans_b);
+}
+// The output gradient in bf16, then the two products' scratch.
+template <bool Linear>
+size_t bf16_backward_scratch(const OpArgs<float>& a) {
+  const std::array<Product, 3> p = products_of(a, Linear);
+  return half_floats(size_t(a.rows) * a.cols) + backward_products_scratch<Bf16Products>(p[1], p[2]);
+}
+
+inline void matmul_forward_bf16(const OpArgs<float>& a) {
+  const HalfOperands h = save_operands(a, 2);
+  product_bf16(a.out, h.x[0], h.x[1], matmul_products(a)[0], a.scratch, false);
+}
+// The backward's products, on the output gradient g rounded to bf16 in scratch.
+inline void matmul_backward_bf16(const OpArgs<float>& a) {
+  const std::array<Product, 3> p = matmul_products(a);
+  const HalfOperands h = half_operands(a, 2);
+  uint16_t* g = as_half(a.scratch);
+  to_bf16(g, a.dout, size_t(a.rows) * a.cols);
+  OpArgs<float> rest = a;
+  rest.scratch = a.scratch + half_floats(size_t(a.rows) * a.cols);
+  operand_gradients<Bf16Products>(
+      rest, p[1], p[2],
+      [&](float* scratch) {  // da += g op(b)^T
+        product_bf16(a.din[0], g, h.x[1], p[1], scratch, a.fresh & 1);
+      },
+      [&](float* scratch) {
+        if (a.arg[0])  // db += g^T a
+          product_bf16(a.din[1], g, h.x[0], p[2], scratch, a.fresh & 2);
+        else  // db += a^T g
+          product_bf16(a.din[1], h.x[0], g, p[2], scratch, a.fresh & 2);
+      });
+}
+
+inline void linear_forward_bf16(const OpArgs<float>& a) {
+  const HalfOperands h = save_operands(a, 2);
+  const int32_t N = a.rows, OC = a.cols;
+  for_rows(N, OC, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++)
+      std::memcpy(a.out + size_t(r) * OC, a.in[2], OC * sizeof(float));
+  });
+  product_bf16(a.out, h.x[0], h.x[1], linear_products(a)[0], a.scratch, false);
+  if (a.arg[0])
+    for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {
+      float* out = a.out;
+#pragma omp simd
+      for (size_t i = i0; i < i1; i++) out[i] = relu_of(out[i]);
+    });
+}
+// dx += g w; dw += g^T x (both on bf16 g, w, x); db += the column sums of g, in float32.
+inline void linear_backward_bf16(const OpArgs<float>& a) {
+  const int32_t N = a.rows, OC = a.cols;
+  const std::array<Product, 3> p = linear_products(a);
+  const HalfOperands h = half_operands(a, 2);
+  float* g = a.dout;
+  if (a.arg[0])
+    for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {
+      for (size_t i = i0; i < i1; i++) g[i] = relu_passes(a.out[i]) ? g[i] : 0.f;
+    });
+  uint16_t* gh = as_half(a.scratch);
+  to_bf16(gh, g, size_t(N) * OC);
+  OpArgs<float> rest = a;
+  rest.scratch = a.scratch + half_floats(size_t(N) * OC);
+  operand_gradients<Bf16Products>(
+      rest, p[1], p[2],
+      [&](float* scratch) { product_bf16(a.din[0], gh, h.x[1], p[1], scratch, a.fresh & 1); },
+      [&](float* scratch) { product_bf16(a.din[1], gh, h.x[0], p[2], scratch, a.fresh & 2); });
+  if (a.din[2])
+    for_columns(OC, N, [&](int32_t c0, int32_t c1) {
+      for (int32_t r = 0; r < N; r++)
+        axpy(a.din[2] + c0, 1.f, g + size_t(r) * OC + c0, c1 - c0, (a.fresh & 4) && !r);
+    });
+}
+
+}  // namespace ops
+
+// The op table under Precision::bf16 (engine/core/op_table.h, made once in engine/core/ops.cc):
+// float32's, with the products' rules replaced.
+struct OpRulesBf16 {
+  static const OpRuleTable<float> table;  // engine/core/ops.cc
+};
+template <class T>
+const OpRuleTable<T>& op_rules_for(Precision p) {
+  if constexpr (std::is_same_v<T, float>)
+    if (p == Precision::bf16) return OpRulesBf16::table;
+  return op_rules<T>;
+}
+
+}  // namespace bp
