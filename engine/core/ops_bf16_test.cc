@@ -111,6 +111,14 @@ void check_matmul(int M, int K, int N, bool tb, std::mt19937& rng) {
   EXPECT_TRUE(same(g.grad(b), db.data(), db.size())) << "matmul db, tb " << tb;
 }
 
+TEST(Bf16Ops, TheTableReplacesTheRulesOfExactlyTheOpsItRunsInBf16) {
+  for (size_t i = 0; i < size_t(bp::TensorOp::count); i++) {
+    const bool replaced = bp::op_rules<float>[i].forward != bp::OpRulesBf16::table[i].forward ||
+                          bp::op_rules<float>[i].backward != bp::OpRulesBf16::table[i].backward;
+    EXPECT_EQ(replaced, bp::runs_bf16(bp::TensorOp(i))) << bp::tensor_op_names[i];
+  }
+}
+
 TEST(Bf16Ops, ProductsAreTheKernelOnOperandsRoundedToBf16) {
   std::mt19937 rng(5);
   const int shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {8, 24, 72}, {17, 33, 40}, {64, 70, 19}};
