@@ -98,5 +98,7 @@ int main(int argc, char** argv) {
   hooks.use_through_time = [](LibtorchBackend& b, const bp::ThroughTime& t) {
     b.use_through_time(t);
   };
+  // --precision=bf16: torch.autocast's bf16 around each step's forward (baselines/libtorch/).
+  hooks.use_bf16 = [](LibtorchBackend& b) { b.autocast_bf16 = true; };
   return bp::backend_main<LibtorchBackend>(argc, argv, hooks);
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "studies/all/study.h"
+#include "studies/amp/study.h"
 #include "studies/bptt/study.h"
 #include "studies/budget/study.h"
 #include "studies/first_step/study.h"
@@ -24,7 +25,7 @@ namespace bp {
 
 inline constexpr Study kStudyRegistry[] = {
     kMainStudy,    kBpttStudy,  kBudgetStudy,    kFirstStepStudy,       kFusionStudy, kKernelsStudy,
-    kThreadsStudy, kOptimStudy, kGradbenchStudy, kGradbenchTensorStudy, kAllStudy};
+    kThreadsStudy, kOptimStudy, kGradbenchStudy, kGradbenchTensorStudy, kAmpStudy,    kAllStudy};
 
 // Every study's rows in one table: backends in the order the studies first name them, each
 // variant right after its backend and that backend's earlier variants.

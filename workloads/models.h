@@ -92,6 +92,7 @@ struct CharMlp {
       "mean cross-entropy over 64 examples, backward, update";
   static constexpr Sizes sizes{"hidden", {64, 256, 1024}, 1, 16384};
   static constexpr Tolerance tolerance = kModelTolerance;
+  static constexpr int product_depth = 2;
   static constexpr int check_steps = 10;
   static constexpr CorpusUse corpus{context};
 
@@ -199,6 +200,7 @@ struct MiniGpt {
       "characters: zero grads, forward, mean cross-entropy over every position, backward, update";
   static constexpr Sizes sizes{"batch", {1, 8, 32, 64}, 1, 4096};
   static constexpr Tolerance tolerance = kModelTolerance;
+  static constexpr int product_depth = 4 * shape.layers + 1;  // qkv, proj, fc, out a block; head
   static constexpr int check_steps = 50;  // its losses are the training curves in plots/
   static constexpr CorpusUse corpus{shape.context};
   template <TensorBackend B>
@@ -216,6 +218,7 @@ struct MiniGptWide {
       "characters: zero grads, forward, mean cross-entropy over every position, backward, update";
   static constexpr Sizes sizes{"batch", {1, 8, 32}, 1, 4096};
   static constexpr Tolerance tolerance = kModelTolerance;
+  static constexpr int product_depth = 4 * shape.layers + 1;
   static constexpr int check_steps = 10;
   static constexpr CorpusUse corpus{shape.context};
   template <TensorBackend B>
@@ -233,6 +236,7 @@ struct MlpWidth {
       "data: zero grads, forward, mean cross-entropy, backward, update";
   static constexpr Sizes sizes{"width", {16, 32, 64, 128, 256, 512, 1024, 2048}, 1, 8192};
   static constexpr Tolerance tolerance = kModelTolerance;
+  static constexpr int product_depth = 2;
   static constexpr int check_steps = 10;
   static constexpr CorpusUse corpus = no_corpus;
 

@@ -79,6 +79,19 @@ struct Tolerance {
   }
 };
 
+// Under mixed precision (--precision=bf16, products on bfloat16 operands) a model's numbers
+// against float32's: u = 2^-8 (bf16's unit roundoff) on each product's operands, two products of
+// a path's each layer (forward and back), so 2u per product on the deepest path, never above 2^-3
+// = 32u (a deeper step, a recurrent one, loses what cancels and gains ReLUs that flip near zero:
+// docs/correctness.md) and never below float32's own. depth 0: not known, the cap.
+inline constexpr double kBf16Roundoff = 1.0 / 256, kBf16MostRelative = 0.125;
+constexpr Tolerance bf16_tolerance(const Tolerance& fp32, int product_depth) {
+  const double by_depth =
+      product_depth > 0 ? 2 * 2 * kBf16Roundoff * product_depth : kBf16MostRelative;
+  const double rel = by_depth < kBf16MostRelative ? by_depth : kBf16MostRelative;
+  return {rel > fp32.rel ? rel : fp32.rel, fp32.floor};
+}
+
 // An answer known independently of any backend (a paper, the micrograd README): the value and the
 // gradients of one step, and the absolute tolerance they were published at.
 struct NoKnownAnswer {};
@@ -184,6 +197,9 @@ struct WorkloadInfo {
   int check_steps_at(int64_t size) const {
     return one_check_step_from > 0 && size >= one_check_step_from ? 1 : check_steps;
   }
+  // Models: products (matmul, linear) on the deepest path of a step's forward, which sets the
+  // check's tolerance under bf16 (bf16_tolerance; an optional fact, `product_depth`; 0: unknown).
+  int product_depth = 0;
   // What the figures and tables group it with (an optional fact, `family`): by default "scalar
   // graphs" or "models". A family's workloads share a panel, so a new workload is drawn with its
   // kind's family until it names its own.
@@ -204,6 +220,7 @@ constexpr WorkloadInfo info_of() {
     if constexpr (requires { W::one_check_step_from; })
       info.one_check_step_from = W::one_check_step_from;
     if constexpr (requires { W::phase; }) info.phase = W::phase;  // what its step times
+    if constexpr (requires { W::product_depth; }) info.product_depth = W::product_depth;
     info.family = workload_family<W>("models");
     return info;
   } else {

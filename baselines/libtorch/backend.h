@@ -6,6 +6,12 @@
 // (split, view, transpose, matmul, causal masked_fill, softmax, matmul), and torch::optim's SGD
 // and AdamW with optimizer.zero_grad() each step, as in the C++ frontend's examples.
 //
+// Mixed precision (--precision=bf16): torch.autocast("cpu", dtype=torch.bfloat16) as PyTorch's
+// docs place it, around each step's forward and loss and not its backward: entered at zero_grad,
+// left before the backward, its cast cache cleared on leaving (what the Python context manager
+// does on exit). autocast's own lists decide each op's type; parameters and the optimizer stay
+// float32.
+//
 // Scalars, the way its C++ docs recommend: each value is a 0-dim double tensor, parameters
 // have requires_grad, `backward()` on the root, gradients read with `.grad().item<double>()`, and
 // reset between steps by setting each parameter's gradient to undefined (set_to_none, the cheaper
@@ -15,6 +21,7 @@
 
 // The parts of the C++ frontend used here, not <torch/torch.h> (every module, data loader and
 // serializer): each unit that includes this parses a third less.
+#include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adamw.h>
@@ -58,7 +65,10 @@ struct LibtorchBackendOf {
   Scalar tanh(const Scalar& x) { return torch::tanh(x); }
   Scalar exp(const Scalar& x) { return torch::exp(x); }
   Scalar log(const Scalar& x) { return torch::log(x); }
-  void backward(const Scalar& root) { root.backward(); }
+  void backward(const Scalar& root) {
+    leave_autocast();
+    root.backward();
+  }
   double value(const Scalar& x) const { return x.item<double>(); }
   // A parameter the root does not depend on has an undefined grad in libtorch; its derivative is 0.
   double grad(const Scalar& x) const {
@@ -137,7 +147,25 @@ struct LibtorchBackendOf {
   void use_sgd(double lr) {
     optimizer = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
   }
-  void zero_grad() { optimizer->zero_grad(); }
+  void zero_grad() {
+    optimizer->zero_grad();
+    enter_autocast();
+  }
+  bool autocast_bf16 = false;  // --precision=bf16
+  bool in_autocast = false;
+  void enter_autocast() {
+    if (!autocast_bf16 || in_autocast) return;
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+    in_autocast = true;
+  }
+  void leave_autocast() {
+    if (!in_autocast) return;
+    in_autocast = false;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(false);
+  }
   void optimizer_step() { optimizer->step(); }
   void end_step() {}
   double loss_value(const Tensor& loss) const { return loss.item<double>(); }
@@ -157,6 +185,7 @@ struct LibtorchBackendOf {
   double through_time(Model& m) {
     if (!segments) {
       torch::Tensor loss = m.loss(*this, 0);
+      leave_autocast();
       loss.backward();
       return loss.item<double>();
     }
@@ -179,13 +208,16 @@ struct LibtorchBackendOf {
         torch::Tensor l = m.step_loss(*this, h, t);
         total = total.defined() ? total + l : l;
       }
+      leave_autocast();  // each segment's forward under autocast, its backward not
       if (dlast.defined())
         torch::autograd::backward({total, h}, {torch::ones_like(total), dlast});
       else
         total.backward();
+      enter_autocast();
       dlast = first.grad();
       loss += total.item<double>();
     }
+    leave_autocast();
     return loss;
   }
 

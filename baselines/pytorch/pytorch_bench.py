@@ -20,7 +20,9 @@ have passed; with --take_turns (harness/common/protocol.h) it says ready on fd 4
 on fd 3 just before that loop. Under TorchScript the check warms up too, with forward and backward
 passes that update nothing, so it checks the numbers of the graph that is timed (the optimised
 graph's embedding backward rounds differently from the profiling run's, so a step 0 repeated
-across that switch would differ in its last bits).
+across that switch would differ in its last bits). --precision=bf16: every forward and loss under
+torch.autocast("cpu", dtype=torch.bfloat16), the backward outside it, as PyTorch's docs say;
+TorchScript traces under it, so autocast's casts are in the trace.
 
     /usr/bin/python3 baselines/pytorch/pytorch_bench.py --mode=pytorch --instance=workload=tiny_graph,name=t
     /usr/bin/python3 baselines/pytorch/pytorch_bench.py --mode=torchscript --data=/usr/share/dict/words \\
@@ -50,6 +52,7 @@ if _THREADS.isdigit():
     os.environ["OPENBLAS_NUM_THREADS"] = _THREADS
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
+import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -105,7 +108,7 @@ def parse_instance(text):
 def parse_flags(argv):
     flags = dict(mode="pytorch", instances=[], threads=1, data=None, check_out=None, out=None,
                  repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False,
-                 warm_once=False, backend_name=None, time_first_step=False)
+                 warm_once=False, backend_name=None, time_first_step=False, bf16=False)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         if key == "--mode" and value in ("pytorch", "torchscript", "torchscript_fused",
@@ -117,6 +120,14 @@ def parse_flags(argv):
             flags["threads"] = int(value)
         elif key == "--data":
             flags["data"] = value
+        elif key == "--precision":
+            if value not in ("fp32", "bf16"):
+                unsupported = (f"; {value} is not supported (no CPU kernels for it here)"
+                               if value in ("fp16", "fp8") else "")
+                usage_error(f"--precision={value}: valid: fp32 (the default), bf16 (bfloat16 "
+                            f"products, float32 accumulation, master weights and "
+                            f"optimizer){unsupported}")
+            flags["bf16"] = value == "bf16"
         elif key == "--backend_name" and value:  # a variant's own name (bench_run's table)
             flags["backend_name"] = value
         elif key == "--warmup_steps" and value.isdigit() and int(value) <= 1000:
@@ -191,10 +202,14 @@ class TrainingRun:
         elif self.scripted and (recurrent or getattr(setup.model, "scripted_loop", False)):
             self.loss_fn = torch.jit.script(setup.model)  # a loop over n steps, not unrolled
         elif self.scripted:  # trace the loss computation once; it shares the parameters
-            self.loss_fn = torch.jit.trace(setup.model, setup.batches[0], check_trace=False)
+            # under bf16, autocast's casts are recorded in the trace: without its cache, which
+            # would make a parameter's cast a constant of the trace
+            with autocast(cache_enabled=False):
+                self.loss_fn = torch.jit.trace(setup.model, setup.batches[0], check_trace=False)
 
     def loss(self, i):
-        return self.loss_fn(*self.setup.batches[i % models.K_BATCHES])
+        with autocast():  # the forward and the loss; the backward outside, as PyTorch's docs say
+            return self.loss_fn(*self.setup.batches[i % models.K_BATCHES])
 
     def step(self):
         self.setup.optimizer.zero_grad()
@@ -307,7 +322,19 @@ def cannot_fuse(mode):
 def skip_reason(spec, mode):
     if spec["workload"] in models.NOT_WRITTEN:
         return models.NOT_WRITTEN[spec["workload"]]
+    if PRECISION["bf16"] and isinstance(models.WORKLOADS[spec["workload"]], models.ScalarGraph):
+        return "--precision=bf16 is for the float32 models; a scalar graph is computed in double"
     return cannot_fuse(mode)
+
+
+# --precision=bf16: torch.autocast("cpu", dtype=torch.bfloat16) around every forward and loss.
+PRECISION = dict(bf16=False)
+
+
+def autocast(cache_enabled=True):
+    if not PRECISION["bf16"]:
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=cache_enabled)
 
 
 def check(spec, mode, corpus):
@@ -403,6 +430,7 @@ def context(flags, corpus):
             "pytorch_checkpoint" if flags["mode"] == "checkpoint" else flags["mode"]),
         "backend_version": f"PyTorch {torch.__version__} (Debian python3-torch), {mode}",
         "threads": str(flags["threads"]),
+        "precision": "bf16" if flags["bf16"] else "fp32",
         "cpus": str(len(os.sched_getaffinity(0))),
         "oversubscribed": "yes" if flags["threads"] > len(os.sched_getaffinity(0)) else "no",
         "warmup_steps": str(flags["warmup_steps"]),
@@ -521,6 +549,9 @@ def benchmark(spec, flags, corpus):
 
 def main(argv):
     flags = parse_flags(argv)
+    PRECISION["bf16"] = flags["bf16"]
+    if flags["bf16"]:  # a trace keeps the casts it recorded; TorchScript's own pass adds none
+        torch._C._jit_set_autocast_mode(False)
     torch.set_num_threads(flags["threads"])
     torch.set_num_interop_threads(1)
     corpus = NoCorpus()

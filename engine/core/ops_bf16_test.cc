@@ -197,7 +197,7 @@ TEST(Bf16Ops, TheOptimizerKeepsEachParametersBf16CopyAndSkipsExactly) {
 // step-0 loss and each gradient (the norm of its difference over its norm) within 2^-3 = 32 u:
 // a roundoff of u = 2^-8 on each operand of up to 50 products in sequence (mini_gpt: 25 forward,
 // 25 back), less what cancels, and ReLUs that flip on rounding near zero (docs/correctness.md).
-constexpr double kStepTolerance = 0.125;
+constexpr double kStepTolerance = bp::kBf16MostRelative;
 TEST(Bf16Models, CompiledIsTheEagerEngineBitwiseAndWithinToleranceOfFloat32) {
   const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
   int checked = 0;

@@ -96,6 +96,12 @@ inline int threads_of(std::string_view backend, int run_threads) {
   return spec.fixed_threads ? spec.fixed_threads : spec.threaded ? run_threads : 1;
 }
 
+// Whether a backend's row runs under mixed precision: its flags say --precision=bf16.
+inline bool backend_in_bf16(std::string_view backend) {
+  const char* flags = spec_of(backend).mode_flags;
+  return flags && std::string_view(flags).find("--precision=bf16") != std::string_view::npos;
+}
+
 // Whether `backend` is measured on workload `w` at all (a variant made for some workloads).
 inline bool backend_runs(std::string_view backend, std::string_view workload) {
   const char* only = spec_of(backend).only_workloads;

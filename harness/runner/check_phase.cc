@@ -235,6 +235,7 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
   CheckTally tally;
   for (const Selected& s : run.selected) {
     std::vector<BackendRecord> in;
+    std::vector<bool> bf16;  // judged apart (judge.h)
     std::vector<Verdict> unjudged;
     for (const std::string& b : run.opt.backends) {
       if (!s.names.count(b)) continue;
@@ -249,12 +250,13 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
       }
       in.push_back({b, r == records[b].end() ? nullptr : &r->second,
                     died.count(b) ? died[b] + " before reporting it" : "not reported"});
+      bf16.push_back(backend_in_bf16(b));
     }
     PlainAnswer plain;  // scalar graphs: the answer without autodiff
     const bool has_plain = plain_answer(*s.workload, s.size, &plain);
     WorkloadInfo checked = *s.workload;  // with the check steps of this size
     checked.check_steps = checked.check_steps_at(s.size);
-    std::vector<Verdict> verdicts = judge_instance(checked, in, has_plain ? &plain : nullptr);
+    std::vector<Verdict> verdicts = judge_instance(checked, in, bf16, has_plain ? &plain : nullptr);
     verdicts.insert(verdicts.end(), unjudged.begin(), unjudged.end());
     for (const Verdict& v : verdicts) {
       run.verdicts[s.id][v.backend] = v;

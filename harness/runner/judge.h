@@ -16,6 +16,8 @@
 //     every one is "disputed" (two backends that disagree on a model, which has no answer of its
 //     own, are disputed). A backend that no other backend and no answer of the registry or of
 //     finite differences confirmed is "unverified", never "ok".
+//  3. rows under mixed precision (--precision=bf16) are judged apart, against the float32
+//     reference and one another, at the workload's bf16_tolerance (workloads/workload.h).
 // No verdict depends on the order backends were listed or run in, and none trusts one backend.
 //   Tests: harness/runner/judge_test.cc.
 #pragma once
@@ -23,6 +25,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -298,6 +301,36 @@ inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
       }
     }
   }
+  return out;
+}
+
+// Mixed precision's rows (bf16[i]: records[i] ran under --precision=bf16) are judged apart, so
+// that neither side's tolerance loosens the other's: the float32 rows as above; then the bf16 rows
+// against the float32 reference (when it is ok) and one another, at bf16_tolerance (a majority
+// of those decides as above). A bf16 row is never the float32 rows' reference.
+inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
+                                           const std::vector<BackendRecord>& records,
+                                           const std::vector<bool>& bf16,
+                                           const PlainAnswer* plain = nullptr) {
+  std::vector<BackendRecord> full, lower;
+  std::vector<size_t> full_at, lower_at;
+  for (size_t i = 0; i < records.size(); i++) {
+    (bf16[i] ? lower : full).push_back(records[i]);
+    (bf16[i] ? lower_at : full_at).push_back(i);
+  }
+  std::vector<Verdict> out(records.size());
+  const std::vector<Verdict> fp32 = judge_instance(w, full, plain);
+  for (size_t k = 0; k < fp32.size(); k++) out[full_at[k]] = fp32[k];
+  if (lower.empty()) return out;
+  WorkloadInfo at_bf16 = w;
+  at_bf16.tolerance = bf16_tolerance(w.tolerance, w.product_depth);
+  size_t reference = SIZE_MAX;
+  for (size_t k = 0; k < fp32.size(); k++)
+    if (fp32[k].is_reference && fp32[k].status == "ok") reference = k;
+  if (reference != SIZE_MAX) lower.insert(lower.begin(), full[reference]);
+  const std::vector<Verdict> mixed = judge_instance(at_bf16, lower, nullptr);
+  const size_t first = reference != SIZE_MAX ? 1 : 0;
+  for (size_t k = first; k < mixed.size(); k++) out[lower_at[k - first]] = mixed[k];
   return out;
 }
 

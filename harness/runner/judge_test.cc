@@ -104,6 +104,39 @@ TEST(Judge, AWrongEngineIsOutvoted) {
   EXPECT_EQ(v[3].confirmed_by, "libtorch, pytorch");
 }
 
+// Rows under bf16 are judged against the float32 reference and one another at the workload's
+// bf16 tolerance (mlp_width: two products deep, 4 x 2 x 2^-8 = 3.1%), and never loosen the float32
+// rows' 2e-3: a bf16 row 2% off is ok, 6% off wrong; a float32 row 1% off stays wrong.
+TEST(Judge, Bf16RowsAreJudgedApartAtTheirOwnTolerance) {
+  const bp::WorkloadInfo w = workload("mlp_width");
+  EXPECT_NEAR(bp::bf16_tolerance(w.tolerance, w.product_depth).rel, 8.0 / 256, 1e-15);
+  EXPECT_EQ(bp::bf16_tolerance(w.tolerance, 0).rel, 0.125);  // depth unknown: the cap
+  EXPECT_EQ(bp::bf16_tolerance(w.tolerance, 100).rel, 0.125);
+  const std::vector<double> l(10, 2.3);
+  const Json ref = model_record(2.3, {0.5, 0.1}, l), near = model_record(2.3 * 1.02, {0.5, 0.1}, l),
+             far = model_record(2.3 * 1.06, {0.5, 0.1}, l),
+             off = model_record(2.3 * 1.01, {0.5, 0.1}, l);
+  std::vector<bp::BackendRecord> in = {{"engine", &ref, ""},         {"libtorch", &ref, ""},
+                                       {"pytorch", &off, ""},        {"engine_bf16", &near, ""},
+                                       {"libtorch_bf16", &near, ""}, {"pytorch_bf16", &far, ""}};
+  auto v = bp::judge_instance(w, in, {false, false, false, true, true, true});
+  ASSERT_EQ(v.size(), 6u);
+  EXPECT_TRUE(v[0].is_reference);
+  EXPECT_EQ(v[2].status, "wrong") << v[2].message;  // float32's tolerance, not bf16's
+  EXPECT_EQ(v[3].status, "ok") << v[3].message;
+  EXPECT_EQ(v[3].reference, "engine");
+  EXPECT_NEAR(v[3].tolerance, 8.0 / 256, 1e-15);
+  EXPECT_EQ(v[4].status, "ok") << v[4].message;
+  EXPECT_EQ(v[5].status, "wrong") << v[5].message;
+  EXPECT_NE(v[5].message.find("differs from engine, engine_bf16, libtorch_bf16"), std::string::npos)
+      << v[5].message;
+  // without a float32 row, the bf16 rows are judged among themselves
+  std::vector<bp::BackendRecord> alone = {{"engine_bf16", &near, ""}, {"libtorch_bf16", &near, ""}};
+  auto a = bp::judge_instance(w, alone, {true, true});
+  EXPECT_EQ(a[0].status, "ok");
+  EXPECT_EQ(a[1].status, "ok");
+}
+
 // Two backends that disagree on a model, or two pairs that each agree: nobody can say who is
 // right, and neither side is benchmarked as if it were.
 TEST(Judge, WithoutAMajorityEveryoneIsDisputed) {

@@ -1,0 +1,48 @@
+// studies/amp/table.h: the study amp's table in summary.txt (harness/runner/summary_text.h prints
+// every study's after the main tables; "" when the run holds none of its data).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+#include "harness/runner/summary_text.h"
+
+namespace bp {
+
+// Each backend under bf16 against itself in float32, row by row: time per step and peak RSS,
+// each as bf16's over float32's. Only in a run with a bf16 row.
+inline std::string amp_table(const Summary& s) {
+  static constexpr const char* kPairs[][2] = {{"engine_bf16", "engine"},
+                                              {"compiled_bf16", "compiled"},
+                                              {"libtorch_bf16", "libtorch"},
+                                              {"pytorch_bf16", "pytorch"},
+                                              {"torchscript_bf16", "torchscript"}};
+  bool any = false;
+  for (const auto& p : kPairs)
+    any |= std::find(s.backends.begin(), s.backends.end(), p[0]) != s.backends.end();
+  if (!any) return "";
+  const auto cell = [](const SummaryRow& row, const char* bf16, const char* fp32, bool memory) {
+    const Cell *b = ran(row, bf16), *f = ran(row, fp32);
+    if (!b || !f) return std::string("-");
+    return memory ? human_ratio(b->max_rss_bytes / f->max_rss_bytes)
+                  : human_ratio(b->median_seconds / f->median_seconds);
+  };
+  std::string out =
+      "\nbf16 over float32, each backend against itself: time per step | peak RSS (below 1: bf16 "
+      "is faster | smaller)\n";
+  out += fmt::format("{:<28}", "instance");
+  for (const auto& p : kPairs) out += fmt::format(" {:>15}", p[1]);
+  out += "\n";
+  for (const SummaryRow& row : s.rows) {
+    out += fmt::format("{:<28}", row.instance);
+    for (const auto& p : kPairs)
+      out += fmt::format(" {:>15}",
+                         cell(row, p[0], p[1], false) + " | " + cell(row, p[0], p[1], true));
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace bp
