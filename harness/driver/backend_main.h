@@ -79,6 +79,8 @@ Job make_job(const BackendProcess<B>& p, const InstanceSpec& spec) {
                                                    : implements_models(B::implements);
     if (ScalarWorkload<W> && p.flags.bf16) {
       skipped("--precision=bf16 is for the float32 models; a scalar graph is computed in double");
+    } else if (p.flags.bf16 && !p.hooks.use_bf16) {
+      skipped(fmt::format("--precision=bf16: {} runs float32 only", B::name));
     } else if constexpr (!implemented) {
       skipped(fmt::format(
           "{} does not implement {}", B::name,
@@ -172,8 +174,6 @@ bool parse_driver_flag(const BackendHooks<B>& hooks, const std::string& arg, Dri
                       std::string_view(v) == "fp16" || std::string_view(v) == "fp8"
                           ? fmt::format("; {} is not supported (no CPU kernels for it here)", v)
                           : ""));
-    if (std::string_view(v) == "bf16" && !hooks.use_bf16)
-      backend_usage_error(fmt::format("--precision=bf16: {} runs fp32 only", B::name));
     flags.bf16 = std::string_view(v) == "bf16";
   } else if (arg.rfind("--strategy=", 0) == 0 || arg.rfind("--snapshots=", 0) == 0 ||
              arg.rfind("--interval=", 0) == 0 || arg.rfind("--checkpoint_dir=", 0) == 0) {

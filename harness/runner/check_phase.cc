@@ -250,7 +250,7 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
       }
       in.push_back({b, r == records[b].end() ? nullptr : &r->second,
                     died.count(b) ? died[b] + " before reporting it" : "not reported"});
-      bf16.push_back(backend_in_bf16(b));
+      bf16.push_back(run.opt.bf16 || backend_in_bf16(b));
     }
     PlainAnswer plain;  // scalar graphs: the answer without autodiff
     const bool has_plain = plain_answer(*s.workload, s.size, &plain);

@@ -42,6 +42,9 @@ inline const char* kUsage =
   --filter REGEX       run only benchmarks whose names match (POSIX extended regex, as Google
                        Benchmark's --benchmark_filter; a leading '-' negates)
   --threads N          threads of every backend (default 1; more than the CPUs is oversubscribed)
+  --precision P        fp32 (default) or bf16: mixed precision on every backend that has it
+                       (bfloat16 products, float32 master weights and optimizer; torch's through
+                       torch.autocast); the others' rows are reported skipped, saying why
   --checkpoint-dir DIR where engine_multistage writes its checkpoint files, each unlinked as soon
                        as it is open (default: the run's folder)
   --cache-dir DIR      keep the compiled mode's plans in DIR, so that its benchmarks skip
@@ -118,7 +121,8 @@ struct Options {
   // ratio's the 2nd to 9th of its 10 pairs. 2 rounds: each benchmark's repetitions come from two
   // processes, minutes apart (bench_phase.h); 0 until given: then 2, or 1 for one repetition.
   int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
-  int jobs = 1;  // --check-only: check processes at once, the memory limit shared among them
+  int jobs = 1;       // --check-only: check processes at once, the memory limit shared among them
+  bool bf16 = false;  // --precision bf16: every backend's rows under mixed precision
   double min_time = 0.1, timeout = 600;  // 0.1 s a repetition: 10 of them are a timed second
   double time_budget = 10;  // seconds a benchmark aims at over all its rounds (bench_phase.h)
   int64_t memory_limit = default_memory_limit();
@@ -197,7 +201,18 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     o.cache_dir = next();
   else if (arg == "--threads")
     o.threads = parse_count(arg, next(), 1, 256);
-  else if (arg == "--repetitions")
+  else if (arg == "--precision") {
+    const std::string p = next();
+    if (p != "fp32" && p != "bf16")
+      usage_error(
+          fmt::format("--precision {}: valid: fp32 (the default), bf16 (bfloat16 products, "
+                      "float32 accumulation, master weights and optimizer){}",
+                      p,
+                      p == "fp16" || p == "fp8"
+                          ? fmt::format("; {} is not supported (no CPU kernels for it here)", p)
+                          : ""));
+    o.bf16 = p == "bf16";
+  } else if (arg == "--repetitions")
     o.repetitions = parse_count(arg, next(), 1, 1000);
   else if (arg == "--jobs")
     o.jobs = parse_count(arg, next(), 1, 16);

@@ -49,6 +49,7 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   const int threads = threads_of(backend, opt.threads);
   if (spec.shares_verdicts) argv.push_back("--verdicts=" + folder + "/dialect_verdicts.txt");
   if (spec.threaded) argv.push_back(fmt::format("--threads={}", threads));
+  if (opt.bf16 && !backend_in_bf16(backend)) argv.push_back("--precision=bf16");
   if (reads_corpus) argv.push_back("--data=" + opt.data);
   return argv;
 }
@@ -139,6 +140,7 @@ Json RunState::run_options_json() const {
                                {"workloads", opt.workloads},
                                {"data", opt.data},
                                {"threads", opt.threads},
+                               {"precision", opt.bf16 ? "bf16" : "fp32"},
                                {"repetitions", opt.repetitions},
                                {"rounds", opt.rounds},
                                {"min_time", opt.min_time},

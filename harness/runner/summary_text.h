@@ -97,6 +97,8 @@ inline std::string machine_lines(const Summary& s) {
   if (cpus > 0 && !by_threads.empty() && by_threads.rbegin()->first > cpus)
     threads +=
         fmt::format(" (oversubscribed: {} threads on {} CPUs)", by_threads.rbegin()->first, cpus);
+  if (JsonView(s.options)["precision"].str_or("fp32") == "bf16")
+    threads += "; precision bf16 (mixed: bf16 products, float32 weights and optimizer)";
   return wrapped(fmt::format("summary of {} (study {}); {}", s.run_id, s.study, threads), 2) +
          wrapped(fmt::format("machine: {} ({} family {} model {} stepping {}), CPUs {} of {}, "
                              "kernel {}, governor {}",

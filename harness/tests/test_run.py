@@ -189,6 +189,10 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     (["--repetitions", "2", "--rounds", "3"], "--rounds 3: at most --repetitions (2)"),
     (["--jobs", "0"], "--jobs 0: expected a whole number from 1 to 16"),
     (["--threads", "2x"], "--threads 2x: expected a whole number from 1 to 256"),
+    (["--precision", "fp16"], "--precision fp16: valid: fp32 (the default), bf16 (bfloat16 "
+                              "products, float32 accumulation, master weights and optimizer); fp16 "
+                              "is not supported"),
+    (["--precision", "half"], "--precision half: valid: fp32 (the default), bf16"),
     (["--sizes", "=10"], "--sizes =10: expected KEY=N,N,..."),
     (["--data", "/"], "--data=/: not a regular file (a directory)"),
     (["--cache-dir", "/etc/hostname"], "--cache-dir /etc/hostname: not a directory"),
@@ -488,10 +492,33 @@ def test_python_driver_refuses_bad_protocol_flags(bin_dir):
     for flag, message in [("--instance=workload=resnet", "unknown workload 'resnet'"),
                           ("--instance=workload=tiny_graph,size=x", "size 'x' is not a whole number"),
                           ("--instance=colour=red", "'colour=red' is not one of"),
-                          ("--frobnicate", "unrecognized or invalid argument '--frobnicate'")]:
+                          ("--frobnicate", "unrecognized or invalid argument '--frobnicate'"),
+                          ("--precision=fp8", "--precision=fp8: valid: fp32 (the default), bf16")]:
         r = subprocess.run(["/usr/bin/python3", driver, flag], capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 2 and r.stderr.startswith("error: ") and message in r.stderr, r.stderr
+    for binary in ("bench_engine", "bench_compiled", "bench_libtorch", "bench_adolc"):
+        r = subprocess.run([os.path.join(bin_dir, binary), "--precision=fp16"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.startswith("error: --precision=fp16: valid: fp32") \
+            and "fp16 is not supported" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+# --precision bf16: every backend under mixed precision, the scalar graphs skipped saying why,
+# the model rows checked against one another at the bf16 tolerance.
+def test_precision_bf16_runs_the_models_and_skips_the_scalar_graphs(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--precision", "bf16", "--workloads", "tiny_graph,mlp_width",
+            "--sizes", "width=16", *CPP, "--check-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "latest")
+    checks = {(c["backend"], c["instance"]): c for c in load(run_dir / "check.json")["results"]}
+    for backend in ("engine", "libtorch"):
+        tiny = checks[(backend, "grad/tiny_graph")]
+        assert tiny["status"] == "skipped" and "a scalar graph is computed in double" in \
+            tiny["message"], tiny
+        model = checks[(backend, "step/mlp_width/width:16")]
+        assert model["status"] == "ok", model
+    assert checks[("libtorch", "step/mlp_width/width:16")]["tolerance"] == 8 / 256
 
 
 # Run by hand, a backend binary registers every workload and takes Google Benchmark's flags.
