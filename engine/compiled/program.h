@@ -234,7 +234,7 @@ class Program {
       throw PlanMismatch{"more ops than the plan's " + std::to_string(given_->kernels.size())};
     const PlanDecisions::Choice& c = given_->kernels[i];
     auto named = [&](const std::string& dialect) -> const Kernel<T>* {
-      if (bf16_product(op, shape)) return dialect == "bf16" ? bf16_kernel_of<T>(op) : nullptr;
+      if (bf16_op(op, shape)) return dialect == "bf16" ? bf16_kernel_of<T>(op) : nullptr;
       for (const Kernel<T>& k : kernels_of<T>(op))
         if (dialect == k.dialect && k.in_build) return &k;
       return nullptr;

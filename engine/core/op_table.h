@@ -88,9 +88,20 @@ constexpr OpRuleTable<T> make_op_rules() {
   return table;
 }
 
+// An op whose backward reads one float32 activation, under bf16: that activation saved in bf16
+// (engine/core/ops_bf16.h: saved_in_bf16 says which).
+template <TensorOp Op, bool Out, bool Aux = false>
+constexpr void save_in_bf16(OpRuleTable<float>& table) {
+  static_assert(saved_in_bf16(Op) == (Out ? SavedBf16::output : SavedBf16::input));
+  using S = ops::Saved<Op, Out, Aux>;
+  OpRule<float>& r = table[size_t(Op)];
+  r.forward = S::forward, r.backward = S::backward, r.aux_elems = S::aux_elems;
+  r.forward_scratch = S::forward_scratch, r.backward_scratch = S::backward_scratch;
+  r.backward_reads = uint8_t((r.backward_reads & ~(Out ? kReadsOut : kReadsIn0)) | kReadsAux);
+}
 // Under Precision::bf16: the products on bf16 operands (runs_bf16), each saving its activation
-// operands' bf16 copies in aux, which its backward reads instead of them; linear's ReLU still
-// reads its output. Every other rule is float32's.
+// operands' bf16 copies in aux (and linear's ReLU which outputs passed), which its backward reads
+// instead of them; the other ops that read an activation in their backward save it in bf16.
 constexpr OpRuleTable<float> make_op_rules_bf16() {
   OpRuleTable<float> table = make_op_rules<float>();
   table[size_t(TensorOp::matmul)] = {ops::matmul_forward_bf16,
@@ -107,10 +118,19 @@ constexpr OpRuleTable<float> make_op_rules_bf16() {
                                      ops::bf16_aux,
                                      ops::bf16_forward_scratch<true>,
                                      ops::bf16_backward_scratch<true>,
-                                     kReadsAux | kReadsOut,
+                                     kReadsAux,
                                      false,
                                      false,
                                      1 | 2 | 4};
+  save_in_bf16<TensorOp::tanh, true>(table);
+  save_in_bf16<TensorOp::relu, true>(table);
+  save_in_bf16<TensorOp::gelu, false>(table);
+  save_in_bf16<TensorOp::exp, true>(table);
+  save_in_bf16<TensorOp::log, false>(table);
+  save_in_bf16<TensorOp::layernorm, false>(table);
+  save_in_bf16<TensorOp::softmax, true>(table);
+  save_in_bf16<TensorOp::attention, false, true>(table);  // and its probabilities
+  save_in_bf16<TensorOp::sigmoid, true>(table);
   return table;
 }
 

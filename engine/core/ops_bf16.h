@@ -2,17 +2,21 @@
 // bfloat16 on a CPU) and the ops whose arithmetic it changes.
 //
 // Under Precision::bf16 the products, matmul and linear, take bfloat16 operands and accumulate in
-// float32 (engine/kernels/bf16.h), forward and backward. Everything else stays float32: every
-// other op (layernorm, softmax, cross-entropy, exp, log, the reductions, the elementwise ops, and
-// attention, whose heads of 4 to 32 channels have no product a bf16 kernel could speed up), the
-// parameters (master weights), every gradient and the optimizer's state. What changes is where
-// the products read their operands:
-// - an activation operand is rounded to bf16 once, in the forward, into the op's aux: the backward
-//   reads that copy and not the float32 activation, which may then die at its last forward reader
-//   (the compiled mode's planner sees it through backward_reads), at half the bytes;
+// float32 (engine/kernels/bf16.h), forward and backward. Every other op computes in float32
+// (layernorm, softmax, cross-entropy, exp, log, the reductions, the elementwise ops, and
+// attention, whose heads of 4 to 32 channels have no product a bf16 kernel could speed up), as do
+// the parameters (master weights), every gradient and the optimizer's state. What a backward
+// reads of the forward is bf16, so that no float32 activation lives from the forward to the
+// backward (the compiled mode's planner sees it through backward_reads and frees it at its last
+// forward reader):
+// - a product's activation operand is rounded to bf16 once, in the forward, into its aux, which
+//   both the product and its backward read; linear with ReLU keeps a bit per output for its
+//   backward's mask;
 // - a parameter operand is read from its bf16 copy (OpArgs::half), written by the optimizer's pass
 //   with each update (engine/core/optimizer.h), so no step converts a weight. Without one (a
-//   product of two activations, a weight that is not a parameter) aux holds its copy too.
+//   product of two activations, a weight that is not a parameter) aux holds its copy too;
+// - any other op whose backward reads its input or its output (saved_in_bf16) saves that in bf16
+//   in its aux and widens it into scratch for the float32 backward.
 // The output gradient is rounded to bf16 in the backward's scratch, once for both products.
 // Tests: engine/core/ops_bf16_test.cc.
 #pragma once
@@ -27,6 +31,29 @@ namespace bp {
 
 // The table: which ops run on bf16 operands under Precision::bf16 (the rest in float32).
 constexpr bool runs_bf16(TensorOp op) { return op == TensorOp::matmul || op == TensorOp::linear; }
+// Which float32 activation an op's backward reads, saved in bf16 under Precision::bf16 (its
+// arithmetic stays float32): every op that reads one, its input or its output; attention its
+// probabilities too. Not mul and logsumexp (two each), nor cross_entropy's probabilities (its
+// logits' gradient comes from them alone) or layernorm's means and deviations (a row each).
+enum class SavedBf16 : uint8_t { none, input, output };
+constexpr SavedBf16 saved_in_bf16(TensorOp op) {
+  switch (op) {
+    case TensorOp::gelu:
+    case TensorOp::log:
+    case TensorOp::layernorm:
+    case TensorOp::attention: return SavedBf16::input;
+    case TensorOp::tanh:
+    case TensorOp::relu:
+    case TensorOp::exp:
+    case TensorOp::softmax:
+    case TensorOp::sigmoid: return SavedBf16::output;
+    default: return SavedBf16::none;
+  }
+}
+// The ops whose rule the bf16 table replaces.
+constexpr bool replaced_in_bf16(TensorOp op) {
+  return runs_bf16(op) || saved_in_bf16(op) != SavedBf16::none;
+}
 
 namespace ops {
 
@@ -82,7 +109,17 @@ inline HalfOperands save_operands(const OpArgs<float>& a, int operands) {
   return h;
 }
 
-inline size_t bf16_aux(const OpArgs<float>& a) { return half_operands(a, 2).aux_floats; }
+// linear with ReLU: which outputs passed, a bit each, after the operands' copies (its backward
+// reads these, not the float32 output).
+inline size_t relu_mask_floats(const OpArgs<float>& a) {
+  return a.arg[0] ? scratch_round((numel(a) + 31) / 32) : 0;
+}
+inline size_t bf16_aux(const OpArgs<float>& a) {
+  return half_operands(a, 2).aux_floats + relu_mask_floats(a);
+}
+inline uint32_t* relu_mask(const OpArgs<float>& a) {
+  return reinterpret_cast<uint32_t*>(a.aux + half_operands(a, 2).aux_floats);
+}
 template <bool Linear>
 size_t bf16_forward_scratch(const OpArgs<float>& a) {
   const Product p = products_of(a, Linear)[0];
@@ -128,12 +165,20 @@ inline void linear_forward_bf16(const OpArgs<float>& a) {
       std::memcpy(a.out + size_t(r) * OC, a.in[2], OC * sizeof(float));
   });
   product_bf16(a.out, h.x[0], h.x[1], linear_products(a)[0], a.scratch, false);
-  if (a.arg[0])
-    for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {
-      float* out = a.out;
-#pragma omp simd
-      for (size_t i = i0; i < i1; i++) out[i] = relu_of(out[i]);
-    });
+  if (!a.arg[0]) return;
+  const size_t n = numel(a);
+  uint32_t* mask = relu_mask(a);
+  for_chunks((n + 31) / 32, [&](size_t w0, size_t w1) {  // whole words of 32 outputs a part
+    float* out = a.out;
+    for (size_t w = w0; w < w1; w++) {
+      uint32_t bits = 0;
+      for (size_t i = w * 32; i < std::min(n, w * 32 + 32); i++) {
+        out[i] = relu_of(out[i]);
+        bits |= uint32_t(relu_passes(out[i])) << (i % 32);
+      }
+      mask[w] = bits;
+    }
+  });
 }
 // dx += g w; dw += g^T x (both on bf16 g, w, x); db += the column sums of g, in float32.
 inline void linear_backward_bf16(const OpArgs<float>& a) {
@@ -141,10 +186,12 @@ inline void linear_backward_bf16(const OpArgs<float>& a) {
   const std::array<Product, 3> p = linear_products(a);
   const HalfOperands h = half_operands(a, 2);
   float* g = a.dout;
-  if (a.arg[0])
+  if (a.arg[0]) {
+    const uint32_t* mask = relu_mask(a);
     for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {
-      for (size_t i = i0; i < i1; i++) g[i] = relu_passes(a.out[i]) ? g[i] : 0.f;
+      for (size_t i = i0; i < i1; i++) g[i] = mask[i / 32] >> (i % 32) & 1 ? g[i] : 0.f;
     });
+  }
   uint16_t* gh = as_half(a.scratch);
   to_bf16(gh, g, size_t(N) * OC);
   OpArgs<float> rest = a;
@@ -159,6 +206,61 @@ inline void linear_backward_bf16(const OpArgs<float>& a) {
         axpy(a.din[2] + c0, 1.f, g + size_t(r) * OC + c0, c1 - c0, (a.fresh & 4) && !r);
     });
 }
+
+// ---- every other op whose backward reads one float32 activation: saved in bf16 ----
+// The op's float32 rule (Op), with that activation (its input, or its output when Out) rounded to
+// bf16 into aux, and, when Aux, what its forward saves for the backward (attention's
+// probabilities) made in forward scratch and kept in bf16; each widened into scratch for its
+// backward, whose arithmetic is float32's on the rounded values. aux: [the op's aux, in bf16 when
+// Aux][the activation in bf16]; forward scratch: [the op's][its aux in float32, when Aux];
+// backward scratch: [the op's][the activation][its aux, when Aux], widened.
+template <TensorOp Op, bool Out, bool Aux>
+struct Saved {
+  static const OpRule<float>& base() { return op_rules<float>[int(Op)]; }
+  static size_t elems(const OpArgs<float>& a) {
+    return Out ? numel(a) : size_t(a.in_rows[0]) * a.in_cols[0];
+  }
+  static size_t base_aux(const OpArgs<float>& a) { return base().aux_elems(a); }
+  static size_t own_aux(const OpArgs<float>& a) {  // the op's aux as this rule keeps it
+    return Aux ? half_floats(base_aux(a)) : scratch_round(base_aux(a));
+  }
+  static uint16_t* copy(const OpArgs<float>& a) { return as_half(a.aux + own_aux(a)); }
+  static size_t aux_elems(const OpArgs<float>& a) { return own_aux(a) + half_floats(elems(a)); }
+  static size_t forward_scratch(const OpArgs<float>& a) {
+    return scratch_round(base().forward_scratch(a)) + (Aux ? base_aux(a) : 0);
+  }
+  static size_t backward_scratch(const OpArgs<float>& a) {
+    return scratch_round(base().backward_scratch(a)) + scratch_round(elems(a)) +
+           (Aux ? base_aux(a) : 0);
+  }
+  static void widen(float* out, const uint16_t* in, size_t n) {
+    for_chunks(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; i++) out[i] = bf16::to_float(in[i]);
+    });
+  }
+  static void forward(const OpArgs<float>& a) {
+    if constexpr (!Out) to_bf16(copy(a), a.in[0], elems(a));  // before out may overwrite it
+    OpArgs<float> own = a;
+    if constexpr (Aux) own.aux = a.scratch + scratch_round(base().forward_scratch(a));
+    base().forward(own);
+    if constexpr (Aux) to_bf16(as_half(a.aux), own.aux, base_aux(a));
+    if constexpr (Out) to_bf16(copy(a), a.out, elems(a));
+  }
+  static void backward(const OpArgs<float>& a) {
+    float* wide = a.scratch + scratch_round(base().backward_scratch(a));
+    widen(wide, copy(a), elems(a));
+    OpArgs<float> widened = a;
+    if constexpr (Out)
+      widened.out = wide;
+    else
+      widened.in[0] = wide;
+    if constexpr (Aux) {
+      widened.aux = wide + scratch_round(elems(a));
+      widen(widened.aux, as_half(a.aux), base_aux(a));
+    }
+    base().backward(widened);
+  }
+};
 
 }  // namespace ops
 

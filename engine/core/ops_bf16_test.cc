@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/compiled/trace_test.h"
+#include "engine/core/at_threads_test.h"
 #include "engine/core/tensor.h"
 
 namespace ops_bf16_test {
@@ -115,7 +116,15 @@ TEST(Bf16Ops, TheTableReplacesTheRulesOfExactlyTheOpsItRunsInBf16) {
   for (size_t i = 0; i < size_t(bp::TensorOp::count); i++) {
     const bool replaced = bp::op_rules<float>[i].forward != bp::OpRulesBf16::table[i].forward ||
                           bp::op_rules<float>[i].backward != bp::OpRulesBf16::table[i].backward;
-    EXPECT_EQ(replaced, bp::runs_bf16(bp::TensorOp(i))) << bp::tensor_op_names[i];
+    EXPECT_EQ(replaced, bp::runs_bf16(bp::TensorOp(i)) ||
+                            bp::saved_in_bf16(bp::TensorOp(i)) != bp::SavedBf16::none)
+        << bp::tensor_op_names[i];
+    // no backward under bf16 reads a float32 activation (a parameter's copy is OpArgs::half)
+    if (replaced)
+      EXPECT_FALSE(
+          bp::OpRulesBf16::table[i].backward_reads &
+          (bp::kReadsIn0 | bp::kReadsOut | (bp::runs_bf16(bp::TensorOp(i)) ? bp::kReadsIn1 : 0)))
+          << bp::tensor_op_names[i];
   }
 }
 
@@ -230,6 +239,40 @@ TEST(Bf16Models, CompiledIsTheEagerEngineBitwiseAndWithinToleranceOfFloat32) {
     }
   });
   EXPECT_GT(checked, 0);
+}
+
+// Under bf16 too, the same bits at any thread count and way of splitting, eager and compiled.
+template <class W>
+void expect_bf16_bitwise_at_threads(int64_t size, const bp::Corpus& corpus) {
+  const auto one_e = trace<W, bp::EngineBackend>(size, corpus, 2, 0, Precision::bf16);
+  const auto one_c = trace<W, bp::CompiledBackend>(size, corpus, 2, 0, Precision::bf16);
+  for (int n : {2, 3})
+    for (Forced forced : kEveryWayOfSplitting) {
+      AtThreads at(n, forced);
+      const auto e = trace<W, bp::EngineBackend>(size, corpus, 2, 0, Precision::bf16);
+      const auto c = trace<W, bp::CompiledBackend>(size, corpus, 2, 0, Precision::bf16);
+      const std::string what =
+          std::string(W::name) + " at " + std::to_string(n) + " threads" + forced_name(forced);
+      for (size_t i = 0; i < e.losses.size(); i++) {
+        EXPECT_TRUE(same_bits(e.losses[i], one_e.losses[i])) << "eager " << what;
+        EXPECT_TRUE(same_bits(c.losses[i], one_c.losses[i])) << "compiled " << what;
+      }
+      for (size_t i = 0; i < e.step0_grads.size(); i++) {
+        EXPECT_TRUE(same_bits(e.grads_after_updates[i], one_e.grads_after_updates[i]))
+            << "eager " << what << " param " << i;
+        EXPECT_TRUE(same_bits(c.grads_after_updates[i], one_c.grads_after_updates[i]))
+            << "compiled " << what << " param " << i;
+      }
+    }
+}
+TEST(Bf16Models, BitwiseAtAnyThreadCount) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  expect_bf16_bitwise_at_threads<bp::MiniGptWide>(1, corpus);
+  expect_bf16_bitwise_at_threads<bp::CharMlp>(256, corpus);
+  expect_bf16_bitwise_at_threads<bp::CharRnnWide>(8, corpus);
+  std::printf(
+      "  mini_gpt_wide, char_mlp, char_rnn_wide under bf16 at 2 and 3 threads, every way "
+      "of splitting, eager and compiled: bitwise one thread's\n");
 }
 
 TEST(Bf16OpsDeathTest, APrecisionAfterTheFirstStepOrInDoubleIsOneLine) {

@@ -400,8 +400,8 @@ class TensorGraph {
       const Node& x = nodes_[n.in[k]];
       a.in[k] = x.data, a.din[k] = x.grad, a.in_rows[k] = x.rows, a.in_cols[k] = x.cols;
     }
+    if (precision_ == Precision::bf16) a.precision = Precision::bf16;
     if (precision_ == Precision::bf16 && runs_bf16(n.op)) {
-      a.precision = Precision::bf16;
       for (int k = 0; k < 2; k++)  // a trained parameter's bf16 copy (a view of one is not)
         if (n.in[k] < param_offsets_.size() && param_offsets_[n.in[k]] != SIZE_MAX)
           a.half[k] = flat_.halves() + param_offsets_[n.in[k]], a.half_given |= 1 << k;

@@ -134,7 +134,7 @@ const Kernel<float>* bf16_kernel_of<float>(TensorOp op) {
     }
     return k;
   }();
-  return runs_bf16(op) ? &kernels[size_t(op)] : nullptr;
+  return replaced_in_bf16(op) ? &kernels[size_t(op)] : nullptr;
 }
 template <>
 const Kernel<double>* bf16_kernel_of<double>(TensorOp) {

@@ -359,7 +359,7 @@ void DialectSelector<T>::weigh_libraries(const std::vector<std::pair<TensorOp, O
   double total = 0;
   for (const auto& [op, a] : nodes) {
     const OpFamily f = family_of(op);
-    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || bf16_product(op, a)) continue;
+    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || bf16_op(op, a)) continue;
     std::optional<KernelChoice<T>> c = verdict(op, a);
     if (!c) {
       (void)choose(op, a);  // timed now, and kept as a verdict
@@ -395,11 +395,12 @@ template <class T>
 auto DialectSelector<T>::choose(TensorOp op, const OpArgs<T>& a) -> KernelChoice<T> {
   const std::span<const Kernel<T>> all = kernels_of<T>(op);
   const OpFamily f = family_of(op);
-  if (bf16_product(op, a)) {  // the bf16 table's kernel, not a float32 dialect (kernels.h)
-    if (!spec_.forced[size_t(f)].empty())
+  if (bf16_op(op, a)) {  // the bf16 table's kernel, not a float32 dialect (kernels.h)
+    if (f != OpFamily::count && !spec_.forced[size_t(f)].empty())
       throw DialectError{"dialect " + std::string(op_family_names[size_t(f)]) + ":" +
-                         spec_.forced[size_t(f)] +
-                         " is a float32 kernel; under --precision=bf16 the products run bf16's"};
+                         spec_.forced[size_t(f)] + " is a float32 kernel; under --precision=bf16 " +
+                         tensor_op_names[int(op)] +
+                         " runs the bf16 table's (engine/core/ops_bf16.h)"};
     return {bf16_kernel_of<T>(op), {}};
   }
   if (f != OpFamily::count && !spec_.forced[size_t(f)].empty()) {
@@ -460,7 +461,7 @@ void DialectSelector<T>::time_in_child(const std::vector<std::pair<TensorOp, OpA
   std::set<Key> shapes;  // each once: an unrolled RNN repeats its few shapes
   for (const auto& [op, a] : nodes) {
     const OpFamily f = family_of(op);
-    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || bf16_product(op, a) ||
+    if (f == OpFamily::count || !spec_.forced[size_t(f)].empty() || bf16_op(op, a) ||
         verdict(op, a) || !shapes.insert(key_of(op, a)).second)
       continue;
     for (const Kernel<T>& k : kernels_of<T>(op))

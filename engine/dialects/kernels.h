@@ -84,11 +84,12 @@ struct Kernel {
   uint8_t backward_fresh = 0;  // the din[k] (bit k) its backward can write fresh (OpArgs::fresh)
 };
 
-// A product under Precision::bf16: its kernel is the bf16 table's (engine/core/ops_bf16.h),
-// chosen by the precision, not a dialect among the float32 ones and never timed against them.
+// An op the bf16 table replaces, under Precision::bf16: its kernel is that table's
+// (engine/core/ops_bf16.h), chosen by the precision, not a dialect among the float32 ones and
+// never timed against them.
 template <class T>
-bool bf16_product(TensorOp op, const OpArgs<T>& a) {
-  return a.precision == Precision::bf16 && runs_bf16(op);
+bool bf16_op(TensorOp op, const OpArgs<T>& a) {
+  return a.precision == Precision::bf16 && replaced_in_bf16(op);
 }
 // That kernel (its dialect is named "bf16" in results and plans), or null for an op without one
 // or in double.

@@ -75,6 +75,13 @@ inline void from_floats(uint16_t* out, const float* in, size_t n) {
 
 // The pairs' order of k, padded to even: 1, 0, 3, 2, ...; position j of it is k = j ^ 1.
 inline int32_t padded_k(int32_t K) { return K + (K & 1); }
+// Pairs of k a block takes: two panels of them (16 KB) stay in L1 while a band's tiles use them,
+// and b is packed a block at a time (a whole b in pairs was mlp_width 2048's largest buffer).
+inline constexpr int32_t kBlockPairs = 128;
+// The floats of one packed block of b.
+inline size_t packed_block_floats(int32_t K, int32_t N) {
+  return size_t(std::min(padded_k(K) / 2, kBlockPairs)) * ((N + 15) / 16 * 16);
+}
 
 // a (M, K) is stored (K, M) when trans_a; b (K, N) is stored (N, K) when trans_b.
 struct Operands {
@@ -218,23 +225,25 @@ BP_BF16_TARGET inline void interleave_rows(uint32_t* out, const uint16_t* even, 
   }
   for (; j < n; j++) out[j] = even[j] | (odd ? uint32_t(odd[j]) << 16 : 0);
 }
-// b's pairs packed: panel p (16 columns), pair q: 16 dwords (b(2q, n), b(2q + 1, n)), zero past N
-// and past K. b stored (N, K): a pair is two neighbours of a row, and a full panel is a transpose
-// of sixteen rows' dwords, sixteen pairs at a time; b stored (K, N): two rows interleaved.
-BP_BF16_TARGET inline void pack_pairs(uint32_t* packed, const Operands& x, int32_t K, int32_t N) {
-  const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
-  for (int32_t p = 0; p < panels; p++) {
+// Pairs [q0, q1) of b's panels [p0, p1) packed: panel p (16 columns) at (p * (q1 - q0)) * 16, pair
+// q at (q - q0) * 16 in it, 16 dwords (b(2q, n), b(2q + 1, n)), zero past N and past K. b stored
+// (N, K): a pair is two neighbours of a row, and a full panel is a transpose of sixteen rows'
+// dwords, sixteen pairs at a time; b stored (K, N): two rows interleaved. q0 is a multiple of 16.
+BP_BF16_TARGET inline void pack_pairs(uint32_t* packed, const Operands& x, int32_t K, int32_t N,
+                                      int32_t q0, int32_t q1, int32_t p0, int32_t p1) {
+  const int32_t block = q1 - q0;
+  for (int32_t p = p0; p < p1; p++) {
     const int32_t n0 = p * 16, cols = std::min(16, N - n0);
-    uint32_t* panel = packed + size_t(p) * pairs * 16;
-    int32_t q = 0;
+    uint32_t* panel = packed + size_t(p) * block * 16 - size_t(q0) * 16;  // indexed by q
+    int32_t q = q0;
     if (x.trans_b && cols == 16)
-      for (; 2 * (q + 16) <= K; q += 16) {  // whole pairs, sixteen of them
+      for (; 2 * (q + 16) <= K && q + 16 <= q1; q += 16) {  // whole pairs, sixteen of them
         __m512i r[16];
         for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_si512(x.b + size_t(n0 + j) * K + 2 * q);
         transpose16(r);
         for (int t = 0; t < 16; t++) _mm512_storeu_si512(panel + size_t(q + t) * 16, r[t]);
       }
-    for (; q < pairs; q++) {
+    for (; q < q1; q++) {
       uint32_t* to = panel + size_t(q) * 16;
       const bool odd = 2 * q + 1 < K;
       if (x.trans_b) {
@@ -258,10 +267,8 @@ struct PairRows {
   size_t row, pair;
   bool half_tail;
 };
-// Pairs of k a block takes: two panels of them (16 KB) stay in L1 while a band's tiles use them.
-inline constexpr int32_t kBlockPairs = 128;
-// MR rows of c by two panels (32 columns; `cols` of them real) over pairs [q0, q1); c is read
-// first, or taken as zero when `zero`.
+// MR rows of c by two panels (32 columns; `cols` of them real, each packed from pair q0) over
+// pairs [q0, q1); c is read first, or taken as zero when `zero`.
 template <int MR>
 BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const PairRows& a, int32_t K, int32_t q0,
                                     int32_t q1, const uint32_t* panel0, const uint32_t* panel1,
@@ -274,8 +281,8 @@ BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const PairRows& a, in
     acc[i][1] = zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + size_t(i) * ldc + 16);
   }
   const auto step = [&](int32_t q, auto&& pair_of_row) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel0 + size_t(q) * 16);
-    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel1 + size_t(q) * 16);
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel0 + size_t(q - q0) * 16);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel1 + size_t(q - q0) * 16);
     for (int i = 0; i < MR; i++) {
       const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_of_row(a.a + i * a.row)));
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
@@ -299,43 +306,52 @@ BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const PairRows& a, in
 template <int MR>
 BP_BF16_TARGET inline void dot_rows(float* c, const PairRows& a, int32_t K, int32_t N,
                                     const uint32_t* packed, int32_t q0, int32_t q1, bool zero) {
-  const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
+  const int32_t block = q1 - q0, panels = (N + 15) / 16;
   for (int32_t p = 0; p < panels; p += 2) {
-    const uint32_t* panel0 = packed + size_t(p) * pairs * 16;
+    const uint32_t* panel0 = packed + size_t(p) * block * 16;
     // a lone last panel is paired with itself, its second half masked off
-    const uint32_t* panel1 = p + 1 < panels ? panel0 + size_t(pairs) * 16 : panel0;
+    const uint32_t* panel1 = p + 1 < panels ? panel0 + size_t(block) * 16 : panel0;
     dot_tile<MR>(c + p * 16, N, a, K, q0, q1, panel0, panel1, std::min(32, N - p * 16), zero);
   }
 }
-// Rows [r0, r1) of c, k in blocks of kBlockPairs (c's sums go on in the pairs' order).
+// Rows [r0, r1) of c over the packed block of pairs [q0, q1).
 BP_BF16_TARGET inline void dot_band(float* c, const PairRows& a, int32_t K, int32_t N,
-                                    const uint32_t* packed, int32_t r0, int32_t r1, bool fresh) {
+                                    const uint32_t* packed, int32_t q0, int32_t q1, int32_t r0,
+                                    int32_t r1, bool zero) {
   const auto from = [&a](int32_t m) {
     return PairRows{a.a + m * a.row, a.row, a.pair, a.half_tail};
   };
-  const int32_t pairs = padded_k(K) / 2;
-  for (int32_t q0 = 0; q0 < pairs; q0 += kBlockPairs) {
-    const int32_t q1 = std::min(pairs, q0 + kBlockPairs);
-    const bool zero = fresh && q0 == 0;
-    int32_t m = r0;
-    for (; m + 8 <= r1; m += 8) dot_rows<8>(c + size_t(m) * N, from(m), K, N, packed, q0, q1, zero);
-    for (; m < r1; m++) dot_rows<1>(c + size_t(m) * N, from(m), K, N, packed, q0, q1, zero);
-  }
+  int32_t m = r0;
+  for (; m + 8 <= r1; m += 8) dot_rows<8>(c + size_t(m) * N, from(m), K, N, packed, q0, q1, zero);
+  for (; m < r1; m++) dot_rows<1>(c + size_t(m) * N, from(m), K, N, packed, q0, q1, zero);
 }
 BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
                                     float* scratch, bool fresh) {
   uint32_t* packed = reinterpret_cast<uint32_t*>(scratch);
-  pack_pairs(packed, x, K, N);
   PairRows a{x.a, size_t(K), 2, (K & 1) != 0};
   if (x.trans_a) {  // a's pairs interleaved from its rows k = 2q and 2q + 1: (pairs, M) dwords
-    uint32_t* rows = packed + size_t(padded_k(K)) / 2 * ((N + 15) / 16 * 16);
+    uint32_t* rows = packed + packed_block_floats(K, N);
     for (int32_t q = 0; q < padded_k(K) / 2; q++)
       interleave_rows(rows + size_t(q) * M, x.a + size_t(2 * q) * M,
                       2 * q + 1 < K ? x.a + size_t(2 * q + 1) * M : nullptr, M);
     a = {reinterpret_cast<const uint16_t*>(rows), 2, 2 * size_t(M), false};
   }
-  over_row_bands(M, K, N,
-                 [&](int32_t r0, int32_t r1, int) { dot_band(c, a, K, N, packed, r0, r1, fresh); });
+  // k a block at a time: its pairs packed (panels split over the parts), then every band's rows
+  const int32_t pairs = padded_k(K) / 2, panels = (N + 15) / 16;
+  const int parts = row_band_parts(M, K, N);
+  for (int32_t q0 = 0; q0 < pairs; q0 += kBlockPairs) {
+    const int32_t q1 = std::min(pairs, q0 + kBlockPairs);
+    if (parts == 1)
+      pack_pairs(packed, x, K, N, q0, q1, 0, panels);
+    else
+      thread_pool().run(parts, [&](int part, int total) {
+        pack_pairs(packed, x, K, N, q0, q1, int32_t(int64_t(panels) * part / total),
+                   int32_t(int64_t(panels) * (part + 1) / total));
+      });
+    over_row_bands(M, K, N, [&](int32_t r0, int32_t r1, int) {
+      dot_band(c, a, K, N, packed, q0, q1, r0, r1, fresh && q0 == 0);
+    });
+  }
 }
 #undef BP_BF16_TARGET
 #endif
@@ -348,8 +364,8 @@ inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a,
   if (p == Path::widened)  // a and b widened (b twice if transposed), a pack per part
     return size_t(M) * Kp + Kp * N * (trans_b ? 2 : 1) +
            size_t(detail::row_band_parts(M, K, N)) * gemm_pack_elems_most(int32_t(Kp), N);
-  // b's pairs, 16 columns a panel (32 bits each); a transposed is copied in rows of pairs
-  return Kp / 2 * size_t((N + 15) / 16 * 16) + (trans_a ? size_t(M) * Kp / 2 : 0);
+  // a block of b's pairs, 16 columns a panel (32 bits each); a transposed, interleaved in pairs
+  return packed_block_floats(K, N) + (trans_a ? size_t(M) * Kp / 2 : 0);
 }
 
 // c (M, N) += op(a) (M, K) op(b) (K, N), c row-major; a and b bf16 (Operands says how each is

@@ -111,9 +111,9 @@ TEST(Bf16, ConversionRoundsToNearestEvenFlushesDenormalsAndKeepsNaN) {
 TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
-  const int shapes[][3] = {{2, 0, 5},    {1, 1, 1},    {1, 2, 1},    {3, 5, 7},   {8, 4, 16},
-                           {8, 7, 32},   {9, 9, 33},   {17, 24, 72}, {8, 96, 24}, {13, 31, 47},
-                           {64, 64, 64}, {19, 67, 40}, {16, 130, 48}};
+  const int shapes[][3] = {{2, 0, 5},    {1, 1, 1},    {1, 2, 1},     {3, 5, 7},    {8, 4, 16},
+                           {8, 7, 32},   {9, 9, 33},   {17, 24, 72},  {8, 96, 24},  {13, 31, 47},
+                           {64, 64, 64}, {19, 67, 40}, {16, 130, 48}, {9, 300, 40}, {20, 517, 33}};
   double worst = 0;
   for (const auto& s : shapes) {
     const int M = s[0], K = s[1], N = s[2];
@@ -184,7 +184,7 @@ TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
       ASSERT_EQ(bits_of(got[i]), bits_of(want[i])) << "tiny operands on " << bp::bf16::path_name(p);
   }
   std::printf(
-      "  products: 13 shapes, a and b transposed or not, bitwise the VDPBF16PS model on %s; worst "
+      "  products: 15 shapes, a and b transposed or not, bitwise the VDPBF16PS model on %s; worst "
       "error against double "
       "%.2e of the terms' magnitudes\n",
       bp::bf16::has_dot_bf16() ? "both paths" : "the widened path (no AVX512_BF16 here)", worst);
@@ -196,7 +196,7 @@ TEST(Bf16, ProductsAreBitwiseAtAnyThreadCount) {
   std::mt19937 g(5);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   // the last with tiny operands, whose products each thread must flush as the first does
-  const int shapes[][4] = {{17, 9, 33, 0}, {64, 24, 72, 0}, {40, 7, 16, -70}};
+  const int shapes[][4] = {{17, 9, 33, 0}, {64, 24, 72, 0}, {24, 300, 40, 0}, {40, 7, 16, -70}};
   int checked = 0;
   for (const auto& s : shapes) {
     const int M = s[0], K = s[1], N = s[2];
@@ -210,8 +210,8 @@ TEST(Bf16, ProductsAreBitwiseAtAnyThreadCount) {
       bp::bf16::gemm(one.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(), p);
       for (int n : {2, 3, 4}) {
         AtThreads at(n, Forced::every_split);
-        std::vector<float> got = c0;
-        bp::bf16::gemm(got.data(), {a.data(), false, b.data(), false}, M, K, N, scratch.data(), p);
+        std::vector<float> got = c0, own(bp::bf16::gemm_scratch_floats(M, K, N, false, false, p));
+        bp::bf16::gemm(got.data(), {a.data(), false, b.data(), false}, M, K, N, own.data(), p);
         EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
             << M << "x" << K << "x" << N << " on " << bp::bf16::path_name(p) << " at " << n
             << " threads";

@@ -255,7 +255,7 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
     PlainAnswer plain;  // scalar graphs: the answer without autodiff
     const bool has_plain = plain_answer(*s.workload, s.size, &plain);
     WorkloadInfo checked = *s.workload;  // with the check steps of this size
-    checked.check_steps = checked.check_steps_at(s.size);
+    checked.check_steps = run.check_steps(s);
     std::vector<Verdict> verdicts = judge_instance(checked, in, bf16, has_plain ? &plain : nullptr);
     verdicts.insert(verdicts.end(), unjudged.begin(), unjudged.end());
     for (const Verdict& v : verdicts) {

@@ -54,11 +54,18 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   return argv;
 }
 
+// A model's training steps in the check: the study's, where it asks for its own, else the
+// workload's at this size.
+int RunState::check_steps(const Selected& s) const {
+  if (s.workload->model && opt.study->check_steps > 0) return opt.study->check_steps;
+  return s.workload->check_steps_at(s.size);
+}
+
 std::string RunState::instance_arg(const Selected& s, const std::string& backend) const {
   return instance_flag({.workload = std::string(s.workload->name),
                         .size = s.workload->sizes.sized() ? std::optional(s.size) : std::nullopt,
                         .name = s.names.at(backend),
-                        .check_steps = s.workload->check_steps_at(s.size)});
+                        .check_steps = check_steps(s)});
 }
 
 // The environment (harness/common/proc.h) goes to the Python backend, which has no reader of its

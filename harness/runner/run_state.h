@@ -56,6 +56,7 @@ struct RunState {
   std::vector<std::string> command(const std::string& backend, bool reads_corpus,
                                    const std::string& folder = {}) const;
   std::string instance_arg(const Selected& s, const std::string& backend) const;
+  int check_steps(const Selected& s) const;  // a model's training steps in the check
   std::vector<std::string> child_env() const;
   void note_other_benchmarks();
 

@@ -31,6 +31,7 @@ struct Study {
   std::string (*table)(const Summary&) = nullptr;  // its table in summary.txt ("" without data)
   bool everything = false;                         // `all`: every study's phase
   std::span<const BackendSpec> rows = {};          // the backends it adds (its rows.h)
+  int check_steps = 0;  // the models' training steps in the check (0: each workload's own)
 };
 
 // The studies of this program, in order (studies/registry.h, set by its main()).

@@ -403,6 +403,29 @@ def test_the_fusion_figure_is_time_and_bytes_moved_fused_and_unfused(tmp_path):
     assert "fusion.png" not in plot.figures(write(tmp_path, s))
 
 
+def test_the_amp_figure_is_each_models_loss_curves_float32_solid_bf16_dashed(tmp_path):
+    amp = ["engine", "engine_bf16", "libtorch", "libtorch_bf16", "pytorch_bf16"]
+    times = {i: {b: 1e-3 for b in amp} for i in ("step/mlp_width/width:2048",
+                                                  "step/mini_gpt_wide/batch:32",
+                                                  "step/char_mlp/hidden:1024")}
+    s = summary(times, amp)
+    for row in s["rows"]:
+        for j, b in enumerate(amp):
+            row["backends"][b]["check_losses"] = [2.3 - 0.005 * k + 1e-3 * j for k in range(200)]
+    fig = plot.figures(write(tmp_path, s))["amp.png"]
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 3
+    for ax in panels:  # four series: pytorch_bf16 is no series of this figure
+        assert [(l.get_label(), l.get_linestyle()) for l in ax.lines] == [
+            ("engine", "-"), ("engine_bf16", "--"), ("libtorch", "-"), ("libtorch_bf16", "--")]
+        assert len(ax.lines[0].get_xdata()) == 200
+    assert_readable(fig)
+    for row in s["rows"]:  # a run without a bf16 row has no such figure
+        for b in amp[1::2] + ["pytorch_bf16"]:
+            del row["backends"][b]
+    assert "amp.png" not in plot.figures(write(tmp_path, s))
+
+
 def test_kernel_dialects_are_gflops_with_autos_choice_hatched(tmp_path):
     s = summary({"step/mlp_width/width:16": {"engine": 5e-6}}, ["engine"])
     s["kernels"] = {"peak_gflops": 200.0, "shapes": [

@@ -20,6 +20,7 @@ inline constexpr Study kAmpStudy{
     .workloads = "char_mlp,mini_gpt_wide,mlp_width,char_rnn_wide",
     .sizes = "hidden=1024 batch=32 width=2048 length=100",
     .table = amp_table,
-    .rows = kAmpRows};
+    .rows = kAmpRows,
+    .check_steps = 200};  // its check trains each model 200 steps: the loss curves of amp.png
 
 }  // namespace bp
