@@ -13,6 +13,9 @@
 // optimizer: check first, update in place"): out of place into a second set of buffers committed
 // by a swap (deferred commit), and each gradient checked in the backward as soon as it is final.
 //
+// Under mixed precision the values also have a bf16 copy (make_half), rewritten in the same pass,
+// block by block, so that no step converts a weight.
+//
 // Not here: gradient clipping, loss scaling, other optimizers. Tests:
 // engine/core/optimizer_test.cc.
 #pragma once

@@ -13,6 +13,10 @@
 // and derivative code that the compiled mode (engine/compiled/program.h) runs too. Backward
 // accumulates (+=) into gradients; only zero_grad zeroes.
 //
+// Mixed precision (`set_precision(Precision::bf16)`, float graphs, before the first step): the
+// ops run by the bf16 table of engine/core/ops_bf16.h, the products on bf16 operands, each
+// parameter's bf16 copy kept in the flat buffers beside it.
+//
 // Record-only (`TensorGraph(reserve, /*record_only=*/true)`): parameters are real, but a step's
 // ops only record their nodes, shapes checked, with no memory and no arithmetic. The compiled
 // mode captures a step this way, so capturing never costs what an eager step holds.

@@ -136,7 +136,12 @@ int tool_main(int argc, char** argv, bool (*elsewhere)(std::string_view) = nullp
       if (arg == "--precision" && i + 1 >= argc) usage("--precision takes a value");
       const std::string text = arg == "--precision" ? argv[++i] : std::string(arg.substr(12));
       const std::optional<Precision> p = parse_precision(text);
-      if (!p) usage("--precision " + text + ": valid: " + std::string(kPrecisions));
+      if (!p)
+        usage("--precision " + text + ": valid: " + std::string(kPrecisions) +
+              (text == "bf16" || text == "fp16" || text == "fp8"
+                   ? " (GradBench's evals are checked in float64 and float32; mixed precision is "
+                     "for the bench's model rows: make bench PRECISION=bf16)"
+                   : ""));
       precision = *p, precision_given = true;
     } else if (arg.rfind("--module=", 0) == 0 || arg == "--module") {
       if (arg == "--module" && i + 1 >= argc) usage("--module takes a value");

@@ -117,7 +117,9 @@ def test_precision_is_the_tensor_forms_and_a_bad_one_is_one_line(bin_dir):
     tool = os.path.join(bin_dir, "bp_gradbench")
     for argv, message in [(["--backend", "scalar", "--precision", "float32"],
                            "--backend scalar computes its scalar graph in double only"),
-                          (["--precision", "half"], "--precision half: valid: float64, float32")]:
+                          (["--precision", "half"], "--precision half: valid: float64, float32"),
+                          (["--precision", "bf16"], "--precision bf16: valid: float64, float32 "
+                                                    "(GradBench's evals are checked in float64")]:
         r = subprocess.run([tool, *argv], input="", capture_output=True, text=True)
         assert r.returncode == 2 and message in r.stderr.splitlines()[0], r.stderr
     r = subprocess.run([tool, "--backend", "engine", "--precision=float32"],
