@@ -106,7 +106,7 @@ constexpr OpRuleTable<float> make_op_rules_bf16() {
   OpRuleTable<float> table = make_op_rules<float>();
   table[size_t(TensorOp::matmul)] = {ops::matmul_forward_bf16,
                                      ops::matmul_backward_bf16,
-                                     ops::bf16_aux,
+                                     ops::matmul_aux_bf16,
                                      ops::bf16_forward_scratch<false>,
                                      ops::bf16_backward_scratch<false>,
                                      kReadsAux,
@@ -115,7 +115,7 @@ constexpr OpRuleTable<float> make_op_rules_bf16() {
                                      1 | 2};
   table[size_t(TensorOp::linear)] = {ops::linear_forward_bf16,
                                      ops::linear_backward_bf16,
-                                     ops::bf16_aux,
+                                     ops::linear_aux_bf16,
                                      ops::bf16_forward_scratch<true>,
                                      ops::bf16_backward_scratch<true>,
                                      kReadsAux,

@@ -114,7 +114,8 @@ inline HalfOperands save_operands(const OpArgs<float>& a, int operands) {
 inline size_t relu_mask_floats(const OpArgs<float>& a) {
   return a.arg[0] ? scratch_round((numel(a) + 31) / 32) : 0;
 }
-inline size_t bf16_aux(const OpArgs<float>& a) {
+inline size_t matmul_aux_bf16(const OpArgs<float>& a) { return half_operands(a, 2).aux_floats; }
+inline size_t linear_aux_bf16(const OpArgs<float>& a) {
   return half_operands(a, 2).aux_floats + relu_mask_floats(a);
 }
 inline uint32_t* relu_mask(const OpArgs<float>& a) {
