@@ -67,6 +67,7 @@ inline constexpr int kExitOutOfMemory = 12;  // ENOMEM: see "Out of memory" abov
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "harness/common/text.h"
 
@@ -78,6 +79,18 @@ struct InstanceSpec {
   std::string name = {};             // empty: the backend names it
   int check_steps = 0;               // 0: the registry's
 };
+
+// --precision: fp32 (the default) or bf16, on every backend and bench_run; anything else is
+// refused with this line (`given` is the flag as written, e.g. "--precision=fp16").
+inline bool valid_precision(std::string_view p) { return p == "fp32" || p == "bf16"; }
+inline std::string precision_refusal(std::string_view given, std::string_view p) {
+  std::string why = std::string(given) +
+                    ": valid: fp32 (the default), bf16 (bfloat16 products, float32 accumulation, "
+                    "master weights and optimizer)";
+  if (p == "fp16" || p == "fp8")
+    why += "; " + std::string(p) + " is not supported (no CPU kernels for it here)";
+  return why;
+}
 
 inline std::string instance_flag(const InstanceSpec& s) {
   std::string f = "--instance=workload=" + s.workload;

@@ -166,14 +166,7 @@ bool parse_driver_flag(const BackendHooks<B>& hooks, const std::string& arg, Dri
           fmt::format("--threads={}: this backend runs 1 to {} threads", v, hooks.max_threads));
     flags.threads = int(*n);
   } else if (const char* v = value_of("--precision=")) {
-    if (std::string_view(v) != "fp32" && std::string_view(v) != "bf16")
-      backend_usage_error(
-          fmt::format("--precision={}: valid: fp32 (the default), bf16 (bfloat16 products, float32 "
-                      "accumulation, master weights and optimizer){}",
-                      v,
-                      std::string_view(v) == "fp16" || std::string_view(v) == "fp8"
-                          ? fmt::format("; {} is not supported (no CPU kernels for it here)", v)
-                          : ""));
+    if (!valid_precision(v)) backend_usage_error(precision_refusal(arg, v));
     flags.bf16 = std::string_view(v) == "bf16";
   } else if (arg.rfind("--strategy=", 0) == 0 || arg.rfind("--snapshots=", 0) == 0 ||
              arg.rfind("--interval=", 0) == 0 || arg.rfind("--checkpoint_dir=", 0) == 0) {

@@ -18,6 +18,7 @@
 #include "harness/common/files.h"
 #include "harness/common/json.h"
 #include "harness/common/proc.h"
+#include "harness/common/protocol.h"
 #include "harness/common/text.h"
 #include "harness/runner/backends.h"
 #include "harness/runner/studies.h"
@@ -203,14 +204,7 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     o.threads = parse_count(arg, next(), 1, 256);
   else if (arg == "--precision") {
     const std::string p = next();
-    if (p != "fp32" && p != "bf16")
-      usage_error(
-          fmt::format("--precision {}: valid: fp32 (the default), bf16 (bfloat16 products, "
-                      "float32 accumulation, master weights and optimizer){}",
-                      p,
-                      p == "fp16" || p == "fp8"
-                          ? fmt::format("; {} is not supported (no CPU kernels for it here)", p)
-                          : ""));
+    if (!valid_precision(p)) usage_error(precision_refusal("--precision " + p, p));
     o.bf16 = p == "bf16";
   } else if (arg == "--repetitions")
     o.repetitions = parse_count(arg, next(), 1, 1000);
