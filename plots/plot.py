@@ -338,6 +338,16 @@ def short_count(n):
     return f"{n:g}"
 
 
+def panel_grid(count, row_height):
+    """A figure of `count` panels two to a row, the spare one hidden; (fig, the panels' axes)."""
+    cols = min(2, count)
+    rows = (count + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, row_height * rows + 1.2), squeeze=False)
+    for k in range(count, rows * cols):
+        axes[k // cols, k % cols].set_visible(False)
+    return fig, [axes[k // cols, k % cols] for k in range(count)]
+
+
 def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
     """A panel per sized workload with at least two sizes: a line per series against the size."""
     panels = []
@@ -347,11 +357,8 @@ def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
             panels.append(w)
     if not panels:
         return None
-    cols = min(2, len(panels))
-    rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 3.2 * rows + 1.2), squeeze=False)
-    for k, w in enumerate(panels):
-        ax = axes[k // cols, k % cols]
+    fig, axes = panel_grid(len(panels), 3.2)
+    for ax, w in zip(axes, panels):
         values = []
         for b in series:
             pts = sorted((c["size"], value_of(c)) for c in run["cells"]
@@ -376,8 +383,6 @@ def size_panels(run, workloads, series, value_of, ylabel, title, note=None):
         ax.set_ylabel(ylabel, fontsize=8)
         label_log_axis(ax.yaxis, values)
         ax.grid(which="major", alpha=0.3)
-    for k in range(len(panels), rows * cols):
-        axes[k // cols, k % cols].set_visible(False)
     fig.suptitle(title, fontsize=10, x=0.01, ha="left")
     return finish(fig, run, note)
 

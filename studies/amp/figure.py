@@ -4,9 +4,7 @@ weights and batches. plots/plot.py finds this file and draws FIGURES for every r
 each returns None where the run holds none of its data. A pure function of the run's summary.json,
 as every figure is."""
 
-import matplotlib.pyplot as plt
-
-from plot import WIDTH, color_of, finish, label
+from plot import color_of, finish, label, panel_grid
 
 # Four series a panel: ours and torch's C++ backend, each in float32 (solid) and bf16 (dashed).
 SERIES = [("engine", "-"), ("engine_bf16", "--"), ("libtorch", "-"), ("libtorch_bf16", "--")]
@@ -21,11 +19,8 @@ def amp_figure(run):
     instances = [i for i, by in curves.items() if any(b.endswith("_bf16") for b in by)]
     if not instances:
         return None
-    cols = min(2, len(instances))
-    rows = (len(instances) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 3.3 * rows + 1.2), squeeze=False)
-    for k, instance in enumerate(instances):
-        ax = axes[k // cols][k % cols]
+    fig, axes = panel_grid(len(instances), 3.3)
+    for ax, instance in zip(axes, instances):
         for b, style in SERIES:
             if b in curves[instance]:
                 losses = curves[instance][b]
@@ -35,8 +30,6 @@ def amp_figure(run):
         ax.set_xlabel("training step", fontsize=8)
         ax.set_ylabel("training loss (nats)", fontsize=8)
         ax.grid(alpha=0.3)
-    for k in range(len(instances), rows * cols):
-        axes[k // cols][k % cols].set_visible(False)
     fig.suptitle("Does bf16 train as float32 does? (dashed: bf16; same weights, same batches)",
                  fontsize=10)
     return finish(fig, run)
