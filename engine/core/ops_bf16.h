@@ -169,13 +169,22 @@ inline void linear_forward_bf16(const OpArgs<float>& a) {
   if (!a.arg[0]) return;
   const size_t n = numel(a);
   uint32_t* mask = relu_mask(a);
-  for_chunks((n + 31) / 32, [&](size_t w0, size_t w1) {  // whole words of 32 outputs a part
-    float* out = a.out;
+  float* out = a.out;
+  for_chunks((n + 31) / 32, [=](size_t w0, size_t w1) {  // whole words of 32 outputs a part
     for (size_t w = w0; w < w1; w++) {
+      float* o = out + w * 32;
+      const int count = int(std::min<size_t>(32, n - w * 32));
       uint32_t bits = 0;
-      for (size_t i = w * 32; i < std::min(n, w * 32 + 32); i++) {
-        out[i] = relu_of(out[i]);
-        bits |= uint32_t(relu_passes(out[i])) << (i % 32);
+      if (count == 32) {  // a fixed trip count, so that the compiler vectorizes it
+        for (int j = 0; j < 32; j++) {
+          o[j] = relu_of(o[j]);
+          bits |= uint32_t(relu_passes(o[j])) << j;
+        }
+      } else {
+        for (int j = 0; j < count; j++) {
+          o[j] = relu_of(o[j]);
+          bits |= uint32_t(relu_passes(o[j])) << j;
+        }
       }
       mask[w] = bits;
     }
@@ -189,8 +198,17 @@ inline void linear_backward_bf16(const OpArgs<float>& a) {
   float* g = a.dout;
   if (a.arg[0]) {
     const uint32_t* mask = relu_mask(a);
-    for_chunks(size_t(N) * OC, [&](size_t i0, size_t i1) {
-      for (size_t i = i0; i < i1; i++) g[i] = mask[i / 32] >> (i % 32) & 1 ? g[i] : 0.f;
+    const size_t n = size_t(N) * OC;
+    for_chunks((n + 31) / 32, [=](size_t w0, size_t w1) {  // as the forward wrote them
+      for (size_t w = w0; w < w1; w++) {
+        float* gw = g + w * 32;
+        const uint32_t bits = mask[w];
+        const int count = int(std::min<size_t>(32, n - w * 32));
+        if (count == 32)
+          for (int j = 0; j < 32; j++) gw[j] = bits >> j & 1 ? gw[j] : 0.f;
+        else
+          for (int j = 0; j < count; j++) gw[j] = bits >> j & 1 ? gw[j] : 0.f;
+      }
     });
   }
   uint16_t* gh = as_half(a.scratch);
