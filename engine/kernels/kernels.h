@@ -424,8 +424,113 @@ inline void attention_backward_lanes(T* __restrict dqkv, const T* __restrict dou
         }
     }
 }
-// Short sequences of heads of 4 and 8 over lanes; otherwise a query at a time, the head sizes the
-// models use compiled as constants, any other taking the run-time path.
+// Longer sequences of wider heads (mini_gpt_wide: 64 positions, heads of 32): a query at a time,
+// its keys the lanes. Position by position, every score and every dp_ts is a dot product over the
+// head, a horizontal sum per key; here a head's keys (forward) or values (backward) are
+// transposed once into kt (HS, L), so W keys' scores are one vector, a chain of HS fused
+// multiply-adds (the same chain for every key, whichever lanes it lands in). Sums over keys
+// (softmax's total, the output, dq) and the per-key updates of dk and dv vectorize over the head
+// as before. Same terms as the position-by-position kernels, other roundings
+// (engine/kernels/kernels_test.cc).
+template <class T>
+inline constexpr int kKeyLanes = 64 / sizeof(T);  // keys a vector holds at AVX-512 width
+template <class T, int HS, int L>
+inline void transpose_head(T (&kt)[HS][L], const T* __restrict rows, int32_t T_, int32_t C3) {
+  constexpr int W = kKeyLanes<T>;
+  const int32_t padded = (T_ + W - 1) / W * W;
+  for (int32_t s = 0; s < T_; s++)
+    for (int i = 0; i < HS; i++) kt[i][s] = rows[size_t(s) * C3 + i];
+  for (int i = 0; i < HS; i++)  // the last vector's keys past the sequence: zero, never used
+    for (int32_t s = T_; s < padded; s++) kt[i][s] = T(0);
+}
+// d[s] = sum_i x[i] kt[i][s] for s < n, in vectors of W keys.
+template <class T, int HS, int L>
+[[gnu::always_inline]] inline void dots_over_keys(T* __restrict d, const T* __restrict x,
+                                                  const T (&kt)[HS][L], int32_t n) {
+  constexpr int W = kKeyLanes<T>;
+  for (int32_t s0 = 0; s0 < n; s0 += W)
+#pragma omp simd  // over keys, each lane's chain in a register (a chain over an array was kept
+                  // in memory, a store and a load per multiply-add)
+    for (int w = 0; w < W; w++) {
+      T acc = 0;
+      for (int i = 0; i < HS; i++) acc = madd(x[i], kt[i][s0 + w], acc);
+      d[s0 + w] = acc;
+    }
+}
+template <class T, int HS, int L>
+inline void attention_forward_key_lanes(T* __restrict out, T* __restrict probs,
+                                        const T* __restrict qkv, int32_t B, int32_t T_, int32_t H) {
+  const int32_t C = H * HS, C3 = 3 * C;
+  const T scale = T(1) / std::sqrt(T(HS));
+  alignas(64) T kt[HS][L];
+  alignas(64) T sc[L];
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t h = 0; h < H; h++) {
+      const T* __restrict base = qkv + size_t(b) * T_ * C3 + h * HS;  // k at + C, v at + 2 C
+      transpose_head(kt, base + C, T_, C3);
+      for (int32_t t = 0; t < T_; t++) {
+        const int32_t n = t + 1;
+        dots_over_keys(sc, base + size_t(t) * C3, kt, n);
+        T maxv = -INFINITY;
+        for (int32_t s = 0; s < n; s++) maxv = std::max(maxv, sc[s] *= scale);
+        T total = 0;
+#pragma omp simd reduction(+ : total)
+        for (int32_t s = 0; s < n; s++) total += (sc[s] = exp_t(sc[s] - maxv));
+        const T inv = T(1) / total;
+        T* __restrict p = probs + ((size_t(b) * H + h) * T_ + t) * T_;
+        T acc[HS] = {};
+        for (int32_t s = 0; s < n; s++) {
+          const T ps = p[s] = sc[s] * inv;
+          const T* __restrict v = base + size_t(s) * C3 + 2 * C;
+#pragma omp simd
+          for (int i = 0; i < HS; i++) acc[i] = madd(ps, v[i], acc[i]);
+        }
+        std::memcpy(out + size_t(b * T_ + t) * C + h * HS, acc, HS * sizeof(T));
+      }
+    }
+}
+template <class T, int HS, int L>
+inline void attention_backward_key_lanes(T* __restrict dqkv, const T* __restrict dout,
+                                         const T* __restrict probs, const T* __restrict qkv,
+                                         int32_t B, int32_t T_, int32_t H) {
+  const int32_t C = H * HS, C3 = 3 * C;
+  const T scale = T(1) / std::sqrt(T(HS));
+  alignas(64) T vt[HS][L];
+  alignas(64) T dp[L];
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t h = 0; h < H; h++) {
+      const size_t base = size_t(b) * T_ * C3 + h * HS;  // k at + C, v at + 2 C
+      transpose_head(vt, qkv + base + 2 * C, T_, C3);
+      for (int32_t t = 0; t < T_; t++) {
+        const int32_t n = t + 1;
+        const T* __restrict p = probs + ((size_t(b) * H + h) * T_ + t) * T_;
+        const T* __restrict g = dout + size_t(b * T_ + t) * C + h * HS;
+        const T* __restrict q = qkv + base + size_t(t) * C3;
+        dots_over_keys(dp, g, vt, n);  // dp_ts = dout_t . v_s
+        T weighted = 0;
+#pragma omp simd reduction(+ : weighted)
+        for (int32_t s = 0; s < n; s++) weighted += p[s] * dp[s];
+        T dq[HS] = {};
+        for (int32_t s = 0; s < n; s++) {
+          const T dpre = p[s] * (dp[s] - weighted) * scale, ps = p[s];
+          const T* __restrict k = qkv + base + size_t(s) * C3 + C;
+          T* __restrict dk = dqkv + base + size_t(s) * C3 + C;
+          T* __restrict dv = dk + C;
+#pragma omp simd
+          for (int i = 0; i < HS; i++) {
+            dv[i] = madd(ps, g[i], dv[i]);
+            dq[i] = madd(dpre, k[i], dq[i]);
+            dk[i] = madd(dpre, q[i], dk[i]);
+          }
+        }
+        T* __restrict dqt = dqkv + base + size_t(t) * C3;
+        for (int i = 0; i < HS; i++) dqt[i] += dq[i];
+      }
+    }
+}
+// Short sequences of heads of 4 and 8 over lanes; sequences of 17 to 128 positions of heads of
+// 16, 32 and 64 with their keys as lanes; otherwise a query at a time, the head sizes the models
+// use compiled as constants, any other taking the run-time path.
 template <class T>
 inline void attention_forward_any(T* out, T* probs, const T* qkv, int32_t B, int32_t T_, int32_t H,
                                   int32_t hs) {
@@ -433,6 +538,11 @@ inline void attention_forward_any(T* out, T* probs, const T* qkv, int32_t B, int
   if (T_ <= 16 && hs == 4) return attention_forward_lanes<T, 4, 16>(out, probs, qkv, B, T_, H);
   if (T_ <= 8 && hs == 8) return attention_forward_lanes<T, 8, 8>(out, probs, qkv, B, T_, H);
   if (T_ <= 16 && hs == 8) return attention_forward_lanes<T, 8, 16>(out, probs, qkv, B, T_, H);
+  if (T_ > 16 && T_ <= 128) switch (hs) {
+      case 16: return attention_forward_key_lanes<T, 16, 128>(out, probs, qkv, B, T_, H);
+      case 32: return attention_forward_key_lanes<T, 32, 128>(out, probs, qkv, B, T_, H);
+      case 64: return attention_forward_key_lanes<T, 64, 128>(out, probs, qkv, B, T_, H);
+    }
   switch (hs) {
     case 4: return attention_forward<T, 4>(out, probs, qkv, B, T_, H, hs);
     case 8: return attention_forward<T, 8>(out, probs, qkv, B, T_, H, hs);
@@ -453,6 +563,11 @@ inline void attention_backward_any(T* dqkv, T* dp, const T* dout, const T* probs
     return attention_backward_lanes<T, 8, 8>(dqkv, dout, probs, qkv, B, T_, H);
   if (T_ <= 16 && hs == 8)
     return attention_backward_lanes<T, 8, 16>(dqkv, dout, probs, qkv, B, T_, H);
+  if (T_ > 16 && T_ <= 128) switch (hs) {
+      case 16: return attention_backward_key_lanes<T, 16, 128>(dqkv, dout, probs, qkv, B, T_, H);
+      case 32: return attention_backward_key_lanes<T, 32, 128>(dqkv, dout, probs, qkv, B, T_, H);
+      case 64: return attention_backward_key_lanes<T, 64, 128>(dqkv, dout, probs, qkv, B, T_, H);
+    }
   switch (hs) {
     case 4: return attention_backward<T, 4>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);
     case 8: return attention_backward<T, 8>(dqkv, dp, dout, probs, qkv, B, T_, H, hs);

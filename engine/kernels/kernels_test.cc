@@ -1,8 +1,8 @@
 // engine/kernels/kernels_test.cc: the float32 kernels that the finite-difference tests (in
 // double, engine/core/tensor_test.cc) do not run: exp and tanh swept against libm and at their
 // edges, every path of the matrix products against a plain product in double and, in float, bit
-// for bit against the in-order chain of fused multiply-adds, and attention over lanes against the
-// position-by-position kernel.
+// for bit against the in-order chain of fused multiply-adds, and attention over lanes (positions
+// or keys) against the position-by-position kernel.
 //   build/engine_tests --gtest_filter='Kernels*'     (or ctest -R Kernels)
 #include "engine/kernels/kernels.h"
 
@@ -160,11 +160,13 @@ TEST(Kernels, MatmulIsTheInOrderFusedChainOnEveryPath) {
 }
 #endif
 
-// Attention over positions as lanes (short sequences, heads of 4 and 8) against the
-// position-by-position kernels, forward (outputs and probabilities) and backward (gradients
-// added to nonzero ones), in float and double, the sequence shorter than the lanes or filling
-// them. The same terms in the same order; the lanes fuse each multiply-add (madd), where GCC
-// leaves some of the other kernels' unfused, so the two differ by roundings only (the
+// Attention over positions as lanes (short sequences, heads of 4 and 8) and over keys as lanes
+// (17 to 128 positions, heads of 16 to 64) against the position-by-position kernels, forward
+// (outputs and probabilities) and backward (gradients added to nonzero ones), in float and
+// double, the sequence shorter than the lanes or filling them. The same terms; the lanes fuse
+// each multiply-add (madd), where GCC leaves some of the other kernels' unfused, and the key
+// lanes sum a score's head in order where the other kernel's vectorized loop sums it in
+// strides, so they differ by roundings only (the
 // finite-difference and libtorch checks cover both paths: engine/core/op_cases_test.h).
 template <class F>
 void attention_lanes_against_positions(double tolerance) {
@@ -173,8 +175,10 @@ void attention_lanes_against_positions(double tolerance) {
   };
   size_t checked = 0;
   double worst = 0;
-  for (const Shape& s : {Shape{2, 1, 3, 4}, Shape{2, 5, 3, 4}, Shape{2, 8, 6, 4}, Shape{2, 8, 2, 8},
-                         Shape{1, 13, 2, 4}, Shape{3, 16, 2, 8}, Shape{1, 9, 1, 8}}) {
+  for (const Shape& s :
+       {Shape{2, 1, 3, 4}, Shape{2, 5, 3, 4}, Shape{2, 8, 6, 4}, Shape{2, 8, 2, 8},
+        Shape{1, 13, 2, 4}, Shape{3, 16, 2, 8}, Shape{1, 9, 1, 8}, Shape{2, 17, 2, 16},
+        Shape{1, 64, 3, 32}, Shape{1, 47, 1, 64}, Shape{2, 128, 1, 32}, Shape{1, 100, 2, 16}}) {
     const int32_t C = s.H * s.hs, rows = s.B * s.T;
     const std::vector<double> qkv64 = values(size_t(rows) * 3 * C, -2, 2, 11),
                               dout64 = values(size_t(rows) * C, -1, 1, 12),
@@ -192,8 +196,11 @@ void attention_lanes_against_positions(double tolerance) {
                                     qkv.data(), s.B, s.T, s.H, s.hs);
       return dqkv;
     };
-    const std::vector<F> want_dqkv = s.hs == 4 ? by_position(std::integral_constant<int, 4>{})
-                                               : by_position(std::integral_constant<int, 8>{});
+    const std::vector<F> want_dqkv = s.hs == 4    ? by_position(std::integral_constant<int, 4>{})
+                                     : s.hs == 8  ? by_position(std::integral_constant<int, 8>{})
+                                     : s.hs == 16 ? by_position(std::integral_constant<int, 16>{})
+                                     : s.hs == 32 ? by_position(std::integral_constant<int, 32>{})
+                                                  : by_position(std::integral_constant<int, 64>{});
     std::vector<F> dqkv(d64.begin(), d64.end());
     bp::attention_backward_any(dqkv.data(), (F*)nullptr, dout.data(), probs.data(), qkv.data(), s.B,
                                s.T, s.H, s.hs);
