@@ -163,8 +163,9 @@ int main(int argc, char** argv) {
     b.fuse = options.fuse;
   };
   hooks.use_bf16 = [](CompiledBackend& b) { b.graph.set_precision(bp::Precision::bf16); };
-  hooks.late_context = [] {
-    return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir}};
+  hooks.late_context = [] {  // BP_BF16_PATH read here: a bad one stops the run before any row
+    return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir},
+                            {"bf16_products", bp::bf16::path_name(bp::bf16::best_path())}};
   };
   hooks.report = [](const CompiledBackend& b, benchmark::State& state) {
     state.counters["arena_bytes"] = double(b.arena_bytes());

@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/kernels/products.h"
@@ -53,7 +55,21 @@ inline bool has_dot_bf16() {
   return false;
 #endif
 }
-inline Path best_path() { return has_dot_bf16() ? Path::dot_bf16 : Path::widened; }
+// The processor's best path; BP_BF16_PATH=widened in the environment takes the widened one on a
+// processor with AVX512_BF16 too, so the lab can time it there (dev/notes.md); any other value
+// stops the process in one line.
+inline Path path_from(const char* name) {
+  if (!name || std::strcmp(name, "") == 0) return has_dot_bf16() ? Path::dot_bf16 : Path::widened;
+  if (std::strcmp(name, "widened") == 0) return Path::widened;
+  if (std::strcmp(name, "avx512_bf16") == 0 && has_dot_bf16()) return Path::dot_bf16;
+  std::fprintf(stderr, "BP_BF16_PATH: '%s' is not a path this processor has (widened%s)\n", name,
+               has_dot_bf16() ? ", avx512_bf16" : "");
+  std::exit(2);
+}
+inline Path best_path() {
+  static const Path p = path_from(std::getenv("BP_BF16_PATH"));
+  return p;
+}
 
 #if defined(__x86_64__)
 #define BP_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))

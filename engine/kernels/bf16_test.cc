@@ -223,4 +223,20 @@ TEST(Bf16, ProductsAreBitwiseAtAnyThreadCount) {
               checked);
 }
 
+// BP_BF16_PATH: unset is the processor's best path, widened is always there, anything else (or
+// avx512_bf16 on a processor without it) one line and exit 2.
+TEST(Bf16, PathFromTheEnvironment) {
+  const bp::bf16::Path best =
+      bp::bf16::has_dot_bf16() ? bp::bf16::Path::dot_bf16 : bp::bf16::Path::widened;
+  EXPECT_EQ(bp::bf16::path_from(nullptr), best);
+  EXPECT_EQ(bp::bf16::path_from(""), best);
+  EXPECT_EQ(bp::bf16::path_from("widened"), bp::bf16::Path::widened);
+  if (bp::bf16::has_dot_bf16())
+    EXPECT_EQ(bp::bf16::path_from("avx512_bf16"), bp::bf16::Path::dot_bf16);
+  else
+    EXPECT_EXIT(bp::bf16::path_from("avx512_bf16"), testing::ExitedWithCode(2), "BP_BF16_PATH");
+  EXPECT_EXIT(bp::bf16::path_from("fp16"), testing::ExitedWithCode(2),
+              "BP_BF16_PATH: 'fp16' is not a path this processor has \\(widened");
+}
+
 }  // namespace bf16_test
