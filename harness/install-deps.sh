@@ -10,12 +10,14 @@
 # (engine/kernels/library.h); the build goes on without any of them. libadolc-dev is ADOL-C, the
 # operator-overloading baseline of baselines/adolc/ (the version GradBench's adol-c tool uses).
 # nlohmann-json3-dev reads and writes every JSON file of the harness (harness/common/json.h).
-# ninja-build builds the trees (the Makefile's CONFIGURE).
+# ninja-build builds the trees (the Makefile's CONFIGURE). openmpi-bin and libopenmpi-dev are Open
+# MPI: mpirun and the library the ranks of engine/distributed/ talk through.
 set -eu
 PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
           python3-matplotlib python3-pytest libopenblas0-pthread wamerican clang-format libasan8
           libubsan1 libbenchmark-tools python3-scipy chromium libopenblas-dev libblis-dev
-          libxsmm-dev libdnnl-dev libadolc-dev nlohmann-json3-dev ninja-build"
+          libxsmm-dev libdnnl-dev libadolc-dev nlohmann-json3-dev ninja-build openmpi-bin
+          libopenmpi-dev"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -3,7 +3,7 @@
 the wrong way, each named with its file and line.
 
 The layers point down only:
-  engine/   runtime < kernels < core < dialects < compiled, checkpoint < the adapters
+  engine/   runtime < kernels < core < dialects < compiled, checkpoint, distributed < the adapters
             (engine/backend.h, engine/compiled/backend.h: the engine as the workloads' backend
             concepts); a folder includes its own and the layers below it, and of workloads/
             only the concepts (workloads/backend.h)
@@ -20,7 +20,7 @@ import re
 import sys
 
 ENGINE_ORDER = {"runtime": 0, "kernels": 1, "core": 2, "dialects": 3, "compiled": 4,
-                "checkpoint": 4}
+                "checkpoint": 4, "distributed": 4}
 EDGES = ("apps", "studies", "dev")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
