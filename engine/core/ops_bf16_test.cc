@@ -120,11 +120,12 @@ TEST(Bf16Ops, TheTableReplacesTheRulesOfExactlyTheOpsItRunsInBf16) {
                             bp::saved_in_bf16(bp::TensorOp(i)) != bp::SavedBf16::none)
         << bp::tensor_op_names[i];
     // no backward under bf16 reads a float32 activation (a parameter's copy is OpArgs::half)
-    if (replaced)
+    if (replaced) {
       EXPECT_FALSE(
           bp::OpRulesBf16::table[i].backward_reads &
           (bp::kReadsIn0 | bp::kReadsOut | (bp::runs_bf16(bp::TensorOp(i)) ? bp::kReadsIn1 : 0)))
           << bp::tensor_op_names[i];
+    }
   }
 }
 

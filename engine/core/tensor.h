@@ -49,6 +49,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <iterator>
 #include <span>
@@ -258,7 +259,34 @@ class TensorGraph {
     backward_done_ = true;
     if (record_only_) return;
     r.grad[0] += T(1);
-    for (uint32_t i = root.id + 1; i-- > num_params_;) backward_node(nodes_[i]);
+    if (!gradient_final_) {
+      for (uint32_t i = root.id + 1; i-- > num_params_;) backward_node(nodes_[i]);
+      return;
+    }
+    schedule_final_gradients(root.id);
+    size_t next = 0;  // final_ is ordered by the node after which each gradient is final
+    for (; next < final_.size() && final_[next].after == UINT32_MAX; next++)
+      gradient_final_(param_offsets_[final_[next].param], numel(nodes_[final_[next].param]));
+    for (uint32_t i = root.id + 1; i-- > num_params_;) {
+      backward_node(nodes_[i]);
+      for (; next < final_.size() && final_[next].after == i; next++)
+        gradient_final_(param_offsets_[final_[next].param], numel(nodes_[final_[next].param]));
+    }
+  }
+
+  // ---- data parallel (engine/distributed/data_parallel.h) ----
+  // f(offset, elems) for each trained parameter's gradient, its range in the flat buffer
+  // (flat_grads()), called by backward() as soon as the walk has added the last term to it (one
+  // the step does not read, before the walk), so that its all-reduce can start under the rest of
+  // the backward. The order is the walk's: the same graph gives the same order on every rank.
+  // backward_since() (segments) does not call it.
+  void on_gradient_final(std::function<void(size_t offset, size_t elems)> f) {
+    gradient_final_ = std::move(f);
+  }
+  T* flat_grads() { return flat_.grads(); }
+  // Persistent node p's offset in the flat buffers; SIZE_MAX for a constant.
+  size_t param_offset(size_t p) const {
+    return p < param_offsets_.size() ? param_offsets_[p] : SIZE_MAX;
   }
 
   // ---- segments: backpropagation through part of a step (engine/checkpoint/checkpoint.h) ----
@@ -607,6 +635,31 @@ class TensorGraph {
     return last();
   }
 
+  // final_: each parameter with the node after whose backward its gradient is final (the
+  // smallest node that adds into it, through a view too; UINT32_MAX: none does), latest first.
+  void schedule_final_gradients(uint32_t root) {
+    final_.clear();
+    const T *begin = flat_.grads(), *end = begin + flat_.size();
+    for (uint32_t p = 0; p < num_params_; p++)
+      if (param_offsets_[p] != SIZE_MAX) final_.push_back({p, UINT32_MAX});
+    for (uint32_t i = num_params_; i <= root; i++) {
+      const Node& n = nodes_[i];
+      if (!n.grad || !rules()[int(n.op)].backward) continue;
+      for (int k = 0; k < operand_count(n.op); k++) {
+        const T* g = nodes_[n.in[k]].grad;
+        if (!g || g < begin || g >= end) continue;
+        const size_t at = size_t(g - begin);  // the parameter whose range holds it
+        auto it = std::upper_bound(final_.begin(), final_.end(), at, [&](size_t o, const Final& f) {
+          return o < param_offsets_[f.param];
+        });
+        Final& f = *(it - 1);
+        if (f.after == UINT32_MAX) f.after = i;  // nodes ascend: the first seen is walked last
+      }
+    }
+    std::stable_sort(final_.begin(), final_.end(),  // UINT32_MAX, the largest, comes first
+                     [](const Final& a, const Final& b) { return a.after > b.after; });
+  }
+
   // The chain rule for one node: reads its gradient, adds into its operands' gradients.
   void backward_node(const Node& n) {
     const OpRule<T>& rule = rules()[int(n.op)];
@@ -627,6 +680,11 @@ class TensorGraph {
   FlatParams<T> flat_;                 // trained parameters, gradients, optimizer state
   std::vector<size_t> param_offsets_;  // persistent node -> its offset in flat_ (SIZE_MAX: none)
   bool started_ = false;               // the first step began: no more parameters
+  struct Final {
+    uint32_t param, after;
+  };
+  std::vector<Final> final_;  // data parallel: see schedule_final_gradients
+  std::function<void(size_t, size_t)> gradient_final_;
   Precision precision_ = Precision::fp32;
   int64_t adamw_steps_ = 0, skipped_steps_ = 0;
 };

@@ -2,7 +2,7 @@
 // registered at 1, 2, 3 and 4 ranks (CMakeLists.txt; more ranks than cores is fine, as on two):
 // every rank ends with the same bits, and they are the sum in the order ring.h states, bit for
 // bit, on sizes that leave chunks empty, odd or long; in float and double.
-//   mpirun -n 3 --oversubscribe build/ring_test
+//   mpirun -n 3 --oversubscribe build/distributed_test
 #include "engine/distributed/ring.h"
 
 #include <gtest/gtest.h>
@@ -116,17 +116,3 @@ TEST(Ring, ChunksCoverTheBufferOnce) {
 }
 
 }  // namespace ring_test
-
-// Every rank runs the tests; the job fails if any rank's do. The other ranks print their
-// failures only (gtest's brief mode), rank 0 everything.
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  testing::InitGoogleTest(&argc, argv);
-  if (ring_test::world_rank() != 0) GTEST_FLAG_SET(brief, true);
-  int failed = RUN_ALL_TESTS() != 0, any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (any && ring_test::world_rank() == 0)
-    std::fprintf(stderr, "ring_test: a test failed on some rank (their lines above)\n");
-  MPI_Finalize();
-  return any;
-}

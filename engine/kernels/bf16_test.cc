@@ -231,10 +231,11 @@ TEST(Bf16, PathFromTheEnvironment) {
   EXPECT_EQ(bp::bf16::path_from(nullptr), best);
   EXPECT_EQ(bp::bf16::path_from(""), best);
   EXPECT_EQ(bp::bf16::path_from("widened"), bp::bf16::Path::widened);
-  if (bp::bf16::has_dot_bf16())
+  if (bp::bf16::has_dot_bf16()) {
     EXPECT_EQ(bp::bf16::path_from("avx512_bf16"), bp::bf16::Path::dot_bf16);
-  else
+  } else {
     EXPECT_EXIT(bp::bf16::path_from("avx512_bf16"), testing::ExitedWithCode(2), "BP_BF16_PATH");
+  }
   EXPECT_EXIT(bp::bf16::path_from("fp16"), testing::ExitedWithCode(2),
               "BP_BF16_PATH: 'fp16' is not a path this processor has \\(widened");
 }

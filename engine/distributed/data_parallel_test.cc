@@ -1,0 +1,133 @@
+// engine/distributed/data_parallel_test.cc: data parallel (engine/distributed/data_parallel.h)
+// under mpirun at 1 to 4 ranks: a small MLP, each rank a shard of a 12-row global batch, its
+// gradients reduced under the backward in one bucket or one per parameter. Against the same
+// model's gradients on the whole batch in one process (within a tolerance: a sum over ranks is
+// another order than the sum over rows); the same bits on every rank and from step to step; an
+// SGD step leaves every rank's parameters the same bits; a NaN on one rank skips the step on all.
+#include "engine/distributed/data_parallel.h"
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace data_parallel_test {
+
+using bp::Tensor;
+using bp::TensorGraph;
+
+constexpr int32_t kRows = 12, kIn = 6, kHidden = 8, kClasses = 4;  // 12: shards of 1 to 4 ranks
+
+template <class T>
+std::vector<T> values(size_t n, int seed) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = T(std::sin(double(i * 7 + seed * 13) * 0.37) * 0.8);
+  return v;
+}
+
+// x -> tanh(linear) -> linear (its weight read through a view) -> cross-entropy; a parameter the
+// step never reads, and a constant, so that neither holds a bucket back.
+template <class T>
+struct Mlp {
+  TensorGraph<T> g;
+  Tensor w1, b1, w2, b2, unused;
+  std::vector<T> x = values<T>(size_t(kRows) * kIn, 1);
+  std::vector<int32_t> y;
+  Mlp() {
+    w1 = g.param(kHidden, kIn, values<T>(size_t(kHidden) * kIn, 2));
+    b1 = g.param(1, kHidden, values<T>(kHidden, 3));
+    g.constant(2, 2, values<T>(4, 9));
+    unused = g.param(3, 5, values<T>(15, 4));
+    w2 = g.param(kClasses, kHidden, values<T>(size_t(kClasses) * kHidden, 5));
+    b2 = g.param(1, kClasses, values<T>(kClasses, 6));
+    for (int32_t r = 0; r < kRows; r++) y.push_back((r * 5 + 1) % kClasses);
+  }
+  // The mean loss's gradients over rows [r0, r1), in the flat buffer; dp, when given, reduces them.
+  void backward(int32_t r0, int32_t r1, bp::dist::DataParallel<T>* dp) {
+    g.zero_grad();
+    const Tensor in = g.input(
+        r1 - r0, kIn, std::span<const T>(x).subspan(size_t(r0) * kIn, size_t(r1 - r0) * kIn));
+    const Tensor h = g.tanh(g.linear(in, w1, b1));
+    const Tensor logits = g.linear(h, g.view(w2, kClasses, kHidden), b2);
+    g.backward(g.cross_entropy(logits, bp::IndexSpan{y.data() + r0, r1 - r0}));
+    if (dp) dp->finish();
+  }
+  std::vector<T> grads() { return {g.flat_grads(), g.flat_grads() + g.flat_size()}; }
+  std::vector<T> params() const { return {g.flat_values(), g.flat_values() + g.flat_size()}; }
+};
+
+int rank_of() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int ranks_of() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+// Whether v holds rank 0's bits on this rank.
+template <class T>
+bool same_as_rank_0(const std::vector<T>& v) {
+  std::vector<T> first(v);
+  MPI_Bcast(first.data(), int(first.size()), bp::dist::mpi_type<T>(), 0, MPI_COMM_WORLD);
+  return std::memcmp(first.data(), v.data(), v.size() * sizeof(T)) == 0;
+}
+
+template <class T>
+void against_one_process(double tolerance) {
+  const int rank = rank_of(), ranks = ranks_of();
+  const int32_t r0 = kRows * rank / ranks, r1 = kRows * (rank + 1) / ranks;
+  Mlp<T> whole;
+  whole.backward(0, kRows, nullptr);
+  const std::vector<T> want = whole.grads();
+  for (size_t bucket_bytes : {size_t(1), size_t(1) << 20}) {
+    Mlp<T> m;
+    bp::dist::DataParallel<T> dp(m.g, MPI_COMM_WORLD, bucket_bytes);
+    EXPECT_EQ(dp.buckets(), bucket_bytes == 1 ? 5u : 1u);  // one per trained parameter, or one
+    m.backward(r0, r1, &dp);
+    const std::vector<T> got = m.grads();
+    m.g.end_step();
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i++)
+      worst = std::max(
+          worst, std::abs(double(got[i]) - double(want[i])) / (std::abs(double(want[i])) + 1));
+    EXPECT_LE(worst, tolerance) << "bucket_bytes " << bucket_bytes << ", rank " << rank;
+    EXPECT_TRUE(same_as_rank_0(got)) << "rank " << rank << " holds other bits than rank 0";
+    m.backward(r0, r1, &dp);  // the same step again: the same bits
+    EXPECT_EQ(std::memcmp(got.data(), m.grads().data(), got.size() * sizeof(T)), 0);
+    m.g.sgd_step(0.1);
+    m.g.end_step();
+    EXPECT_TRUE(same_as_rank_0(m.params())) << "rank " << rank << ": parameters after SGD differ";
+    if (rank == 0)
+      std::printf(
+          "  %d ranks (%s), %zu bucket(s): max |ranks - one process| / (|one process| + 1)"
+          " %.1e (tolerance %.0e)\n",
+          ranks, sizeof(T) == 4 ? "float" : "double", dp.buckets(), worst, tolerance);
+  }
+}
+
+TEST(DataParallel, GradientsAreTheWholeBatchsOnEveryRankWithTheSameBits) {
+  against_one_process<double>(1e-14);
+  against_one_process<float>(1e-6);
+}
+
+TEST(DataParallel, ANonFiniteGradientOnOneRankSkipsTheStepOnEvery) {
+  const int rank = rank_of(), ranks = ranks_of();
+  const int32_t r0 = kRows * rank / ranks, r1 = kRows * (rank + 1) / ranks;
+  Mlp<float> m;
+  if (rank == ranks - 1) m.x[size_t(r0) * kIn] = NAN;  // one input of the last rank's shard
+  const std::vector<float> before = m.params();
+  bp::dist::DataParallel<float> dp(m.g, MPI_COMM_WORLD);
+  m.backward(r0, r1, &dp);
+  m.g.sgd_step(0.1);
+  m.g.end_step();
+  EXPECT_EQ(m.g.skipped_steps(), 1) << "rank " << rank;
+  EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);
+}
+
+}  // namespace data_parallel_test
