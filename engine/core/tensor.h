@@ -640,8 +640,8 @@ class TensorGraph {
   void schedule_final_gradients(uint32_t root) {
     final_.clear();
     const T *begin = flat_.grads(), *end = begin + flat_.size();
-    for (uint32_t p = 0; p < num_params_; p++)
-      if (param_offsets_[p] != SIZE_MAX) final_.push_back({p, UINT32_MAX});
+    for (uint32_t p = 0; p < num_params_; p++)  // constants made after the last parameter have
+      if (param_offset(p) != SIZE_MAX) final_.push_back({p, UINT32_MAX});  // no offset entry
     for (uint32_t i = num_params_; i <= root; i++) {
       const Node& n = nodes_[i];
       if (!n.grad || !rules()[int(n.op)].backward) continue;

@@ -82,14 +82,14 @@ class DataParallel {
   // After backward(): waits until every bucket is summed; the gradients are then the ranks' mean.
   void finish() {
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return reduced_ == buckets_.size(); });
-    if (started_ != buckets_.size()) {
+    if (started_ != buckets_.size()) {  // backward() started every bucket it would, on this thread
       std::fprintf(stderr,
                    "error: DataParallel::finish: %zu of %zu buckets started; was backward() "
                    "called this step?\n",
                    started_, buckets_.size());
       std::abort();
     }
+    done_.wait(lock, [&] { return reduced_ == started_; });
     reduced_ = started_ = head_ = 0;
     queue_.clear();
     for (Bucket& b : buckets_) b.waiting = b.params;

@@ -30,7 +30,8 @@ std::vector<T> values(size_t n, int seed) {
 }
 
 // x -> tanh(linear) -> linear (its weight read through a view) -> cross-entropy; a parameter the
-// step never reads, and a constant, so that neither holds a bucket back.
+// step never reads, and constants among and after the parameters, so that none holds a bucket
+// back.
 template <class T>
 struct Mlp {
   TensorGraph<T> g;
@@ -44,6 +45,7 @@ struct Mlp {
     unused = g.param(3, 5, values<T>(15, 4));
     w2 = g.param(kClasses, kHidden, values<T>(size_t(kClasses) * kHidden, 5));
     b2 = g.param(1, kClasses, values<T>(kClasses, 6));
+    g.constant(1, 3, values<T>(3, 10));  // after the last parameter too
     for (int32_t r = 0; r < kRows; r++) y.push_back((r * 5 + 1) % kClasses);
   }
   // The mean loss's gradients over rows [r0, r1), in the flat buffer; dp, when given, reduces them.

@@ -79,7 +79,7 @@ void check_sizes() {
     // Every rank the same bits: each rank's buffer against rank 0's.
     std::vector<T> first(x);
     if (n) MPI_Bcast(first.data(), int(n), bp::dist::mpi_type<T>(), 0, MPI_COMM_WORLD);
-    EXPECT_EQ(std::memcmp(first.data(), x.data(), n * sizeof(T)), 0)
+    EXPECT_TRUE(n == 0 || std::memcmp(first.data(), x.data(), n * sizeof(T)) == 0)
         << "rank " << rank << " differs from rank 0, n " << n;
   }
   // The values are such that order shows: at three ranks or more some sums differ from rank
