@@ -108,4 +108,34 @@ inline TokenBatch sample_batch(const Corpus& c, SplitMix64& rng, int32_t batch, 
   return b;
 }
 
+// Data parallel (engine/distributed/): which rows of every global batch this process trains on.
+// Each rank takes an equal, contiguous shard, in rank order: strong scaling splits the workload's
+// batch over the ranks; weak scaling makes the global batch ranks times it, so each rank keeps
+// the workload's batch. Every rank draws the whole global batch from the same seeds and keeps its
+// rows, so one process (rank 0 of 1) sees exactly the batches it always did.
+struct Shard {
+  int rank = 0, ranks = 1;
+  bool weak = false;
+  int32_t global_rows(int32_t batch) const { return weak ? batch * ranks : batch; }
+  int32_t rows(int32_t batch) const { return global_rows(batch) / ranks; }
+  // This shard's rows of v, which holds global_rows(batch) rows of per_row values.
+  template <class T>
+  std::vector<T> slice(const std::vector<T>& v, int32_t batch, size_t per_row) const {
+    const size_t first = size_t(rows(batch)) * rank * per_row;
+    return std::vector<T>(v.begin() + first, v.begin() + first + size_t(rows(batch)) * per_row);
+  }
+  // Why a batch cannot be split so (empty: it can).
+  std::string refusal(int32_t batch) const {
+    if (weak || batch % ranks == 0) return "";
+    return "a batch of " + std::to_string(batch) + " rows does not split evenly into " +
+           std::to_string(ranks) + " ranks (--scaling=weak keeps each rank's batch whole)";
+  }
+};
+// The shard of the workloads this process makes: set once by a driver of ranks before any
+// workload is made; everything else keeps the whole batch.
+inline Shard& process_shard() {
+  static Shard s;
+  return s;
+}
+
 }  // namespace bp

@@ -95,14 +95,17 @@ struct CharMlp {
   static constexpr int product_depth = 2;
   static constexpr int check_steps = 10;
   static constexpr CorpusUse corpus{context};
+  static constexpr int32_t batch_rows(int64_t) { return batch; }  // ranks shard the 64 examples
 
   template <TensorBackend B>
   struct Model : ParamList<B> {
     using Tn = typename B::Tensor;
     Tn table, w1, b1, w2, b2;
     std::vector<typename B::Indices> ids, targets;
+    int32_t rows = process_shard().rows(batch);  // this process's examples of each batch
     Model(B& be, int64_t hidden, const Corpus& corpus) {
       SplitMix64 rng{0x5eed0001};
+      const Shard& shard = process_shard();
       const int32_t V = corpus.vocab_size, H = int32_t(hidden);
       table = this->make(be, V, embed, uniform_init(rng, size_t(V) * embed, 1.0));
       w1 = this->weight(be, rng, H, context * embed);
@@ -110,18 +113,20 @@ struct CharMlp {
       w2 = this->weight(be, rng, V, H);
       b2 = this->zeros(be, V);
       for (size_t i = 0; i < kBatches; i++) {
-        TokenBatch tb = sample_batch(corpus, rng, batch, context);
-        std::vector<int32_t> next(batch);  // the character after each window
-        for (int32_t e = 0; e < batch; e++) next[e] = tb.targets[size_t(e) * context + context - 1];
-        ids.push_back(be.indices(tb.ids));
-        targets.push_back(be.indices(next));
+        const int32_t global = shard.global_rows(batch);
+        TokenBatch tb = sample_batch(corpus, rng, global, context);
+        std::vector<int32_t> next(global);  // the character after each window
+        for (int32_t e = 0; e < global; e++)
+          next[e] = tb.targets[size_t(e) * context + context - 1];
+        ids.push_back(be.indices(shard.slice(tb.ids, batch, context)));
+        targets.push_back(be.indices(shard.slice(next, batch, 1)));
       }
       be.use_sgd(0.1);
     }
     Tn loss(B& be, size_t i) {
-      Tn x = be.view(be.embedding(table, ids[i]), batch, context * embed);  // (B, 16*64)
-      Tn h = be.tanh(be.linear(x, w1, b1));                                 // (B, H)
-      return be.cross_entropy(be.linear(h, w2, b2), targets[i]);            // logits (B, V)
+      Tn x = be.view(be.embedding(table, ids[i]), rows, context * embed);  // (B, 16*64)
+      Tn h = be.tanh(be.linear(x, w1, b1));                                // (B, H)
+      return be.cross_entropy(be.linear(h, w2, b2), targets[i]);           // logits (B, V)
     }
   };
   template <TensorBackend B>
@@ -147,8 +152,11 @@ struct GptModel : ParamList<B> {
   std::vector<typename B::Indices> ids, targets;
   typename B::Indices positions;  // 0..T-1 for every sequence: (B*T)
 
-  GptModel(B& be, int64_t batch_size, const Corpus& corpus) : batch(int32_t(batch_size)) {
+  // batch: this process's sequences of each batch (process_shard())
+  GptModel(B& be, int64_t batch_size, const Corpus& corpus)
+      : batch(process_shard().rows(int32_t(batch_size))) {
     SplitMix64 rng{0x5eed0002};
+    const Shard& shard = process_shard();
     const int32_t V = corpus.vocab_size, C = cfg.channels, T = cfg.context;
     const double embed_bound = 0.02 * std::sqrt(3.0);  // uniform with nanoGPT's std 0.02
     wte = this->make(be, V, C, uniform_init(rng, size_t(V) * C, embed_bound));
@@ -166,9 +174,9 @@ struct GptModel : ParamList<B> {
     lnf_g = this->ones(be, C), lnf_b = this->zeros(be, C);
     head = this->weight(be, rng, V, C);
     for (size_t i = 0; i < kBatches; i++) {
-      TokenBatch tb = sample_batch(corpus, rng, batch, T);
-      ids.push_back(be.indices(tb.ids));
-      targets.push_back(be.indices(tb.targets));
+      TokenBatch tb = sample_batch(corpus, rng, shard.global_rows(int32_t(batch_size)), T);
+      ids.push_back(be.indices(shard.slice(tb.ids, int32_t(batch_size), T)));
+      targets.push_back(be.indices(shard.slice(tb.targets, int32_t(batch_size), T)));
     }
     std::vector<int32_t> pos(size_t(batch) * T);
     for (size_t i = 0; i < pos.size(); i++) pos[i] = int32_t(i % T);
@@ -203,6 +211,7 @@ struct MiniGpt {
   static constexpr int product_depth = 4 * shape.layers + 1;  // qkv, proj, fc, out a block; head
   static constexpr int check_steps = 50;  // its losses are the training curves in plots/
   static constexpr CorpusUse corpus{shape.context};
+  static constexpr int32_t batch_rows(int64_t size) { return int32_t(size); }  // sequences
   template <TensorBackend B>
   using Run = TrainingRun<B, GptModel<B, shape>>;
 };
@@ -221,6 +230,7 @@ struct MiniGptWide {
   static constexpr int product_depth = 4 * shape.layers + 1;
   static constexpr int check_steps = 10;
   static constexpr CorpusUse corpus{shape.context};
+  static constexpr int32_t batch_rows(int64_t size) { return int32_t(size); }
   template <TensorBackend B>
   using Run = TrainingRun<B, GptModel<B, shape>>;
 };
@@ -239,6 +249,7 @@ struct MlpWidth {
   static constexpr int product_depth = 2;
   static constexpr int check_steps = 10;
   static constexpr CorpusUse corpus = no_corpus;
+  static constexpr int32_t batch_rows(int64_t) { return batch; }
 
   template <TensorBackend B>
   struct Model : ParamList<B> {
@@ -248,15 +259,16 @@ struct MlpWidth {
     std::vector<typename B::Indices> targets;
     Model(B& be, int64_t width, const Corpus&) {
       SplitMix64 rng{0x5eed0003};
-      const int32_t W = int32_t(width);
+      const Shard& shard = process_shard();
+      const int32_t W = int32_t(width), global = shard.global_rows(batch);
       w1 = this->weight(be, rng, W, W), b1 = this->zeros(be, W);
       w2 = this->weight(be, rng, classes, W), b2 = this->zeros(be, classes);
       for (size_t i = 0; i < kBatches; i++) {
-        inputs.push_back(
-            be.constant(batch, W, as_reals<B>(uniform_init(rng, size_t(batch) * W, 1.0))));
-        std::vector<int32_t> t(batch);
+        const std::vector<float> x = uniform_init(rng, size_t(global) * W, 1.0);
+        inputs.push_back(be.constant(shard.rows(batch), W, as_reals<B>(shard.slice(x, batch, W))));
+        std::vector<int32_t> t(global);
         for (int32_t& y : t) y = int32_t(rng.below(classes));
-        targets.push_back(be.indices(t));
+        targets.push_back(be.indices(shard.slice(t, batch, 1)));
       }
       be.use_sgd(0.1);
     }

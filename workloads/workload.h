@@ -200,6 +200,9 @@ struct WorkloadInfo {
   // Models: products (matmul, linear) on the deepest path of a step's forward, which sets the
   // check's tolerance under bf16 (bf16_tolerance; an optional fact, `product_depth`; 0: unknown).
   int product_depth = 0;
+  // Models whose batch data-parallel ranks can shard (workloads/data.h's Shard): the rows of one
+  // batch at a size (an optional fact, `batch_rows(size)`; null: the workload cannot be sharded).
+  int32_t (*batch_rows)(int64_t size) = nullptr;
   // What the figures and tables group it with (an optional fact, `family`): by default "scalar
   // graphs" or "models". A family's workloads share a panel, so a new workload is drawn with its
   // kind's family until it names its own.
@@ -221,6 +224,7 @@ constexpr WorkloadInfo info_of() {
       info.one_check_step_from = W::one_check_step_from;
     if constexpr (requires { W::phase; }) info.phase = W::phase;  // what its step times
     if constexpr (requires { W::product_depth; }) info.product_depth = W::product_depth;
+    if constexpr (requires { W::batch_rows(int64_t(1)); }) info.batch_rows = &W::batch_rows;
     info.family = workload_family<W>("models");
     return info;
   } else {

@@ -174,6 +174,72 @@ TEST(Workloads, EveryModelTrainsOnTheEngine) {
   EXPECT_GE(checked, 4);
 }
 
+// Data parallel's shards (workloads/data.h): every model that names its batch_rows, its batch
+// split over 2 and 4 ranks, each rank's step made in turn in this process: the mean of the ranks'
+// losses and gradients is the whole batch's, up to the order of the sums. (The ranks' reduction
+// itself is engine/distributed/'s, tested under mpirun.)
+TEST(Workloads, ShardsOfABatchAverageToTheWholeBatch) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W> && requires { W::batch_rows(int64_t(1)); }) {
+      const int64_t size = W::sizes.defaults().back() >= 8 && W::batch_rows(8) == 8
+                               ? 8
+                               : W::sizes.defaults()[0];  // sequences: 8 split into 2 or 4
+      auto step_grads = [&](bp::Shard shard, double* loss) {
+        bp::process_shard() = shard;
+        bp::EngineBackend be;
+        typename W::template Run<bp::EngineBackend> run(be, size, corpus);
+        be.zero_grad();
+        *loss = run.forward_backward(be, 0);
+        std::vector<float> all;
+        for (size_t k = 0; k < run.params.size(); k++) {
+          std::vector<float> g(run.param_sizes[k]);
+          be.read_grad(run.params[k], g);
+          all.insert(all.end(), g.begin(), g.end());
+        }
+        bp::process_shard() = bp::Shard{};
+        return all;
+      };
+      double whole_loss = 0;
+      const std::vector<float> whole = step_grads(bp::Shard{}, &whole_loss);
+      for (int ranks : {2, 4}) {
+        ASSERT_EQ((bp::Shard{0, ranks}.refusal(W::batch_rows(size))), "") << W::name;
+        std::vector<double> mean(whole.size(), 0.0);
+        double mean_loss = 0, worst = 0;
+        for (int r = 0; r < ranks; r++) {
+          double loss = 0;
+          const std::vector<float> g = step_grads(bp::Shard{r, ranks}, &loss);
+          for (size_t i = 0; i < g.size(); i++) mean[i] += double(g[i]) / ranks;
+          mean_loss += loss / ranks;
+        }
+        for (size_t i = 0; i < whole.size(); i++)
+          worst = std::max(worst, std::abs(mean[i] - whole[i]) / (std::abs(double(whole[i])) + 1));
+        EXPECT_LE(worst, 1e-6) << W::name << " at " << ranks << " ranks";
+        EXPECT_NEAR(mean_loss, whole_loss, 1e-5 * whole_loss) << W::name;
+        std::printf(
+            "  %s size %lld, %d shards: max |mean of shards - whole| / (|whole| + 1) "
+            "%.1e (tolerance 1e-06)\n",
+            std::string(W::name).c_str(), (long long)size, ranks, worst);
+      }
+      checked++;
+    }
+  });
+  EXPECT_GE(checked, 4);  // char_mlp, mini_gpt, mini_gpt_wide, mlp_width
+}
+
+TEST(Workloads, AShardIsItsRanksRowsOfTheGlobalBatch) {
+  const std::vector<int> v = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};  // 6 rows of 2
+  EXPECT_EQ((bp::Shard{1, 3}.slice(v, 6, 2)), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ((bp::Shard{0, 1}.slice(v, 6, 2)), v);
+  EXPECT_EQ((bp::Shard{2, 3, true}.global_rows(2)), 6);  // weak: each rank keeps 2 rows
+  EXPECT_EQ((bp::Shard{2, 3, true}.slice(v, 2, 2)), (std::vector<int>{8, 9, 10, 11}));
+  EXPECT_EQ((bp::Shard{0, 3}.refusal(64)),
+            "a batch of 64 rows does not split evenly into 3 ranks (--scaling=weak keeps each "
+            "rank's batch whole)");
+  EXPECT_EQ((bp::Shard{0, 3, true}.refusal(64)), "");
+}
+
 static_assert(bp::TensorBackend<bp::EngineDoubleBackend>);
 
 // The tensor form T and the scalar graph S of one eval, both in double on the same inputs (the
