@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,11 +78,21 @@ struct EngineTensorOps : EngineTensorInputs {
   Tensor constant(int32_t rows, int32_t cols, std::span<const T> v) {
     return graph.constant(rows, cols, v);
   }
-  void backward(Tensor loss) { graph.backward(loss); }
+  // Data parallel (apps/bench_ranks.cc): after_backward waits for the ranks' sum of the
+  // gradients; loss_over_ranks, when set (its check), makes a loss the mean of every rank's.
+  std::function<void()> after_backward;
+  std::function<double(double)> loss_over_ranks;
+  void backward(Tensor loss) {
+    graph.backward(loss);
+    if (after_backward) after_backward();
+  }
   void read_grad(Tensor p, std::span<T> out) const { graph.read_grad(p, out); }
   void zero_grad() { graph.zero_grad(); }
   void end_step() { graph.end_step(); }
-  double loss_value(Tensor loss) const { return graph.data(loss)[0]; }
+  double loss_value(Tensor loss) const {
+    const double mine = graph.data(loss)[0];
+    return loss_over_ranks ? loss_over_ranks(mine) : mine;
+  }
 };
 
 // Our engine's tensor graph in double: GradBench's evals in the precision its own tools compute

@@ -59,11 +59,11 @@ class Ranks {
 template <class T>
 class DataParallel {
  public:
-  // Attaches to g, whose parameters are all made; comm's ranks each build the same graph.
+  // Attaches to g, before or after its parameters are made (the buckets are cut at the first
+  // backward); comm's ranks each build the same graph.
   DataParallel(TensorGraph<T>& g, MPI_Comm comm, size_t bucket_bytes = size_t(1) << 20)
-      : graph_(g), comm_(comm) {
+      : graph_(g), comm_(comm), bucket_bytes_(bucket_bytes) {
     MPI_Comm_size(comm_, &ranks_);
-    cut_buckets(bucket_bytes);
     g.on_gradient_final([this](size_t offset, size_t elems) { gradient_final(offset, elems); });
     worker_ = std::thread([this] { communicate(); });
   }
@@ -94,7 +94,7 @@ class DataParallel {
     queue_.clear();
     for (Bucket& b : buckets_) b.waiting = b.params;
   }
-  size_t buckets() const { return buckets_.size(); }
+  size_t buckets() const { return buckets_.size(); }  // 0 before the first backward
   int ranks() const { return ranks_; }
 
  private:
@@ -105,7 +105,7 @@ class DataParallel {
 
   // Buckets from the end of the buffer, each whole parameters, at least bucket_bytes (the first
   // may be smaller). Parameters start where the one before ends, padded to a cache line.
-  void cut_buckets(size_t bucket_bytes) {
+  void cut_buckets(size_t bucket_bytes) {  // on this thread, before any bucket is started
     const std::vector<size_t> starts = param_offsets();  // ascending
     const size_t total = graph_.flat_size();
     size_t end = total, params = 0;
@@ -130,6 +130,7 @@ class DataParallel {
   }
 
   void gradient_final(size_t offset, size_t) {
+    if (buckets_.empty()) cut_buckets(bucket_bytes_);  // the first backward: parameters are made
     auto it = std::upper_bound(buckets_.begin(), buckets_.end(), offset,
                                [](size_t o, const Bucket& b) { return o < b.begin; });
     Bucket& b = *(it - 1);
@@ -169,6 +170,7 @@ class DataParallel {
 
   TensorGraph<T>& graph_;
   MPI_Comm comm_;
+  size_t bucket_bytes_;
   int ranks_ = 1;
   std::vector<Bucket> buckets_;
   std::vector<T> scratch_;

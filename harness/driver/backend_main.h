@@ -181,6 +181,22 @@ bool parse_driver_flag(const BackendHooks<B>& hooks, const std::string& arg, Dri
   } else if (arg == "--kernel_rows") {
     if (!hooks.kernel_rows) backend_usage_error(fmt::format("--kernel_rows: {} has none", B::name));
     flags.kernel_rows = true;
+  } else if (const char* v = value_of("--ranks=")) {
+    flags.ranks = count("--ranks=", v, 1, 4096);
+    if (flags.ranks > 1 && !hooks.world)
+      backend_usage_error(
+          fmt::format("--ranks={}: {} runs in one process; data parallel is "
+                      "bench_ranks under mpirun",
+                      v, B::name));
+  } else if (const char* v = value_of("--scaling=")) {
+    if (std::string_view(v) != "strong" && std::string_view(v) != "weak")
+      backend_usage_error(
+          fmt::format("--scaling={}: valid: strong (the batch split over the "
+                      "ranks), weak (each rank the whole batch)",
+                      v));
+    flags.weak_scaling = std::string_view(v) == "weak";
+  } else if (const char* v = value_of("--iterations=")) {
+    flags.iterations = count("--iterations=", v, 1, 1000000);
   } else if (arg == "--time_first_step") {
     if (!hooks.forget_warm_state)
       backend_usage_error(fmt::format("--time_first_step: {} compiles nothing", B::name));
@@ -196,6 +212,8 @@ bool parse_driver_flag(const BackendHooks<B>& hooks, const std::string& arg, Dri
 template <class B>
 DriverFlags parse_backend_flags(int& argc, char** argv, const BackendHooks<B>& hooks) {
   DriverFlags flags;
+  const std::optional<Shard> world = hooks.world ? std::optional(hooks.world()) : std::nullopt;
+  usage_errors_quiet() = world && world->rank > 0;
   int kept = 1;
   for (int i = 1; i < argc; i++) {
     const std::string arg = argv[i];
@@ -206,6 +224,9 @@ DriverFlags parse_backend_flags(int& argc, char** argv, const BackendHooks<B>& h
     argv[kept++] = argv[i];
   }
   argc = kept;
+  if (world && world->ranks != flags.ranks)  // under mpirun: the ranks it started
+    backend_usage_error(
+        fmt::format("--ranks={}: mpirun started {} processes", flags.ranks, world->ranks));
   if (flags.instances.empty())  // run by hand: everything, at the default sizes
     for (const WorkloadInfo& w : kWorkloads)
       for (int64_t size : w.sizes.defaults())
@@ -222,6 +243,21 @@ DriverFlags parse_backend_flags(int& argc, char** argv, const BackendHooks<B>& h
     if (std::string why = size_error(*w, *spec.size); !why.empty()) backend_usage_error(why);
     if (spec.name.empty()) spec.name = bench_name(*w, *spec.size, B::name, flags.threads);
     if (spec.check_steps == 0) spec.check_steps = w->check_steps_at(spec.size.value_or(0));
+    if (flags.ranks > 1) {
+      if (!w->batch_rows)
+        backend_usage_error(
+            fmt::format("--ranks={}: {} has no batch to shard over ranks", flags.ranks, w->name));
+      const std::string why =
+          Shard{0, flags.ranks, flags.weak_scaling}.refusal(w->batch_rows(*spec.size));
+      if (!why.empty())
+        backend_usage_error(
+            fmt::format("--ranks={}: {} {}: {}", flags.ranks, w->name, *spec.size, why));
+    }
+  }
+  if (world) {  // this rank's shard of every batch
+    if (flags.take_turns && flags.ranks > 1)
+      backend_usage_error("--take_turns: ranks wait on each other every step; not with --ranks");
+    process_shard() = Shard{world->rank, world->ranks, flags.weak_scaling};
   }
   return flags;
 }
@@ -243,6 +279,10 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
       {"cpu_model", proc_cpu_model()},
       {"git_sha", sha ? sha : "unknown (not run by bench_run)"},
   };
+  if (flags.ranks > 1) {  // data parallel: every rank runs the threads above
+    context.push_back({"ranks", std::to_string(flags.ranks)});
+    context.push_back({"scaling", flags.weak_scaling ? "weak" : "strong"});
+  }
   for (auto& kv : proc_environment()) context.push_back(kv);
   context.insert(context.end(), hooks.context.begin(), hooks.context.end());
   for (auto& kv : hooks.late_context()) context.push_back(kv);
@@ -278,6 +318,12 @@ inline int write_check_records(const std::string& path, const ContextPairs& cont
                std::strerror(err));
   return 1;
 }
+
+// What a rank other than the first prints: nothing (rank 0 reports the run).
+struct SilentReporter : benchmark::BenchmarkReporter {
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
 
 template <class B>
 int backend_main(int argc, char** argv, const BackendHooks<B>& hooks) {
@@ -318,17 +364,28 @@ int backend_main(int argc, char** argv, const BackendHooks<B>& hooks) {
     context.push_back({"data", fmt::format("{} ({} bytes, vocabulary {})", flags.data,
                                            corpus.tokens.size(), corpus.vocab_size)});
   }
-  if (!flags.check_out.empty()) return write_check_records(flags.check_out, context, jobs);
+  if (!flags.check_out.empty())  // every rank checks (its steps wait on the others); one writes
+    return write_check_records(process_shard().rank == 0 ? flags.check_out : "/dev/null", context,
+                               jobs);
 
   for (const auto& [key, value] : context) benchmark::AddCustomContext(key, value);
   if (flags.kernel_rows)
     hooks.kernel_rows(flags.instances, corpus);
   else
-    for (const Job& job : jobs)
-      benchmark::RegisterBenchmark(job.spec.name.c_str(), job.bench)->Unit(benchmark::kMicrosecond);
+    for (const Job& job : jobs) {
+      benchmark::internal::Benchmark* b =
+          benchmark::RegisterBenchmark(job.spec.name.c_str(), job.bench);
+      b->Unit(benchmark::kMicrosecond);
+      if (flags.ranks > 1) b->Iterations(flags.iterations);  // the same on every rank
+    }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  benchmark::RunSpecifiedBenchmarks();
+  if (process_shard().rank > 0) {  // rank 0 reports for all (peak RSS: the most of any rank)
+    SilentReporter silent;
+    benchmark::RunSpecifiedBenchmarks(&silent);
+  } else {
+    benchmark::RunSpecifiedBenchmarks();
+  }
   benchmark::Shutdown();
   return 0;
 }

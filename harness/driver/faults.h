@@ -23,8 +23,13 @@
 
 namespace bp {
 
+// Under mpirun every rank finds the same mistake: only rank 0 says it (usage_errors_quiet()).
+inline bool& usage_errors_quiet() {
+  static bool quiet = false;
+  return quiet;
+}
 [[noreturn]] inline void backend_usage_error(const std::string& what) {
-  fmt::print(stderr, "error: {}\n", what);
+  if (!usage_errors_quiet()) fmt::print(stderr, "error: {}\n", what);
   std::exit(2);
 }
 

@@ -59,6 +59,10 @@ struct BackendHooks {
   // --kernel_rows: registers kernel benchmarks on the instances' shapes instead of their steps
   // (studies/kernels/kernel_rows.h); null: refused.
   std::function<void(const std::vector<InstanceSpec>&, const Corpus&)> kernel_rows;
+  // --ranks=N: this process is one of N data-parallel ranks started by mpirun (apps/bench_ranks.cc,
+  // engine/distributed/); the hook says which rank of how many MPI started. null: one process
+  // only, and --ranks above 1 is refused.
+  std::function<Shard()> world;
 };
 
 struct DriverFlags {
@@ -70,6 +74,10 @@ struct DriverFlags {
   bool bf16 = false;  // --precision=bf16 (fp32 is the default)
   bool kernel_rows = false, take_turns = false, warm_once = false, time_first_step = false;
   std::optional<ThroughTime> through_time;  // --strategy and its companions, when given
+  // --ranks=N, --scaling=strong|weak, --iterations=N (data parallel: every rank times the same
+  // count of steps, since each step waits for the others)
+  int ranks = 1, iterations = 20;
+  bool weak_scaling = false;
 };
 
 }  // namespace bp

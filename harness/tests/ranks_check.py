@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""harness/tests/ranks_check.py: bench_ranks (our engine as data-parallel ranks under mpirun)
+against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 and 4 ranks
+(strong scaling) and char_mlp at 2, each rank a shard of every batch; the losses of every check
+step and the first step's gradient norms within 1e-5 of the one process's (a sum over ranks is
+another order than a sum over rows). Then the refusals: each one line and exit 2.
+    /usr/bin/python3 harness/tests/ranks_check.py BUILD_DIR      (ctest -R ranks_check)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+MPIRUN = ["mpirun", "--oversubscribe"]
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_btl_vader_single_copy_mechanism="none")
+TOLERANCE = 1e-5
+
+
+def check(argv, out):
+    r = subprocess.run(argv + [f"--check_out={out}"], env=ENV, capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(argv)}: exit {r.returncode}\n{r.stderr[-2000:]}")
+    with open(out) as f:
+        return json.load(f)["records"][0]
+
+
+def relative(a, b):
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def compare(instance, ranks, tmp):
+    one = check([f"{BUILD}/bench_engine", f"--instance={instance}"], f"{tmp}/one.json")
+    many = check(MPIRUN + ["-n", str(ranks), f"{BUILD}/bench_ranks", f"--ranks={ranks}",
+                           f"--instance={instance}"], f"{tmp}/ranks.json")
+    worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
+                [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
+                                                one["step0"]["grad_norms"])])
+    ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
+    print(f"  {instance}, {ranks} ranks: {len(one['losses'])} steps, max relative difference "
+          f"{worst:.1e} (tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
+    return ok
+
+
+def refused(argv, expected):
+    r = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=60)
+    lines = [l for l in r.stderr.splitlines() if expected in l]
+    ok = r.returncode == 2 and len(lines) >= 1
+    print(f"  refused ({'ok' if ok else 'FAIL'}): {expected}" +
+          ("" if ok else f"\n    exit {r.returncode}: {r.stderr.strip()[-500:]}"))
+    return ok
+
+
+def main():
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for ranks in (2, 3, 4):
+            ok &= compare("workload=mini_gpt,size=12", ranks, tmp)
+        ok &= compare("workload=char_mlp,size=64", 2, tmp)
+    ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
+    ok &= refused([f"{BUILD}/bench_engine", "--ranks=2"], "bench_ranks under mpirun")
+    ok &= refused(ranks2 + ["--ranks=3"], "--ranks=3: mpirun started 2 processes")
+    ok &= refused(ranks2 + ["--ranks=0"], "--ranks=0: expected a whole number from 1")
+    ok &= refused(ranks2 + ["--ranks=2", "--instance=workload=char_rnn,size=10"],
+                  "char_rnn has no batch to shard")
+    ok &= refused(MPIRUN + ["-n", "3", f"{BUILD}/bench_ranks", "--ranks=3",
+                            "--instance=workload=char_mlp,size=64"],
+                  "a batch of 64 rows does not split evenly into 3 ranks")
+    ok &= refused(ranks2 + ["--ranks=2", "--scaling=both"], "--scaling=both: valid: strong")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
