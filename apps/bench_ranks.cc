@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string_view>
 
@@ -19,6 +20,10 @@
 
 int main(int argc, char** argv) {
   using bp::EngineBackend;
+  // A rank's communication thread shares the cores with its compute: Open MPI's waits yield the
+  // core rather than spin on it (mini_gpt_wide 32 at 2 ranks on 2 cores: 38.9 against 35.1 ms,
+  // dev/notes.md, "Data parallel on two cores"), unless the user's environment says otherwise.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   bp::dist::Ranks mpi(&argc, &argv);
   bp::BackendHooks<EngineBackend> hooks;
   hooks.version =
@@ -36,8 +41,25 @@ int main(int argc, char** argv) {
   // shards); the timed steps exchange no loss, as a DDP step does not.
   static bool checking = false;
   for (int i = 1; i < argc; i++) checking |= std::string_view(argv[i]).starts_with("--check_out=");
+  // --overlap=off: the gradients summed after the backward, not under it (what overlap saves).
+  static bool overlap = true;
+  hooks.flag = [](std::string_view arg) {
+    if (!arg.starts_with("--overlap=")) return false;
+    if (arg != "--overlap=on" && arg != "--overlap=off")
+      bp::backend_usage_error(
+          fmt::format("{}: valid: --overlap=on (the gradients summed under the "
+                      "backward, the default), --overlap=off (after it)",
+                      arg));
+    overlap = arg == "--overlap=on";
+    return true;
+  };
+  hooks.late_context = [] {
+    return bp::ContextPairs{{"gradients_summed", overlap ? "under the backward, in buckets of 1 MB"
+                                                         : "after the backward"}};
+  };
   hooks.configure = [](EngineBackend& b) {
-    auto dp = std::make_shared<bp::dist::DataParallel<float>>(b.graph, MPI_COMM_WORLD);
+    auto dp = std::make_shared<bp::dist::DataParallel<float>>(b.graph, MPI_COMM_WORLD,
+                                                              size_t(1) << 20, overlap);
     b.after_backward = [dp] { dp->finish(); };  // the reducer lives as long as the backend
     if (checking)
       b.loss_over_ranks = [](double mine) {

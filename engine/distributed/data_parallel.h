@@ -61,8 +61,11 @@ class DataParallel {
  public:
   // Attaches to g, before or after its parameters are made (the buckets are cut at the first
   // backward); comm's ranks each build the same graph.
-  DataParallel(TensorGraph<T>& g, MPI_Comm comm, size_t bucket_bytes = size_t(1) << 20)
-      : graph_(g), comm_(comm), bucket_bytes_(bucket_bytes) {
+  // overlap false: every bucket is summed after the backward, in order (what the overlap saves
+  // is measured against it: apps/bench_ranks.cc --overlap=off).
+  DataParallel(TensorGraph<T>& g, MPI_Comm comm, size_t bucket_bytes = size_t(1) << 20,
+               bool overlap = true)
+      : graph_(g), comm_(comm), bucket_bytes_(bucket_bytes), overlap_(overlap) {
     MPI_Comm_size(comm_, &ranks_);
     g.on_gradient_final([this](size_t offset, size_t elems) { gradient_final(offset, elems); });
     worker_ = std::thread([this] { communicate(); });
@@ -82,6 +85,10 @@ class DataParallel {
   // After backward(): waits until every bucket is summed; the gradients are then the ranks' mean.
   void finish() {
     std::unique_lock<std::mutex> lock(mutex_);
+    if (!overlap_ && started_ == buckets_.size()) {  // every gradient final: now, from the last
+      for (size_t k = buckets_.size(); k-- > 0;) queue_.push_back(k);
+      ready_.notify_one();
+    }
     if (started_ != buckets_.size()) {  // backward() started every bucket it would, on this thread
       std::fprintf(stderr,
                    "error: DataParallel::finish: %zu of %zu buckets started; was backward() "
@@ -136,8 +143,9 @@ class DataParallel {
     Bucket& b = *(it - 1);
     std::lock_guard<std::mutex> lock(mutex_);
     if (--b.waiting == 0) {
-      queue_.push_back(size_t(&b - buckets_.data()));
       started_++;
+      if (!overlap_) return;  // finish() starts it
+      queue_.push_back(size_t(&b - buckets_.data()));
       ready_.notify_one();
     }
   }
@@ -171,6 +179,7 @@ class DataParallel {
   TensorGraph<T>& graph_;
   MPI_Comm comm_;
   size_t bucket_bytes_;
+  bool overlap_;
   int ranks_ = 1;
   std::vector<Bucket> buckets_;
   std::vector<T> scratch_;

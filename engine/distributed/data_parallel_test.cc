@@ -2,7 +2,8 @@
 // under mpirun at 1 to 4 ranks: a small MLP, each rank a shard of a 12-row global batch, its
 // gradients reduced under the backward in one bucket or one per parameter. Against the same
 // model's gradients on the whole batch in one process (within a tolerance: a sum over ranks is
-// another order than the sum over rows); the same bits on every rank and from step to step; an
+// another order than the sum over rows); the same bits on every rank, from step to step and with
+// the buckets summed after the backward instead of under it; an
 // SGD step leaves every rank's parameters the same bits; a NaN on one rank skips the step on all.
 #include "engine/distributed/data_parallel.h"
 
@@ -102,6 +103,13 @@ void against_one_process(double tolerance) {
     EXPECT_TRUE(same_as_rank_0(got)) << "rank " << rank << " holds other bits than rank 0";
     m.backward(r0, r1, &dp);  // the same step again: the same bits
     EXPECT_EQ(std::memcmp(got.data(), m.grads().data(), got.size() * sizeof(T)), 0);
+    {  // every bucket summed after the backward instead of under it: the same bits
+      Mlp<T> later;
+      bp::dist::DataParallel<T> after(later.g, MPI_COMM_WORLD, bucket_bytes, /*overlap=*/false);
+      later.backward(r0, r1, &after);
+      EXPECT_EQ(std::memcmp(got.data(), later.grads().data(), got.size() * sizeof(T)), 0)
+          << "overlap off, rank " << rank;
+    }
     m.g.sgd_step(0.1);
     m.g.end_step();
     EXPECT_TRUE(same_as_rank_0(m.params())) << "rank " << rank << ": parameters after SGD differ";
