@@ -378,6 +378,12 @@ int backend_main(int argc, char** argv, const BackendHooks<B>& hooks) {
       b->Unit(benchmark::kMicrosecond);
       if (flags.ranks > 1) b->Iterations(flags.iterations);  // the same on every rank
     }
+  if (process_shard().rank > 0)  // one file of results, rank 0's: the others write none
+    argc = int(std::remove_if(argv + 1, argv + argc,
+                              [](const char* a) {
+                                return std::string_view(a).starts_with("--benchmark_out");
+                              }) -
+               argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   if (process_shard().rank > 0) {  // rank 0 reports for all (peak RSS: the most of any rank)

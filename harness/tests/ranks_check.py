@@ -3,7 +3,8 @@
 against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 and 4 ranks
 (strong scaling) and char_mlp at 2, each rank a shard of every batch; the losses of every check
 step and the first step's gradient norms within 1e-5 of the one process's (a sum over ranks is
-another order than a sum over rows). Then the refusals: each one line and exit 2.
+another order than a sum over rows); one file of results from 3 ranks, rank 0's. Then the
+refusals: each one line and exit 2.
     /usr/bin/python3 harness/tests/ranks_check.py BUILD_DIR      (ctest -R ranks_check)
 """
 import json
@@ -45,6 +46,23 @@ def compare(instance, ranks, tmp):
     return ok
 
 
+def one_results_file(tmp):
+    """3 ranks timing 5 steps twice: one file of results, rank 0's, naming the ranks."""
+    out = f"{tmp}/results.json"
+    r = subprocess.run(MPIRUN + ["-n", "3", f"{BUILD}/bench_ranks", "--ranks=3", "--iterations=5",
+                                 "--instance=workload=mini_gpt,size=12",
+                                 "--benchmark_repetitions=2", f"--benchmark_out={out}",
+                                 "--benchmark_out_format=json"],
+                       env=ENV, capture_output=True, text=True, timeout=120)
+    with open(out) as f:
+        d = json.load(f)
+    runs = [b for b in d["benchmarks"] if b.get("run_type") == "iteration"]
+    ok = (r.returncode == 0 and d["context"].get("ranks") == "3" and len(runs) == 2 and
+          all(b["iterations"] == 5 and b["peak_rss_bytes_most_of_ranks"] > 0 for b in runs))
+    print(f"  results ({'ok' if ok else 'FAIL'}): 3 ranks, one file of 2 repetitions of 5 steps")
+    return ok
+
+
 def refused(argv, expected):
     r = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=60)
     lines = [l for l in r.stderr.splitlines() if expected in l]
@@ -60,6 +78,7 @@ def main():
         for ranks in (2, 3, 4):
             ok &= compare("workload=mini_gpt,size=12", ranks, tmp)
         ok &= compare("workload=char_mlp,size=64", 2, tmp)
+        ok &= one_results_file(tmp)
     ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
     ok &= refused([f"{BUILD}/bench_engine", "--ranks=2"], "bench_ranks under mpirun")
     ok &= refused(ranks2 + ["--ranks=3"], "--ranks=3: mpirun started 2 processes")
