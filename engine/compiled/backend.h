@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -237,7 +238,13 @@ struct CompiledBackendOf : EngineTensorInputs {
     program.backward();
     ran_forward = ran_backward = true;
     if (first_step_seconds == 0) first_step_seconds = seconds_since(capture_started);
+    if (after_backward) after_backward();
   }
+  // Data parallel (apps/bench_ranks.cc --mode=compiled), as the eager engine's
+  // (engine/backend.h): after_backward sums the gradients over the ranks once the program's
+  // backward has made them all; loss_over_ranks, in its check, makes a loss every rank's mean.
+  std::function<void()> after_backward;
+  std::function<double(double)> loss_over_ranks;
   void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }
   int64_t skipped_steps() const { return graph.skipped_steps(); }
   void end_step() {
@@ -254,7 +261,7 @@ struct CompiledBackendOf : EngineTensorInputs {
     if (loss.id != root)
       refuse("loss_value", "of node %u; the program's loss is node %u", loss.id, root);
     if (!ran_forward) program.forward(), ran_forward = true;
-    return program.loss();
+    return loss_over_ranks ? loss_over_ranks(program.loss()) : program.loss();
   }
   void read_grad(Tensor p, std::span<R> out) const {
     graph.read_grad(p, out);

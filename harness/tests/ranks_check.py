@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """harness/tests/ranks_check.py: bench_ranks (our engine as data-parallel ranks under mpirun)
 against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 and 4 ranks
-(strong scaling) and char_mlp at 2, each rank a shard of every batch; the losses of every check
+(strong scaling), char_mlp at 2, and mini_gpt 12 at 3 in the compiled mode against bench_compiled
+(kernels by priority), each rank a shard of every batch; the losses of every check
 step and the first step's gradient norms within 1e-5 of the one process's (a sum over ranks is
 another order than a sum over rows); one file of results from 3 ranks, rank 0's. Then the
 refusals: each one line and exit 2.
@@ -20,9 +21,9 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 TOLERANCE = 1e-5
 
 
-def check(argv, out):
-    r = subprocess.run(argv + [f"--check_out={out}"], env=ENV, capture_output=True, text=True,
-                       timeout=120)
+def check(argv, out, instance):
+    r = subprocess.run(argv + [f"--instance={instance}", f"--check_out={out}"], env=ENV,
+                       capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(argv)}: exit {r.returncode}\n{r.stderr[-2000:]}")
     with open(out) as f:
@@ -33,15 +34,17 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-def compare(instance, ranks, tmp):
-    one = check([f"{BUILD}/bench_engine", f"--instance={instance}"], f"{tmp}/one.json")
-    many = check(MPIRUN + ["-n", str(ranks), f"{BUILD}/bench_ranks", f"--ranks={ranks}",
-                           f"--instance={instance}"], f"{tmp}/ranks.json")
+def compare(instance, ranks, tmp, compiled=False):
+    one = check([f"{BUILD}/bench_compiled", "--no-cache", "--dialect=priority"] if compiled else
+                [f"{BUILD}/bench_engine"], f"{tmp}/one.json", instance)
+    many = check(MPIRUN + ["-n", str(ranks), f"{BUILD}/bench_ranks", f"--ranks={ranks}"] +
+                 (["--mode=compiled"] if compiled else []), f"{tmp}/ranks.json", instance)
     worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
                 [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
                                                 one["step0"]["grad_norms"])])
     ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
-    print(f"  {instance}, {ranks} ranks: {len(one['losses'])} steps, max relative difference "
+    print(f"  {instance}, {ranks} ranks{', compiled' if compiled else ''}: "
+          f"{len(one['losses'])} steps, max relative difference "
           f"{worst:.1e} (tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
     return ok
 
@@ -78,6 +81,7 @@ def main():
         for ranks in (2, 3, 4):
             ok &= compare("workload=mini_gpt,size=12", ranks, tmp)
         ok &= compare("workload=char_mlp,size=64", 2, tmp)
+        ok &= compare("workload=mini_gpt,size=12", 3, tmp, compiled=True)
         ok &= one_results_file(tmp)
     ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
     ok &= refused([f"{BUILD}/bench_engine", "--ranks=2"], "bench_ranks under mpirun")
@@ -89,6 +93,7 @@ def main():
                             "--instance=workload=char_mlp,size=64"],
                   "a batch of 64 rows does not split evenly into 3 ranks")
     ok &= refused(ranks2 + ["--ranks=2", "--scaling=both"], "--scaling=both: valid: strong")
+    ok &= refused(ranks2 + ["--ranks=2", "--mode=jit"], "--mode=jit: valid: --mode=eager")
     sys.exit(0 if ok else 1)
 
 
