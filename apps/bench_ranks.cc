@@ -9,12 +9,18 @@
 //
 //   mpirun -n 2 build/bench_ranks --ranks=2 --instance=workload=char_mlp,size=1024
 //   (as root: --allow-run-as-root; more ranks than cores: --oversubscribe)
+#include <fmt/chrono.h>
 #include <malloc.h>
 #include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/compiled/backend.h"
@@ -84,6 +90,44 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
   return bp::backend_main<B>(argc, argv, hooks);
 }
 
+// Every rank must run the same program with the same options (a step waits for every rank, and
+// shards assume the same batches): the binary (its path, size and time) and the arguments,
+// hashed, compared with rank 0's; a rank that differs is named by rank 0 in one line, and every
+// rank exits 2.
+void refuse_ranks_that_differ(int argc, char** argv, const bp::dist::Ranks& mpi) {
+  std::string mine;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  struct stat st {};
+  if (n > 0 && stat((exe[n] = 0, exe), &st) == 0)
+    mine = fmt::format("{} ({} bytes, {:%Y-%m-%d %H:%M:%S})", exe, st.st_size,
+                       fmt::localtime(st.st_mtime));
+  for (int i = 1; i < argc; i++) mine += std::string(" ") + argv[i];
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : mine) hash = (hash ^ c) * 1099511628211ull;
+  std::vector<uint64_t> all(size_t(mpi.size()));
+  MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  int first = 0;
+  for (int r = 1; r < mpi.size() && !first; r++)
+    if (all[size_t(r)] != all[0]) first = r;
+  if (!first) return;
+  if (mpi.rank() == first) MPI_Send(mine.data(), int(mine.size()), MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+  if (mpi.rank() == 0) {
+    MPI_Status status;
+    int length = 0;
+    MPI_Probe(first, 0, MPI_COMM_WORLD, &status);
+    MPI_Get_count(&status, MPI_CHAR, &length);
+    std::string theirs(size_t(length), ' ');
+    MPI_Recv(theirs.data(), length, MPI_CHAR, first, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    fmt::print(stderr,
+               "error: rank {} was started with another binary or options than rank 0: start "
+               "every rank with one command (rank 0: {}; rank {}: {})\n",
+               first, mine, first, theirs);
+  }
+  MPI_Finalize();
+  std::exit(2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,6 +136,7 @@ int main(int argc, char** argv) {
   // dev/notes.md, "Data parallel on two cores"), unless the user's environment says otherwise.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   bp::dist::Ranks mpi(&argc, &argv);
+  refuse_ranks_that_differ(argc, argv, mpi);
   bool compiled = false;
   for (int i = 1; i < argc; i++) {
     const std::string_view arg = argv[i];

@@ -94,6 +94,9 @@ def main():
                   "a batch of 64 rows does not split evenly into 3 ranks")
     ok &= refused(ranks2 + ["--ranks=2", "--scaling=both"], "--scaling=both: valid: strong")
     ok &= refused(ranks2 + ["--ranks=2", "--mode=jit"], "--mode=jit: valid: --mode=eager")
+    ok &= refused(MPIRUN + ["-n", "1", f"{BUILD}/bench_ranks", "--ranks=2", "--iterations=5", ":",
+                            "-n", "1", f"{BUILD}/bench_ranks", "--ranks=2", "--iterations=6"],
+                  "rank 1 was started with another binary or options than rank 0")
     sys.exit(0 if ok else 1)
 
 
