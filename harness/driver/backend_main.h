@@ -226,7 +226,8 @@ DriverFlags parse_backend_flags(int& argc, char** argv, const BackendHooks<B>& h
   argc = kept;
   if (world && world->ranks != flags.ranks)  // under mpirun: the ranks it started
     backend_usage_error(
-        fmt::format("--ranks={}: mpirun started {} processes", flags.ranks, world->ranks));
+        fmt::format("--ranks={}: mpirun started {} process{}", flags.ranks, world->ranks,
+                    world->ranks == 1 ? " (or none: run it under mpirun -n N)" : "es"));
   if (flags.instances.empty())  // run by hand: everything, at the default sizes
     for (const WorkloadInfo& w : kWorkloads)
       for (int64_t size : w.sizes.defaults())
