@@ -35,10 +35,8 @@ bool overlap = true;    // --overlap=off: the gradients summed after the backwar
 
 double mean_over_ranks(double mine) {
   double sum = 0;
-  int ranks = 1;
   MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  return sum / ranks;
+  return sum / bp::dist::ranks_of(MPI_COMM_WORLD);
 }
 
 // The driver over backend B (EngineBackend or CompiledBackend) as one rank of `mpi`.

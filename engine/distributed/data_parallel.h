@@ -66,7 +66,7 @@ class DataParallel {
   DataParallel(TensorGraph<T>& g, MPI_Comm comm, size_t bucket_bytes = size_t(1) << 20,
                bool overlap = true)
       : graph_(g), comm_(comm), bucket_bytes_(bucket_bytes), overlap_(overlap) {
-    MPI_Comm_size(comm_, &ranks_);
+    ranks_ = ranks_of(comm_);
     g.on_gradient_final([this](size_t offset, size_t elems) { gradient_final(offset, elems); });
     worker_ = std::thread([this] { communicate(); });
   }

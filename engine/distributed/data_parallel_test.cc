@@ -63,16 +63,6 @@ struct Mlp {
   std::vector<T> params() const { return {g.flat_values(), g.flat_values() + g.flat_size()}; }
 };
 
-int rank_of() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int ranks_of() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 // Whether v holds rank 0's bits on this rank.
 template <class T>
 bool same_as_rank_0(const std::vector<T>& v) {
@@ -83,7 +73,7 @@ bool same_as_rank_0(const std::vector<T>& v) {
 
 template <class T>
 void against_one_process(double tolerance) {
-  const int rank = rank_of(), ranks = ranks_of();
+  const int rank = bp::dist::rank_of(MPI_COMM_WORLD), ranks = bp::dist::ranks_of(MPI_COMM_WORLD);
   const int32_t r0 = kRows * rank / ranks, r1 = kRows * (rank + 1) / ranks;
   Mlp<T> whole;
   whole.backward(0, kRows, nullptr);
@@ -127,7 +117,7 @@ TEST(DataParallel, GradientsAreTheWholeBatchsOnEveryRankWithTheSameBits) {
 }
 
 TEST(DataParallel, ANonFiniteGradientOnOneRankSkipsTheStepOnEvery) {
-  const int rank = rank_of(), ranks = ranks_of();
+  const int rank = bp::dist::rank_of(MPI_COMM_WORLD), ranks = bp::dist::ranks_of(MPI_COMM_WORLD);
   const int32_t r0 = kRows * rank / ranks, r1 = kRows * (rank + 1) / ranks;
   Mlp<float> m;
   if (rank == ranks - 1) m.x[size_t(r0) * kIn] = NAN;  // one input of the last rank's shard

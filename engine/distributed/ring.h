@@ -30,6 +30,18 @@ MPI_Datatype mpi_type() {
   return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
 }
 
+// How many ranks comm has, and which one this process is.
+inline int ranks_of(MPI_Comm comm) {
+  int n = 1;
+  MPI_Comm_size(comm, &n);
+  return n;
+}
+inline int rank_of(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+
 // Chunk c of n elements cut into `ranks`: the first n % ranks chunks one element longer.
 struct Chunk {
   size_t begin, size;
@@ -56,9 +68,7 @@ inline void mpi_check(int rc, const char* what) {
 // on one communicator (one per bucket).
 template <class T>
 void ring_allreduce(T* x, size_t n, T* scratch, MPI_Comm comm, int tag = 0) {
-  int ranks = 1, rank = 0;
-  MPI_Comm_size(comm, &ranks);
-  MPI_Comm_rank(comm, &rank);
+  const int ranks = ranks_of(comm), rank = rank_of(comm);
   if (ranks == 1 || n == 0) return;
   if (ring_scratch_elems(n, ranks) > size_t(INT_MAX)) {
     std::fprintf(stderr, "error: ring_allreduce: a chunk of %zu elements is over MPI's int count\n",

@@ -15,17 +15,6 @@
 
 namespace ring_test {
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 // Rank r's element i: a value any rank can compute for any other, with exponents spread over a
 // few decades so that the order of a sum changes its rounding.
 template <class T>
@@ -57,7 +46,7 @@ T ring_order_sum(const std::vector<std::vector<T>>& x, int ranks, size_t i) {
 
 template <class T>
 void check_sizes() {
-  const int ranks = world_size(), rank = world_rank();
+  const int ranks = bp::dist::ranks_of(MPI_COMM_WORLD), rank = bp::dist::rank_of(MPI_COMM_WORLD);
   size_t reordered = 0;  // elements where rank order 0, 1, ... would give other bits
   for (size_t n : {size_t(0), size_t(1), size_t(ranks - 1 > 0 ? ranks - 1 : 1), size_t(1000),
                    size_t(100003)}) {
