@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """harness/tests/ranks_check.py: bench_ranks (our engine as data-parallel ranks under mpirun)
 against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 and 4 ranks
-(strong scaling), char_mlp at 2, and mini_gpt 12 at 3 in the compiled mode against bench_compiled
-(kernels by priority), each rank a shard of every batch; the losses of every check
-step and the first step's gradient norms within 1e-5 of the one process's (a sum over ranks is
-another order than a sum over rows); one file of results from 3 ranks, rank 0's. Then the
-refusals: each one line and exit 2.
+(strong scaling), char_mlp at 2, mini_gpt 12 at 3 in the compiled mode against bench_compiled
+(kernels by priority), and mini_gpt 6 at 2 ranks of weak scaling against mini_gpt 12, each rank
+a shard of every batch; the losses of every check step and the first step's gradient norms
+within 1e-5 of the one process's (a sum over ranks is another order than a sum over rows); one
+file of results from 3 ranks, rank 0's. Then the refusals: each one line and exit 2.
     /usr/bin/python3 harness/tests/ranks_check.py BUILD_DIR      (ctest -R ranks_check)
 """
 import json
@@ -34,16 +34,19 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-def compare(instance, ranks, tmp, compiled=False):
+def compare(instance, ranks, tmp, compiled=False, weak_of=None):
+    """weak_of: the instance of one process that `instance` at weak scaling over `ranks` is."""
     one = check([f"{BUILD}/bench_compiled", "--no-cache", "--dialect=priority"] if compiled else
-                [f"{BUILD}/bench_engine"], f"{tmp}/one.json", instance)
+                [f"{BUILD}/bench_engine"], f"{tmp}/one.json", weak_of or instance)
     many = check(MPIRUN + ["-n", str(ranks), f"{BUILD}/bench_ranks", f"--ranks={ranks}"] +
-                 (["--mode=compiled"] if compiled else []), f"{tmp}/ranks.json", instance)
+                 (["--mode=compiled"] if compiled else []) +
+                 (["--scaling=weak"] if weak_of else []), f"{tmp}/ranks.json", instance)
     worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
                 [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
                                                 one["step0"]["grad_norms"])])
     ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
-    print(f"  {instance}, {ranks} ranks{', compiled' if compiled else ''}: "
+    print(f"  {instance}, {ranks} ranks{', compiled' if compiled else ''}"
+          f"{f', weak (as {weak_of})' if weak_of else ''}: "
           f"{len(one['losses'])} steps, max relative difference "
           f"{worst:.1e} (tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
     return ok
@@ -82,6 +85,7 @@ def main():
             ok &= compare("workload=mini_gpt,size=12", ranks, tmp)
         ok &= compare("workload=char_mlp,size=64", 2, tmp)
         ok &= compare("workload=mini_gpt,size=12", 3, tmp, compiled=True)
+        ok &= compare("workload=mini_gpt,size=6", 2, tmp, weak_of="workload=mini_gpt,size=12")
         ok &= one_results_file(tmp)
     ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
     ok &= refused([f"{BUILD}/bench_engine", "--ranks=2"], "bench_ranks under mpirun")
