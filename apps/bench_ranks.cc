@@ -110,7 +110,7 @@ void refuse_ranks_that_differ(int argc, char** argv, const bp::dist::Ranks& mpi)
     if (all[size_t(r)] != all[0]) first = r;
   if (!first) return;
   if (mpi.rank() == first) MPI_Send(mine.data(), int(mine.size()), MPI_CHAR, 0, 0, MPI_COMM_WORLD);
-  if (mpi.rank() == 0) {
+  if (mpi.rank() == 0) {  // it says so before any rank exits (the barrier below)
     MPI_Status status;
     int length = 0;
     MPI_Probe(first, 0, MPI_COMM_WORLD, &status);
@@ -121,7 +121,9 @@ void refuse_ranks_that_differ(int argc, char** argv, const bp::dist::Ranks& mpi)
                "error: rank {} was started with another binary or options than rank 0: start "
                "every rank with one command (rank 0: {}; rank {}: {})\n",
                first, mine, first, theirs);
+    std::fflush(stderr);
   }
+  MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
   std::exit(2);
 }
@@ -135,15 +137,18 @@ int main(int argc, char** argv) {
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   bp::dist::Ranks mpi(&argc, &argv);
   refuse_ranks_that_differ(argc, argv, mpi);
+  // Every rank meets the same mistake in its arguments (they are the same): rank 0 says it, and
+  // none exits before it has.
+  bp::usage_errors_wait() = [] { MPI_Barrier(MPI_COMM_WORLD); };
   bool compiled = false;
   for (int i = 1; i < argc; i++) {
     const std::string_view arg = argv[i];
     checking |= arg.starts_with("--check_out=");
     if (!arg.starts_with("--mode=")) continue;
     if (arg != "--mode=eager" && arg != "--mode=compiled") {
-      if (mpi.rank() == 0)
-        fmt::print(stderr, "error: {}: valid: --mode=eager (the default), --mode=compiled\n", arg);
-      return 2;
+      bp::usage_errors_quiet() = mpi.rank() > 0;
+      bp::backend_usage_error(
+          fmt::format("{}: valid: --mode=eager (the default), --mode=compiled", arg));
     }
     compiled = arg == "--mode=compiled";
   }

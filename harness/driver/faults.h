@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <optional>
 #include <string>
@@ -23,13 +24,21 @@
 
 namespace bp {
 
-// Under mpirun every rank finds the same mistake: only rank 0 says it (usage_errors_quiet()).
+// Under mpirun every rank finds the same mistake: only rank 0 says it (usage_errors_quiet()),
+// and no rank leaves before it has (usage_errors_wait(): mpirun ends the job at the first rank
+// that exits, which could be before rank 0 had printed).
 inline bool& usage_errors_quiet() {
   static bool quiet = false;
   return quiet;
 }
+inline std::function<void()>& usage_errors_wait() {
+  static std::function<void()> wait;
+  return wait;
+}
 [[noreturn]] inline void backend_usage_error(const std::string& what) {
   if (!usage_errors_quiet()) fmt::print(stderr, "error: {}\n", what);
+  std::fflush(stderr);
+  if (usage_errors_wait()) usage_errors_wait()();
   std::exit(2);
 }
 
