@@ -30,41 +30,37 @@ inline std::string amp_table(const Summary& s) {
     return memory ? human_ratio(b->max_rss_bytes / f->max_rss_bytes)
                   : human_ratio(b->median_seconds / f->median_seconds);
   };
-  std::string out =
-      "\nbf16 over float32, each backend against itself: time per step | peak RSS (below 1: bf16 "
-      "is faster | smaller)\n";
-  out += fmt::format("{:<28}", "instance");
-  for (const auto& p : kPairs) out += fmt::format(" {:>15}", p[1]);
-  out += "\n";
-  for (const SummaryRow& row : s.rows) {
-    out += fmt::format("{:<28}", row.instance);
-    for (const auto& p : kPairs)
-      out += fmt::format(" {:>15}",
-                         cell(row, p[0], p[1], false) + " | " + cell(row, p[0], p[1], true));
+  // One table: a title, then a column per pair, each cell cell_of(row, bf16 row, float32 row).
+  const auto table = [&](const std::string& title, const auto& cell_of) {
+    std::string out = title + fmt::format("{:<28}", "instance");
+    for (const auto& p : kPairs) out += fmt::format(" {:>15}", p[1]);
     out += "\n";
-  }
-  out +=
-      "\nthe check's last training loss under bf16 against float32's (the study's check trains "
-      "200 steps), each backend\n";
-  out += fmt::format("{:<28}", "instance");
-  for (const auto& p : kPairs) out += fmt::format(" {:>15}", p[1]);
-  out += "\n";
-  for (const SummaryRow& row : s.rows) {
-    out += fmt::format("{:<28}", row.instance);
-    for (const auto& p : kPairs) {
-      const auto b = row.cells.find(p[0]), f = row.cells.find(p[1]);
-      const bool both = b != row.cells.end() && f != row.cells.end() &&
-                        !b->second.check_losses.empty() &&
-                        b->second.check_losses.size() == f->second.check_losses.size();
-      out += fmt::format(
-          " {:>15}",
-          both ? fmt::format(
-                     "{:+.2f}%",
-                     100 * (b->second.check_losses.back() / f->second.check_losses.back() - 1))
-               : std::string("-"));
+    for (const SummaryRow& row : s.rows) {
+      out += fmt::format("{:<28}", row.instance);
+      for (const auto& p : kPairs) out += fmt::format(" {:>15}", cell_of(row, p[0], p[1]));
+      out += "\n";
     }
-    out += "\n";
-  }
+    return out;
+  };
+  std::string out = table(
+      "\nbf16 over float32, each backend against itself: time per step | peak RSS (below 1: bf16 "
+      "is faster | smaller)\n",
+      [&](const SummaryRow& row, const char* bf16, const char* fp32) {
+        return cell(row, bf16, fp32, false) + " | " + cell(row, bf16, fp32, true);
+      });
+  out += table(
+      "\nthe check's last training loss under bf16 against float32's (the study's check trains "
+      "200 steps), each backend\n",
+      [](const SummaryRow& row, const char* bf16, const char* fp32) {
+        const auto b = row.cells.find(bf16), f = row.cells.find(fp32);
+        const bool both = b != row.cells.end() && f != row.cells.end() &&
+                          !b->second.check_losses.empty() &&
+                          b->second.check_losses.size() == f->second.check_losses.size();
+        return both ? fmt::format(
+                          "{:+.2f}%",
+                          100 * (b->second.check_losses.back() / f->second.check_losses.back() - 1))
+                    : std::string("-");
+      });
   return out;
 }
 
