@@ -5,7 +5,8 @@
 // so every rank computes with the same kernels), its gradients summed after the program's
 // backward. A binary of its own so that bench_engine and bench_compiled do not carry libmpi
 // (1.3 MB of resident memory in every process, measured). Every rank times the same
-// --iterations (each step waits for the others).
+// --iterations (each step waits for the others). --zero=1 shards the optimizer's state over the
+// ranks (ZeRO stage 1, engine/distributed/data_parallel.h).
 //
 //   mpirun -n 2 build/bench_ranks --ranks=2 --instance=workload=char_mlp,size=1024
 //   (as root: --allow-run-as-root; more ranks than cores: --oversubscribe)
@@ -32,6 +33,7 @@ namespace {
 
 bool checking = false;  // --check_out: the check records the mean of the ranks' losses
 bool overlap = true;    // --overlap=off: the gradients summed after the backward
+bool zero = false;      // --zero=1: the optimizer's state sharded over the ranks (ZeRO stage 1)
 
 double mean_over_ranks(double mine) {
   double sum = 0;
@@ -53,7 +55,7 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
   hooks.before_work = [] { mallopt(M_MMAP_THRESHOLD, 256 * 1024); };  // as bench_engine
   hooks.world = [&mpi] { return bp::Shard{mpi.rank(), mpi.size()}; };
   hooks.flag = [](std::string_view arg) {
-    if (arg.starts_with("--mode=")) return true;  // main()'s
+    if (arg.starts_with("--mode=") || arg.starts_with("--zero=")) return true;  // main()'s
     if (!arg.starts_with("--overlap=")) return false;
     if (arg != "--overlap=on" && arg != "--overlap=off")
       bp::backend_usage_error(
@@ -65,17 +67,35 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
   };
   hooks.late_context = [] {
     const bool events = std::is_same_v<B, bp::EngineBackend> && overlap;
-    return bp::ContextPairs{{"gradients_summed", events
-                                                     ? "under the backward, in buckets of 1 MB"
-                                                     : "after the backward, in buckets of 1 MB"}};
+    return bp::ContextPairs{
+        {"gradients_summed", events ? "under the backward, in buckets of 1 MB"
+                                    : "after the backward, in buckets of 1 MB"},
+        {"optimizer", zero ? "sharded over the ranks (ZeRO stage 1: reduce-scatter, each rank "
+                             "updates its shard, all-gather)"
+                           : "every rank updates every parameter"}};
   };
+  // The last reducer made, for report; weak, so that it ends with its backend (and graph).
+  static std::weak_ptr<bp::dist::DataParallel<float>> reducer;
   hooks.configure = [](B& b) {
     auto dp = std::make_shared<bp::dist::DataParallel<float>>(b.graph, MPI_COMM_WORLD,
-                                                              size_t(1) << 20, overlap);
+                                                              size_t(1) << 20, overlap, zero);
+    reducer = dp;
+    if (zero)
+      b.sharded_step = [dp](const bp::AdamWConfig* adamw, double lr) {
+        dp->sharded_step(adamw, lr);
+      };
+    // The check reads every gradient; with the optimizer sharded a rank holds its shard's alone.
+    const bool gather = zero && checking;
     if constexpr (std::is_same_v<B, bp::EngineBackend>)
-      b.after_backward = [dp] { dp->finish(); };  // the reducer lives as long as the backend
+      b.after_backward = [dp, gather] {  // the reducer lives as long as the backend
+        dp->finish();
+        if (gather) dp->gather_gradients();
+      };
     else  // the program's backward says no gradient's end: all of them at once
-      b.after_backward = [dp] { dp->all_final(), dp->finish(); };
+      b.after_backward = [dp, gather] {
+        dp->all_final(), dp->finish();
+        if (gather) dp->gather_gradients();
+      };
     if (checking) b.loss_over_ranks = mean_over_ranks;  // the timed steps exchange no loss
   };
   hooks.use_bf16 = [](B& b) { b.graph.set_precision(bp::Precision::bf16); };
@@ -84,6 +104,11 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
     double mine = double(bp::proc_peak_rss_bytes()), most = 0;
     MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // every rank reports
     state.counters["peak_rss_bytes_most_of_ranks"] = most;
+    // AdamW's moments on one rank (all of them unless --zero=1); 0 under SGD.
+    const auto dp = reducer.lock();
+    mine = dp ? double(dp->optimizer_state_bytes()) : 0;
+    MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    state.counters["optimizer_state_bytes_most_of_ranks"] = most;
   };
   return bp::backend_main<B>(argc, argv, hooks);
 }
@@ -140,10 +165,20 @@ int main(int argc, char** argv) {
   // Every rank meets the same mistake in its arguments (they are the same): rank 0 says it, and
   // none exits before it has.
   bp::usage_errors_wait() = [] { MPI_Barrier(MPI_COMM_WORLD); };
-  bool compiled = false;
+  bool compiled = false, bf16 = false;
   for (int i = 1; i < argc; i++) {
     const std::string_view arg = argv[i];
     checking |= arg.starts_with("--check_out=");
+    bf16 |= arg == "--precision=bf16";
+    if (arg.starts_with("--zero=")) {
+      bp::usage_errors_quiet() = mpi.rank() > 0;
+      if (arg != "--zero=0" && arg != "--zero=1")
+        bp::backend_usage_error(fmt::format(
+            "{}: valid: --zero=0 (every rank updates every parameter, the default), --zero=1 "
+            "(the optimizer's state sharded over the ranks)",
+            arg));
+      zero = arg == "--zero=1";
+    }
     if (!arg.starts_with("--mode=")) continue;
     if (arg != "--mode=eager" && arg != "--mode=compiled") {
       bp::usage_errors_quiet() = mpi.rank() > 0;
@@ -151,6 +186,12 @@ int main(int argc, char** argv) {
           fmt::format("{}: valid: --mode=eager (the default), --mode=compiled", arg));
     }
     compiled = arg == "--mode=compiled";
+  }
+  if (zero && bf16) {
+    bp::usage_errors_quiet() = mpi.rank() > 0;
+    bp::backend_usage_error(
+        "--zero=1 with --precision=bf16: the sharded optimizer gathers no bf16 copy of the "
+        "weights; valid: --zero=1 in float32, or --precision=bf16 with --zero=0");
   }
   if (compiled)
     return run_ranks<bp::CompiledBackend>(

@@ -80,8 +80,10 @@ struct EngineTensorOps : EngineTensorInputs {
   }
   // Data parallel (apps/bench_ranks.cc): after_backward waits for the ranks' sum of the
   // gradients; loss_over_ranks, when set (its check), makes a loss the mean of every rank's.
+  // sharded_step, when set (--zero=1), takes the optimizer's step in place of the graph's.
   std::function<void()> after_backward;
   std::function<double(double)> loss_over_ranks;
+  std::function<void(const AdamWConfig* adamw, double lr)> sharded_step;
   void backward(Tensor loss) {
     graph.backward(loss);
     if (after_backward) after_backward();
@@ -133,6 +135,7 @@ struct EngineBackend : EngineTensorOps<float> {
   bool stream_instead = false;
   void optimizer_step() {
     if (stream_instead) return graph.stream_adamw_bytes();
+    if (sharded_step) return sharded_step(adamw ? &adamw_config : nullptr, sgd_lr);
     adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr);
   }
   int64_t skipped_steps() const { return graph.skipped_steps(); }  // a NaN or Inf gradient

@@ -243,9 +243,14 @@ struct CompiledBackendOf : EngineTensorInputs {
   // Data parallel (apps/bench_ranks.cc --mode=compiled), as the eager engine's
   // (engine/backend.h): after_backward sums the gradients over the ranks once the program's
   // backward has made them all; loss_over_ranks, in its check, makes a loss every rank's mean.
+  // sharded_step, when set (--zero=1), takes the optimizer's step in place of the graph's.
   std::function<void()> after_backward;
   std::function<double(double)> loss_over_ranks;
-  void optimizer_step() { adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr); }
+  std::function<void(const AdamWConfig* adamw, double lr)> sharded_step;
+  void optimizer_step() {
+    if (sharded_step) return sharded_step(adamw ? &adamw_config : nullptr, sgd_lr);
+    adamw ? graph.adamw_step(adamw_config) : graph.sgd_step(sgd_lr);
+  }
   int64_t skipped_steps() const { return graph.skipped_steps(); }
   void end_step() {
     graph.end_step();

@@ -284,6 +284,16 @@ class TensorGraph {
     gradient_final_ = std::move(f);
   }
   T* flat_grads() { return flat_.grads(); }
+  // A sharded optimizer (DataParallel::sharded_step) updates ranges of the flat buffers itself:
+  // whether its step goes ahead, counted as sgd_step's and adamw_step's are, and the AdamW
+  // coefficients of a step that does.
+  FlatView<T> flat_view() { return flat_.view(); }
+  bool count_step(bool finite) { return counted(finite); }
+  AdamWStep<T> next_adamw_step(const AdamWConfig& cfg) {
+    adamw_steps_++;
+    return adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
+                                 adamw_steps_);
+  }
   // Persistent node p's offset in the flat buffers; SIZE_MAX for a constant.
   size_t param_offset(size_t p) const {
     return p < param_offsets_.size() ? param_offsets_[p] : SIZE_MAX;
@@ -352,11 +362,7 @@ class TensorGraph {
   void adamw_step(const AdamWConfig& cfg) {
     if (!counted(gradients_finite())) return;
     flat_.make_moments();
-    adamw_steps_++;
-    adamw_pass(flat_.view(),
-               adamw_coefficients<T>(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay,
-                                     adamw_steps_),
-               flat_.size());
+    adamw_pass(flat_.view(), next_adamw_step(cfg), flat_.size());
   }
   bool gradients_finite() const { return finite_pass(flat_.grads(), flat_.size()); }
   // An AdamW step's bytes, moved without its arithmetic: the bound it is measured against.

@@ -5,6 +5,8 @@
 // another order than the sum over rows); the same bits on every rank, from step to step and with
 // the buckets summed after the backward instead of under it; an
 // SGD step leaves every rank's parameters the same bits; a NaN on one rank skips the step on all.
+// The optimizer sharded (ZeRO stage 1): the same parameters, bit for bit, as the unsharded
+// optimizer's after AdamW and SGD steps, with 1 / ranks of the moments on each rank.
 #include "engine/distributed/data_parallel.h"
 
 #include <gtest/gtest.h>
@@ -128,6 +130,64 @@ TEST(DataParallel, ANonFiniteGradientOnOneRankSkipsTheStepOnEvery) {
   m.g.end_step();
   EXPECT_EQ(m.g.skipped_steps(), 1) << "rank " << rank;
   EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);
+}
+
+// Three steps of AdamW, then two of SGD, with the optimizer sharded or not: the same bits.
+TEST(DataParallel, AShardedOptimizerTakesTheUnshardedStepsBitForBit) {
+  const int rank = bp::dist::rank_of(MPI_COMM_WORLD), ranks = bp::dist::ranks_of(MPI_COMM_WORLD);
+  const int32_t r0 = kRows * rank / ranks, r1 = kRows * (rank + 1) / ranks;
+  for (size_t bucket_bytes : {size_t(1), size_t(1) << 20}) {
+    Mlp<float> plain, sharded;
+    bp::dist::DataParallel<float> dp(plain.g, MPI_COMM_WORLD, bucket_bytes);
+    bp::dist::DataParallel<float> zero(sharded.g, MPI_COMM_WORLD, bucket_bytes, true, true);
+    const bp::AdamWConfig adamw{0.01, 0.9, 0.999, 1e-8, 0.01};
+    for (int step = 0; step < 5; step++) {
+      plain.backward(r0, r1, &dp);
+      sharded.backward(r0, r1, &zero);
+      if (step < 3) {
+        plain.g.adamw_step(adamw);
+        zero.sharded_step(&adamw, 0);
+      } else {
+        plain.g.sgd_step(0.05);
+        zero.sharded_step(nullptr, 0.05);
+      }
+      plain.g.end_step(), sharded.g.end_step();
+      const std::vector<float> want = plain.params(), got = sharded.params();
+      size_t differ = 0;
+      for (size_t i = 0; i < want.size(); i++)
+        differ += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << "step " << step << ", rank " << rank << ", bucket_bytes "
+                            << bucket_bytes;
+    }
+    EXPECT_EQ(sharded.g.adamw_steps(), 3);
+    // Each rank keeps its chunk of every bucket's moments: 1 / ranks, give or take a chunk's
+    // rounding (an element per bucket).
+    const size_t all = dp.optimizer_state_bytes(), mine = zero.optimizer_state_bytes();
+    EXPECT_EQ(all, 2 * plain.g.flat_size() * sizeof(float));
+    EXPECT_LE(mine, all / size_t(ranks) + 2 * sizeof(float) * zero.buckets());
+    EXPECT_GE(mine + 2 * sizeof(float) * zero.buckets(), all / size_t(ranks));
+    if (rank == 0)
+      std::printf("  %d ranks, %zu bucket(s): sharded AdamW moments %zu of %zu bytes per rank\n",
+                  ranks, zero.buckets(), mine, all);
+  }
+}
+
+TEST(DataParallel, ANonFiniteGradientOnOneRankSkipsTheShardedStepOnEvery) {
+  const int rank = bp::dist::rank_of(MPI_COMM_WORLD), ranks = bp::dist::ranks_of(MPI_COMM_WORLD);
+  const int32_t r0 = kRows * rank / ranks, r1 = kRows * (rank + 1) / ranks;
+  for (size_t bucket_bytes : {size_t(1), size_t(1) << 20}) {
+    Mlp<float> m;
+    if (rank == ranks - 1) m.x[size_t(r0) * kIn] = INFINITY;  // one input of the last rank's shard
+    const std::vector<float> before = m.params();
+    bp::dist::DataParallel<float> zero(m.g, MPI_COMM_WORLD, bucket_bytes, true, true);
+    const bp::AdamWConfig adamw{};
+    m.backward(r0, r1, &zero);
+    zero.sharded_step(&adamw, 0);
+    m.g.end_step();
+    EXPECT_EQ(m.g.skipped_steps(), 1) << "rank " << rank;
+    EXPECT_EQ(m.g.adamw_steps(), 0) << "rank " << rank;
+    EXPECT_EQ(std::memcmp(before.data(), m.params().data(), before.size() * sizeof(float)), 0);
+  }
 }
 
 }  // namespace data_parallel_test

@@ -88,6 +88,36 @@ TEST(Ring, SumsInTheStatedOrderWithTheSameBitsOnEveryRank) {
   check_sizes<double>();
 }
 
+// The halves alone (a sharded optimizer's): after the reduce-scatter this rank's owned chunk holds
+// the ring order's sum and each chunk's trailer travelled and summed with it; the all-gather then
+// gives every rank every owner's chunk.
+TEST(Ring, ReduceScatterCarriesTrailersAndAllGatherCompletesIt) {
+  const int ranks = bp::dist::ranks_of(MPI_COMM_WORLD), rank = bp::dist::rank_of(MPI_COMM_WORLD);
+  for (size_t n : {size_t(0), size_t(1), size_t(1001)}) {
+    const std::vector<std::vector<float>> inputs = every_rank_values<float>(n, ranks);
+    std::vector<float> x = inputs[rank], scratch(bp::dist::ring_scratch_elems(n, ranks));
+    std::vector<float> trailers(static_cast<size_t>(ranks));
+    for (int c = 0; c < ranks; c++) trailers[size_t(c)] = float(rank + 1) * float(c + 1);
+    bp::dist::ring_reduce_scatter(x.data(), n, scratch.data(), MPI_COMM_WORLD, 3, trailers.data());
+    const int own = bp::dist::owned_chunk(rank, ranks);
+    const bp::dist::Chunk mine = bp::dist::chunk_of(n, ranks, own);
+    size_t wrong = 0;
+    for (size_t i = mine.begin; i < mine.begin + mine.size; i++) {
+      const float want = ring_order_sum(inputs, ranks, i);
+      wrong += std::memcmp(&x[i], &want, sizeof want) != 0;
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << rank << ", n " << n;
+    EXPECT_EQ(trailers[size_t(own)], float(ranks * (ranks + 1) / 2) * float(own + 1))
+        << "rank " << rank << ": the owned chunk's trailer is not every rank's sum";
+    bp::dist::ring_all_gather(x.data(), n, MPI_COMM_WORLD, 3);
+    for (size_t i = 0; i < n; i++) {
+      const float want = ring_order_sum(inputs, ranks, i);
+      wrong += std::memcmp(&x[i], &want, sizeof want) != 0;
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << rank << ", n " << n << ", after the all-gather";
+  }
+}
+
 TEST(Ring, ChunksCoverTheBufferOnce) {
   for (size_t n : {0, 1, 2, 5, 1000, 1001}) {
     for (int ranks = 1; ranks <= 7; ranks++) {
@@ -99,7 +129,7 @@ TEST(Ring, ChunksCoverTheBufferOnce) {
         longest = std::max(longest, k.size);
       }
       EXPECT_EQ(next, n);
-      EXPECT_EQ(longest, bp::dist::ring_scratch_elems(n, ranks));
+      EXPECT_EQ(longest + 1, bp::dist::ring_scratch_elems(n, ranks));  // and a trailer
     }
   }
 }

@@ -2,7 +2,8 @@
 """harness/tests/ranks_check.py: bench_ranks (our engine as data-parallel ranks under mpirun)
 against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 and 4 ranks
 (strong scaling), char_mlp at 2, mini_gpt 12 at 3 in the compiled mode against bench_compiled
-(kernels by priority), and mini_gpt 6 at 2 ranks of weak scaling against mini_gpt 12, each rank
+(kernels by priority), mini_gpt 12 with the optimizer sharded (--zero=1) at 3 ranks, eager, and
+at 2, compiled, and mini_gpt 6 at 2 ranks of weak scaling against mini_gpt 12, each rank
 a shard of every batch; the losses of every check step and the first step's gradient norms
 within 1e-5 of the one process's (a sum over ranks is another order than a sum over rows); one
 file of results from 3 ranks, rank 0's. Then the refusals: each one line and exit 2.
@@ -34,18 +35,20 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-def compare(instance, ranks, tmp, compiled=False, weak_of=None):
+def compare(instance, ranks, tmp, compiled=False, weak_of=None, zero=False):
     """weak_of: the instance of one process that `instance` at weak scaling over `ranks` is."""
     one = check([f"{BUILD}/bench_compiled", "--no-cache", "--dialect=priority"] if compiled else
                 [f"{BUILD}/bench_engine"], f"{tmp}/one.json", weak_of or instance)
     many = check(MPIRUN + ["-n", str(ranks), f"{BUILD}/bench_ranks", f"--ranks={ranks}"] +
                  (["--mode=compiled"] if compiled else []) +
-                 (["--scaling=weak"] if weak_of else []), f"{tmp}/ranks.json", instance)
+                 (["--scaling=weak"] if weak_of else []) + (["--zero=1"] if zero else []),
+                 f"{tmp}/ranks.json", instance)
     worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
                 [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
                                                 one["step0"]["grad_norms"])])
     ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
     print(f"  {instance}, {ranks} ranks{', compiled' if compiled else ''}"
+          f"{', optimizer sharded' if zero else ''}"
           f"{f', weak (as {weak_of})' if weak_of else ''}: "
           f"{len(one['losses'])} steps, max relative difference "
           f"{worst:.1e} (tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
@@ -85,6 +88,8 @@ def main():
             ok &= compare("workload=mini_gpt,size=12", ranks, tmp)
         ok &= compare("workload=char_mlp,size=64", 2, tmp)
         ok &= compare("workload=mini_gpt,size=12", 3, tmp, compiled=True)
+        ok &= compare("workload=mini_gpt,size=12", 3, tmp, zero=True)
+        ok &= compare("workload=mini_gpt,size=12", 2, tmp, compiled=True, zero=True)
         ok &= compare("workload=mini_gpt,size=6", 2, tmp, weak_of="workload=mini_gpt,size=12")
         ok &= one_results_file(tmp)
     ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
@@ -98,6 +103,9 @@ def main():
                   "a batch of 64 rows does not split evenly into 3 ranks")
     ok &= refused(ranks2 + ["--ranks=2", "--scaling=both"], "--scaling=both: valid: strong")
     ok &= refused(ranks2 + ["--ranks=2", "--mode=jit"], "--mode=jit: valid: --mode=eager")
+    ok &= refused(ranks2 + ["--ranks=2", "--zero=3"], "--zero=3: valid: --zero=0")
+    ok &= refused(ranks2 + ["--ranks=2", "--zero=1", "--precision=bf16"],
+                  "--zero=1 with --precision=bf16: the sharded optimizer gathers no bf16 copy")
     ok &= refused(MPIRUN + ["-n", "1", f"{BUILD}/bench_ranks", "--ranks=2", "--iterations=5", ":",
                             "-n", "1", f"{BUILD}/bench_ranks", "--ranks=2", "--iterations=6"],
                   "rank 1 was started with another binary or options than rank 0")
