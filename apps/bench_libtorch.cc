@@ -8,7 +8,12 @@
 // alternative) and its thread count are recorded: the reference BLAS instead of OpenBLAS would
 // make the baseline unfairly slow.
 //
+// Under mpirun it runs as data-parallel ranks with --ranks=N, the peer of bench_ranks: c10d's
+// ProcessGroupGloo and DDP's Reducer (baselines/libtorch/ranks.h), each rank a shard of every
+// batch, rank 0 reporting.
+//
 //   build/bench_libtorch --benchmark_filter=tiny_graph --threads=1
+//   mpirun -n 2 build/bench_libtorch --ranks=2 --instance=workload=char_mlp,size=1024
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -20,6 +25,8 @@
 #include <thread>
 
 #include "baselines/libtorch/backend.h"
+#include "baselines/libtorch/ranks.h"
+#include "harness/common/proc.h"
 #include "harness/driver/backend_main.h"
 
 // Where the loader's libblas.so.3 symlink chain ends, e.g. .../openblas-pthread/libblas.so.3.
@@ -100,5 +107,30 @@ int main(int argc, char** argv) {
   };
   // --precision=bf16: torch.autocast's bf16 around each step's forward (baselines/libtorch/).
   hooks.use_bf16 = [](LibtorchBackend& b) { b.autocast_bf16 = true; };
-  return bp::backend_main<LibtorchBackend>(argc, argv, hooks);
+
+  // Data parallel under mpirun: the ranks meet before any flag is read, as bench_ranks's do.
+  const std::optional<bp::MpirunRank> launched = bp::mpirun_rank();
+  static std::unique_ptr<bp::GlooRanks> gloo;
+  if (launched) gloo = std::make_unique<bp::GlooRanks>(*launched);
+  hooks.world = [] { return gloo ? bp::Shard{gloo->rank(), gloo->size()} : bp::Shard{0, 1}; };
+  if (gloo) {
+    bool checking = false;  // the check records the mean of the ranks' losses
+    for (int i = 1; i < argc; i++)
+      checking |= std::string_view(argv[i]).starts_with("--check_out=");
+    hooks.configure = [checking](LibtorchBackend& b) {
+      b.before_backward = [&b] { gloo->before_backward(b.params); };
+      if (checking) b.loss_over_ranks = [](double x) { return gloo->over_ranks(x) / gloo->size(); };
+    };
+    hooks.report = [](const LibtorchBackend&, benchmark::State& state) {
+      state.counters["peak_rss_bytes_most_of_ranks"] =
+          gloo->over_ranks(double(bp::proc_peak_rss_bytes()), /*max=*/true);
+    };
+    hooks.context.push_back(
+        {"gradients_summed",
+         "by c10d's Reducer (DistributedDataParallel's) over ProcessGroupGloo, under the "
+         "backward, in buckets of 1 MB then 25 MB"});
+  }
+  const int rc = bp::backend_main<LibtorchBackend>(argc, argv, hooks);
+  gloo.reset();  // before the static destructors: every rank meets once more
+  return rc;
 }

@@ -11,13 +11,15 @@
 # operator-overloading baseline of baselines/adolc/ (the version GradBench's adol-c tool uses).
 # nlohmann-json3-dev reads and writes every JSON file of the harness (harness/common/json.h).
 # ninja-build builds the trees (the Makefile's CONFIGURE). openmpi-bin and libopenmpi-dev are Open
-# MPI: mpirun and the library the ranks of engine/distributed/ talk through.
+# MPI: mpirun and the library the ranks of engine/distributed/ talk through. libgloo-dev is Gloo's
+# headers, which c10d's ProcessGroupGloo header includes (bench_libtorch's ranks; libtorch links
+# Debian's libgloo0 already).
 set -eu
 PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
           python3-matplotlib python3-pytest libopenblas0-pthread wamerican clang-format libasan8
           libubsan1 libbenchmark-tools python3-scipy chromium libopenblas-dev libblis-dev
           libxsmm-dev libdnnl-dev libadolc-dev nlohmann-json3-dev ninja-build openmpi-bin
-          libopenmpi-dev"
+          libopenmpi-dev libgloo-dev"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

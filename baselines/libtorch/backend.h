@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -65,8 +66,13 @@ struct LibtorchBackendOf {
   Scalar tanh(const Scalar& x) { return torch::tanh(x); }
   Scalar exp(const Scalar& x) { return torch::exp(x); }
   Scalar log(const Scalar& x) { return torch::log(x); }
+  // Data parallel (baselines/libtorch/ranks.h): before_backward tells DDP's reducer a backward
+  // comes; loss_over_ranks, when set (its check), makes a loss the mean of every rank's.
+  std::function<void()> before_backward;
+  std::function<double(double)> loss_over_ranks;
   void backward(const Scalar& root) {
     leave_autocast();
+    if (before_backward) before_backward();
     root.backward();
   }
   double value(const Scalar& x) const { return x.item<double>(); }
@@ -168,7 +174,10 @@ struct LibtorchBackendOf {
   }
   void optimizer_step() { optimizer->step(); }
   void end_step() {}
-  double loss_value(const Tensor& loss) const { return loss.item<double>(); }
+  double loss_value(const Tensor& loss) const {
+    const double mine = loss.item<double>();
+    return loss_over_ranks ? loss_over_ranks(mine) : mine;
+  }
   // ---- recurrent models (workloads/recurrent.h): the way back through time ----
   // store_all: autograd over the unrolled sequence. segments: what a libtorch user writes to save
   // memory, there being no torch::utils::checkpoint in C++: the forward under NoGradGuard keeps

@@ -2,7 +2,8 @@
 """harness/tests/ranks_check.py: bench_ranks (our engine as data-parallel ranks under mpirun)
 against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 and 4 ranks
 (strong scaling), char_mlp at 2, mini_gpt 12 at 3 in the compiled mode against bench_compiled
-(kernels by priority), mini_gpt 12 with the optimizer sharded (--zero=1) at 3 ranks, eager, and
+(kernels by priority), bench_libtorch's ranks (Gloo, DDP's reducer) at 3 against one process of
+it, mini_gpt 12 with the optimizer sharded (--zero=1) at 3 ranks, eager, and
 at 2, compiled, and mini_gpt 6 at 2 ranks of weak scaling against mini_gpt 12, each rank
 a shard of every batch; the losses of every check step and the first step's gradient norms
 within 1e-5 of the one process's (a sum over ranks is another order than a sum over rows); one
@@ -35,11 +36,13 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
-def compare(instance, ranks, tmp, compiled=False, weak_of=None, zero=False):
+def compare(instance, ranks, tmp, compiled=False, weak_of=None, zero=False, libtorch=False):
     """weak_of: the instance of one process that `instance` at weak scaling over `ranks` is."""
     one = check([f"{BUILD}/bench_compiled", "--no-cache", "--dialect=priority"] if compiled else
+                [f"{BUILD}/bench_libtorch"] if libtorch else
                 [f"{BUILD}/bench_engine"], f"{tmp}/one.json", weak_of or instance)
-    many = check(MPIRUN + ["-n", str(ranks), f"{BUILD}/bench_ranks", f"--ranks={ranks}"] +
+    binary = "bench_libtorch" if libtorch else "bench_ranks"
+    many = check(MPIRUN + ["-n", str(ranks), f"{BUILD}/{binary}", f"--ranks={ranks}"] +
                  (["--mode=compiled"] if compiled else []) +
                  (["--scaling=weak"] if weak_of else []) + (["--zero=1"] if zero else []),
                  f"{tmp}/ranks.json", instance)
@@ -48,6 +51,7 @@ def compare(instance, ranks, tmp, compiled=False, weak_of=None, zero=False):
                                                 one["step0"]["grad_norms"])])
     ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
     print(f"  {instance}, {ranks} ranks{', compiled' if compiled else ''}"
+          f"{', libtorch (Gloo, DDP reducer)' if libtorch else ''}"
           f"{', optimizer sharded' if zero else ''}"
           f"{f', weak (as {weak_of})' if weak_of else ''}: "
           f"{len(one['losses'])} steps, max relative difference "
@@ -91,9 +95,12 @@ def main():
         ok &= compare("workload=mini_gpt,size=12", 3, tmp, zero=True)
         ok &= compare("workload=mini_gpt,size=12", 2, tmp, compiled=True, zero=True)
         ok &= compare("workload=mini_gpt,size=6", 2, tmp, weak_of="workload=mini_gpt,size=12")
+        ok &= compare("workload=mini_gpt,size=12", 3, tmp, libtorch=True)
         ok &= one_results_file(tmp)
     ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
     ok &= refused([f"{BUILD}/bench_engine", "--ranks=2"], "bench_ranks under mpirun")
+    ok &= refused([f"{BUILD}/bench_libtorch", "--ranks=2"],
+                  "--ranks=2: mpirun started 1 process (or none: run it under mpirun -n N)")
     ok &= refused(ranks2 + ["--ranks=3"], "--ranks=3: mpirun started 2 processes")
     ok &= refused(ranks2 + ["--ranks=0"], "--ranks=0: expected a whole number from 1")
     ok &= refused(ranks2 + ["--ranks=2", "--instance=workload=char_rnn,size=10"],
