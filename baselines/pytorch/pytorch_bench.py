@@ -27,6 +27,13 @@ TorchScript traces under it, so autocast's casts are in the trace.
     /usr/bin/python3 baselines/pytorch/pytorch_bench.py --mode=pytorch --instance=workload=tiny_graph,name=t
     /usr/bin/python3 baselines/pytorch/pytorch_bench.py --mode=torchscript --data=/usr/share/dict/words \\
         --instance=workload=mini_gpt,size=8,name=m,check_steps=10 --check_out=/dev/stdout
+
+Data parallel: --ranks=N under torchrun, each process a rank of PyTorch's DistributedDataParallel
+over Gloo (as its docs set it up: init_process_group("gloo") from torchrun's environment, the
+model wrapped in DDP with its default buckets), each rank a shard of every batch
+(pytorch_models.SHARD), every rank timing --iterations steps, rank 0 reporting:
+    torchrun --standalone --nproc_per_node=2 baselines/pytorch/pytorch_bench.py --ranks=2 \\
+        --data=/usr/share/dict/words --instance=workload=char_mlp,size=1024
 Tests: harness/tests/ (the runner on every backend) and the cross-backend check in `make test`.
 """
 import os
@@ -73,7 +80,8 @@ CHECK_WARMUP_PASSES = 3
 
 
 def usage_error(what):
-    print(f"error: {what}", file=sys.stderr)
+    if int(os.environ.get("RANK", "0")) == 0:  # ranks share their arguments: rank 0 says it
+        print(f"error: {what}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -108,7 +116,8 @@ def parse_instance(text):
 def parse_flags(argv):
     flags = dict(mode="pytorch", instances=[], threads=1, data=None, check_out=None, out=None,
                  repetitions=1, min_time=0.5, warmup_steps=3, take_turns=False,
-                 warm_once=False, backend_name=None, time_first_step=False, bf16=False)
+                 warm_once=False, backend_name=None, time_first_step=False, bf16=False,
+                 ranks=1, weak=False, iterations=20)
     for arg in argv[1:]:
         key, _, value = arg.partition("=")
         if key == "--mode" and value in ("pytorch", "torchscript", "torchscript_fused",
@@ -132,6 +141,19 @@ def parse_flags(argv):
             flags["backend_name"] = value
         elif key == "--warmup_steps" and value.isdigit() and int(value) <= 1000:
             flags["warmup_steps"] = int(value)
+        elif key == "--ranks":
+            if not value.isdigit() or not 1 <= int(value) <= 4096:
+                usage_error(f"--ranks={value}: expected a whole number from 1 to 4096")
+            flags["ranks"] = int(value)
+        elif key == "--scaling":
+            if value not in ("strong", "weak"):
+                usage_error(f"--scaling={value}: valid: strong (the global batch split over the "
+                            f"ranks, the default), weak (each rank the whole batch)")
+            flags["weak"] = value == "weak"
+        elif key == "--iterations":
+            if not value.isdigit() or not 1 <= int(value) <= 1000000:
+                usage_error(f"--iterations={value}: expected a whole number from 1")
+            flags["iterations"] = int(value)
         elif arg == "--take_turns":
             flags["take_turns"] = True
         elif arg == "--warm_once":
@@ -157,12 +179,82 @@ def parse_flags(argv):
             usage_error(f"unrecognized or invalid argument '{arg}' (see harness/common/protocol.h)")
     if not flags["instances"]:
         usage_error("name at least one --instance=workload=W[,size=N][,name=NAME][,check_steps=S]")
+    if flags["ranks"] > 1:
+        check_ranks(flags)
     recurrent = [w for w, make in models.WORKLOADS.items() if getattr(make, "recurrent", False)]
     for spec in flags["instances"]:
         if flags["mode"] == "checkpoint" and spec["workload"] not in recurrent:
             usage_error(f"--mode=checkpoint: {spec['workload']} is not recurrent; torch.utils."
                         f"checkpoint runs {', '.join(recurrent)}")
     return flags
+
+
+def check_ranks(flags):
+    """--ranks=N: started by torchrun as N processes, eager, every instance a batch to shard."""
+    n = flags["ranks"]
+    started = int(os.environ.get("WORLD_SIZE", "1"))
+    if started != n:
+        usage_error(f"--ranks={n}: torchrun started {started} process"
+                    f"{'es' if started != 1 else ' (or none: run it under torchrun --standalone --nproc_per_node=N)'}")
+    if flags["mode"] != "pytorch":
+        usage_error(f"--ranks={n} with --mode={flags['mode']}: DistributedDataParallel wraps the "
+                    f"eager module; valid: --mode=pytorch")
+    if flags["take_turns"]:
+        usage_error("--take_turns: ranks wait on each other every step; not with --ranks")
+    for spec in flags["instances"]:
+        rows = models.batch_rows(spec["workload"], spec["size"])
+        if rows is None:
+            usage_error(f"--ranks={n}: {spec['workload']} has no batch to shard over ranks")
+        if not flags["weak"] and rows % n:
+            usage_error(f"--ranks={n}: {spec['workload']} {spec['size']}: a batch of {rows} rows "
+                        f"does not split evenly into {n} ranks (--scaling=weak keeps each rank's "
+                        f"batch whole)")
+
+
+class Ranks:
+    """This process as one rank of DDP over Gloo (flags["ranks"] > 1), or the only one."""
+
+    def __init__(self, flags):
+        self.n = flags["ranks"]
+        self.rank = int(os.environ.get("RANK", "0")) if self.n > 1 else 0
+        self.checking = bool(flags["check_out"])
+        if self.n > 1:
+            import torch.distributed as dist
+            self.dist = dist
+            dist.init_process_group("gloo")
+            models.SHARD.update(rank=self.rank, ranks=self.n, weak=flags["weak"])
+
+    def wrap(self, model):
+        if self.n == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+        # Gloo broadcasts no bool tensor ("Invalid scalar type" from DDP's first sync of the
+        # buffers): the GPTs' causal masks are constants every rank makes alike, so DDP leaves them.
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+            model, [n for n, b in model.named_buffers() if b.dtype == torch.bool])
+        return DistributedDataParallel(model)
+
+    def mean(self, x):
+        """x averaged over the ranks, in a check (the timed steps exchange no loss)."""
+        if self.n == 1 or not self.checking:
+            return x
+        t = torch.tensor([x], dtype=torch.float64)
+        self.dist.all_reduce(t)
+        return t.item() / self.n
+
+    def most(self, x):
+        if self.n == 1:
+            return x
+        t = torch.tensor([x], dtype=torch.float64)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        return t.item()
+
+    def end(self):
+        if self.n > 1:
+            self.dist.destroy_process_group()
+
+
+RANKS = None  # this process's Ranks, made by main()
 
 
 # ---- running one instance: the timed step, and the check's raw numbers ----
@@ -195,7 +287,7 @@ class TrainingRun:
 
     def __init__(self, setup, mode):
         self.setup, self.next = setup, 0
-        self.loss_fn, self.scripted = setup.model, scripted(mode)
+        self.loss_fn, self.scripted = RANKS.wrap(setup.model), scripted(mode)
         recurrent = hasattr(setup.model, "checkpointed")
         if mode == "checkpoint":
             self.loss_fn = setup.model.checkpointed
@@ -217,7 +309,7 @@ class TrainingRun:
         self.next += 1
         loss.backward()
         self.setup.optimizer.step()
-        return loss.item()
+        return RANKS.mean(loss.item())
 
     def warm_up(self):
         if not self.scripted:
@@ -232,7 +324,8 @@ class TrainingRun:
         loss = self.loss(0)
         loss.backward()
         norms = [p.grad.double().pow(2).sum().sqrt().item() for p in self.setup.parameters]
-        return dict(loss=finite(loss.item() + offset), grad_norms=[finite(n) for n in norms])
+        return dict(loss=finite(RANKS.mean(loss.item()) + offset),
+                    grad_norms=[finite(n) for n in norms])
 
 
 class UpdateRun(TrainingRun):
@@ -457,6 +550,10 @@ def context(flags, corpus):
         "intra_op_threads": str(torch.get_num_threads()),
         "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
     }
+    if flags["ranks"] > 1:  # data parallel: every rank runs the threads above
+        ctx.update(ranks=str(flags["ranks"]), scaling="weak" if flags["weak"] else "strong",
+                   gradients_summed="by DistributedDataParallel over Gloo, under the backward, "
+                                    "in its default buckets (1 MB first, then 25 MB)")
     # The machine as bench_run read it (harness/common/proc.h): the same fields as the C++ backends'.
     ctx.update(json.loads(os.environ.get("BACKPROP_BENCH_ENVIRONMENT",
                                          '{"environment": "unknown (not run by bench_run)"}')))
@@ -543,7 +640,8 @@ def timed_runs(spec, flags, corpus):
             run.step()
             iterations += 1
             elapsed = time.perf_counter() - start_real
-            if elapsed >= flags["min_time"]:
+            if (iterations >= flags["iterations"] if RANKS.n > 1  # the same on every rank
+                    else elapsed >= flags["min_time"]):
                 break
         cpu = time.process_time() - start_cpu
         runs.append(dict(name=name, family_index=0, per_family_instance_index=0, run_name=name,
@@ -551,9 +649,12 @@ def timed_runs(spec, flags, corpus):
                          repetition_index=rep, threads=1, iterations=iterations,
                          real_time=elapsed / iterations * 1e6, cpu_time=cpu / iterations * 1e6,
                          time_unit="us", peak_rss_bytes=float(status_bytes("VmHWM"))))
+        if RANKS.n > 1:  # rank 0 reports every rank's largest, as bench_ranks does
+            runs[-1]["peak_rss_bytes_most_of_ranks"] = RANKS.most(runs[-1]["peak_rss_bytes"])
         if isinstance(run, ScalarRun) and spec["size"]:  # SetItemsProcessed: nodes per second
             runs[-1]["items_per_second"] = spec["size"] * iterations / elapsed
-        print(f"{name:<50} {runs[-1]['real_time']:>12.3f} us {iterations:>10}", flush=True)
+        if RANKS.rank == 0:
+            print(f"{name:<50} {runs[-1]['real_time']:>12.3f} us {iterations:>10}", flush=True)
         if not flags["warm_once"]:
             run = None  # freed before the next repetition's setup
     if len(runs) > 1:  # Google Benchmark's aggregates, over the repetitions only
@@ -566,7 +667,8 @@ def timed_runs(spec, flags, corpus):
                        run_name=name, run_type="aggregate", repetitions=len(runs), threads=1,
                        aggregate_name=agg, aggregate_unit=unit, iterations=len(runs),
                        time_unit="us")
-            for field in ("real_time", "cpu_time", "peak_rss_bytes", "items_per_second"):
+            for field in ("real_time", "cpu_time", "peak_rss_bytes", "items_per_second",
+                          "peak_rss_bytes_most_of_ranks"):
                 if field in runs[0]:
                     out[field] = f([r[field] for r in runs[:flags["repetitions"]]])
             runs.append(out)
@@ -574,7 +676,16 @@ def timed_runs(spec, flags, corpus):
 
 
 def main(argv):
+    global RANKS
     flags = parse_flags(argv)
+    RANKS = Ranks(flags)
+    try:
+        return run_all(flags)
+    finally:
+        RANKS.end()
+
+
+def run_all(flags):
     PRECISION["bf16"] = flags["bf16"]
     if flags["bf16"]:  # a trace keeps the casts it recorded; TorchScript's own pass adds none
         torch._C._jit_set_autocast_mode(False)
@@ -586,7 +697,9 @@ def main(argv):
             corpus = models.Corpus(flags["data"])
         except OSError as e:
             usage_error(f"--data={flags['data']}: cannot open it ({e.strerror})")
-    if flags["check_out"]:
+    if flags["check_out"]:  # every rank checks (its steps wait on the others); one writes
+        if RANKS.rank > 0:
+            flags = dict(flags, check_out="/dev/null")
         return write_check_records(flags, corpus)
     benchmarks = []
     for spec in flags["instances"]:
@@ -597,7 +710,8 @@ def main(argv):
                 raise
             print(f"out of memory: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             os._exit(EXIT_OUT_OF_MEMORY)
-        if flags["out"]:  # rewritten after each benchmark: a crash keeps what was measured
+        # Rewritten after each benchmark: a crash keeps what was measured. Rank 0's alone.
+        if flags["out"] and RANKS.rank == 0:
             with open(flags["out"], "w") as f:
                 json.dump(dict(context=context(flags, corpus), benchmarks=benchmarks), f, indent=1)
     return 0

@@ -81,6 +81,25 @@ def sample_batch(corpus, rng, batch, context):
     return np.concatenate(ids), np.concatenate(targets)
 
 
+# ---- data parallel (workloads/data.h Shard): rank r of N keeps rows [rG/N, (r+1)G/N) of every
+# global batch of G rows; G is the batch (strong scaling) or the batch times N (weak: each rank
+# keeps a whole batch). One process keeps the whole batch. Set by the driver before any make_.
+
+SHARD = dict(rank=0, ranks=1, weak=False)
+
+
+def global_rows(batch):
+    return batch * SHARD["ranks"] if SHARD["weak"] else batch
+
+
+def shard_rows(t, batch):
+    """This rank's rows of t, whose first global_rows(batch) rows (of any shape) are the batch's."""
+    g = global_rows(batch)
+    rows = g // SHARD["ranks"]
+    first = SHARD["rank"] * rows
+    return t.reshape(g, -1)[first:first + rows].reshape((rows,) + tuple(t.shape[1:]))
+
+
 # How each parameter starts, as workloads/models.h's ParamList makes it.
 @dataclass
 class Uniform:
@@ -178,7 +197,7 @@ class CharMlp(nn.Module):
         self.out = nn.Linear(hidden, vocab)
 
     def forward(self, ids, targets):
-        x = self.table(ids).view(self.BATCH, self.CONTEXT * self.EMBED)  # (B, 16*64)
+        x = self.table(ids).view(-1, self.CONTEXT * self.EMBED)  # (B, 16*64)
         logits = self.out(torch.tanh(self.hidden(x)))                     # (B, V)
         return F.cross_entropy(logits, targets)
 
@@ -192,10 +211,13 @@ def make_char_mlp(hidden, corpus):
         (model.out.bias, Constant(0.0))])
     batches = []
     c, b = CharMlp.CONTEXT, CharMlp.BATCH
+    g = global_rows(b)
     for _ in range(K_BATCHES):
-        ids, targets = sample_batch(corpus, rng, b, c)
-        after = targets.reshape(b, c)[:, c - 1]  # the character after each window
-        batches.append((torch.from_numpy(ids), torch.from_numpy(np.ascontiguousarray(after))))
+        ids, targets = sample_batch(corpus, rng, g, c)
+        after = targets.reshape(g, c)[:, c - 1]  # the character after each window
+        ids = torch.from_numpy(ids).view(g, c)
+        batches.append((shard_rows(ids, b).reshape(-1),
+                        shard_rows(torch.from_numpy(np.ascontiguousarray(after)), b)))
     return Setup(model, batches, torch.optim.SGD(model.parameters(), lr=0.1), params)
 
 
@@ -273,10 +295,11 @@ def make_gpt(layers, heads, channels, context):
                   (model.lm_head.weight, LinearDefault())]
         params = init_parameters(rng, specs)
         batches = []
+        g = global_rows(batch)
         for _ in range(K_BATCHES):
-            ids, targets = sample_batch(corpus, rng, batch, context)
-            batches.append((torch.from_numpy(ids).view(batch, context),
-                            torch.from_numpy(targets).view(batch, context)))
+            ids, targets = sample_batch(corpus, rng, g, context)
+            batches.append((shard_rows(torch.from_numpy(ids).view(g, context), batch),
+                            shard_rows(torch.from_numpy(targets).view(g, context), batch)))
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                                       weight_decay=0.01)
         return Setup(model, batches, optimizer, params)
@@ -303,10 +326,11 @@ def make_mlp_width(width, corpus):
         (model.hidden.weight, LinearDefault()), (model.hidden.bias, Constant(0.0)),
         (model.out.weight, LinearDefault()), (model.out.bias, Constant(0.0))])
     batches = []
+    g = global_rows(MlpWidth.BATCH)
     for _ in range(K_BATCHES):
-        x = torch.from_numpy(uniform_init(rng, MlpWidth.BATCH * width, 1.0)).view(MlpWidth.BATCH, width)
-        t = torch.tensor([rng.below(MlpWidth.CLASSES) for _ in range(MlpWidth.BATCH)])
-        batches.append((x, t))
+        x = torch.from_numpy(uniform_init(rng, g * width, 1.0)).view(g, width)
+        t = torch.tensor([rng.below(MlpWidth.CLASSES) for _ in range(g)])
+        batches.append((shard_rows(x, MlpWidth.BATCH), shard_rows(t, MlpWidth.BATCH)))
     return Setup(model, batches, torch.optim.SGD(model.parameters(), lr=0.1), params)
 
 
@@ -546,6 +570,13 @@ NOT_WRITTEN = {
     **{name: "not written for Python yet: PyTorch's way is tensor code, not 0-dim tensors"
        for name in ("lse", "llsq", "lstm", "gmm_d2", "gmm_d10", "ode", "det")},
 }
+
+# The rows of a batch that data parallel shards, for the models that have one (workloads/models.h's
+# batch_rows); None: the workload cannot be sharded.
+def batch_rows(workload, size):
+    return {"char_mlp": CharMlp.BATCH, "mlp_width": MlpWidth.BATCH, "mini_gpt": size,
+            "mini_gpt_wide": size}.get(workload)
+
 
 WORKLOADS = {
     "empty": ScalarGraph(None, []),

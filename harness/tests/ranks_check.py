@@ -3,7 +3,8 @@
 against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 and 4 ranks
 (strong scaling), char_mlp at 2, mini_gpt 12 at 3 in the compiled mode against bench_compiled
 (kernels by priority), bench_libtorch's ranks (Gloo, DDP's reducer) at 3 against one process of
-it, mini_gpt 12 with the optimizer sharded (--zero=1) at 3 ranks, eager, and
+it, PyTorch's DDP under torchrun (char_mlp at 2, and mini_gpt 6 at 2 ranks of weak scaling as
+mini_gpt 12) against one PyTorch process, mini_gpt 12 with the optimizer sharded (--zero=1) at 3 ranks, eager, and
 at 2, compiled, and mini_gpt 6 at 2 ranks of weak scaling against mini_gpt 12, each rank
 a shard of every batch; the losses of every check step and the first step's gradient norms
 within 1e-5 of the one process's (a sum over ranks is another order than a sum over rows); one
@@ -21,6 +22,10 @@ MPIRUN = ["mpirun", "--oversubscribe"]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")
 TOLERANCE = 1e-5
+PYTHON, PYTORCH = "/usr/bin/python3", "baselines/pytorch/pytorch_bench.py"
+# Debian's torchrun (torch 1.13 on Python 3.11) fails on its default --redirects 0 and --tee 0
+# (its Std flag of 0 is not found); any other value works.
+TORCHRUN = ["torchrun", "--standalone", "--redirects", "1", "--tee", "1"]
 
 
 def check(argv, out, instance):
@@ -59,6 +64,23 @@ def compare(instance, ranks, tmp, compiled=False, weak_of=None, zero=False, libt
     return ok
 
 
+def compare_ddp(instance, ranks, tmp, weak_of=None):
+    """PyTorch's DistributedDataParallel under torchrun against one PyTorch process."""
+    data = ["--data=/usr/share/dict/words"]
+    one = check([PYTHON, PYTORCH] + data, f"{tmp}/one.json", f"{weak_of or instance},check_steps=20")
+    many = check(TORCHRUN + [f"--nproc_per_node={ranks}", PYTORCH, f"--ranks={ranks}"] + data +
+                 (["--scaling=weak"] if weak_of else []), f"{tmp}/ranks.json",
+                 f"{instance},check_steps=20")
+    worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
+                [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
+                                                one["step0"]["grad_norms"])])
+    ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
+    print(f"  {instance}, {ranks} ranks, PyTorch DDP{f', weak (as {weak_of})' if weak_of else ''}: "
+          f"{len(one['losses'])} steps, max relative difference {worst:.1e} "
+          f"(tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
+    return ok
+
+
 def one_results_file(tmp):
     """3 ranks timing 5 steps twice: one file of results, rank 0's, naming the ranks."""
     out = f"{tmp}/results.json"
@@ -76,8 +98,9 @@ def one_results_file(tmp):
     return ok
 
 
-def refused(argv, expected):
-    r = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=60)
+def refused(argv, expected, env=None):
+    r = subprocess.run(argv, env=dict(ENV, **(env or {})), capture_output=True, text=True,
+                       timeout=60)
     lines = [l for l in r.stderr.splitlines() if expected in l]
     ok = r.returncode == 2 and len(lines) >= 1
     print(f"  refused ({'ok' if ok else 'FAIL'}): {expected}" +
@@ -96,9 +119,19 @@ def main():
         ok &= compare("workload=mini_gpt,size=12", 2, tmp, compiled=True, zero=True)
         ok &= compare("workload=mini_gpt,size=6", 2, tmp, weak_of="workload=mini_gpt,size=12")
         ok &= compare("workload=mini_gpt,size=12", 3, tmp, libtorch=True)
+        ok &= compare_ddp("workload=char_mlp,size=64", 2, tmp)
+        ok &= compare_ddp("workload=mini_gpt,size=6", 2, tmp, weak_of="workload=mini_gpt,size=12")
         ok &= one_results_file(tmp)
     ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
     ok &= refused([f"{BUILD}/bench_engine", "--ranks=2"], "bench_ranks under mpirun")
+    ok &= refused([PYTHON, PYTORCH, "--ranks=2", "--instance=workload=char_mlp,size=64"],
+                  "--ranks=2: torchrun started 1 process")
+    # As torchrun would start it (its arguments are refused before the ranks meet); torchrun
+    # itself exits 1 whatever its failed worker's status was.
+    ok &= refused([PYTHON, PYTORCH, "--ranks=2", "--mode=torchscript",
+                   "--instance=workload=char_mlp,size=64"],
+                  "--ranks=2 with --mode=torchscript: DistributedDataParallel wraps the eager",
+                  env=dict(WORLD_SIZE="2", RANK="0"))
     ok &= refused([f"{BUILD}/bench_libtorch", "--ranks=2"],
                   "--ranks=2: mpirun started 1 process (or none: run it under mpirun -n N)")
     ok &= refused(ranks2 + ["--ranks=3"], "--ranks=3: mpirun started 2 processes")
