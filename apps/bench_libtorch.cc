@@ -111,7 +111,11 @@ int main(int argc, char** argv) {
   // Data parallel under mpirun: the ranks meet before any flag is read, as bench_ranks's do.
   const std::optional<bp::MpirunRank> launched = bp::mpirun_rank();
   static std::unique_ptr<bp::GlooRanks> gloo;
-  if (launched) gloo = std::make_unique<bp::GlooRanks>(*launched);
+  if (launched) {
+    bp::die_with_parent();
+    bp::rank_progress().answer_sigusr1(launched->rank);
+    gloo = std::make_unique<bp::GlooRanks>(*launched);
+  }
   hooks.world = [] { return gloo ? bp::Shard{gloo->rank(), gloo->size()} : bp::Shard{0, 1}; };
   if (gloo) {
     bool checking = false;  // the check records the mean of the ranks' losses
@@ -121,9 +125,18 @@ int main(int argc, char** argv) {
       b.before_backward = [&b] { gloo->before_backward(b.params); };
       if (checking) b.loss_over_ranks = [](double x) { return gloo->over_ranks(x) / gloo->size(); };
     };
-    hooks.report = [](const LibtorchBackend&, benchmark::State& state) {
-      state.counters["peak_rss_bytes_most_of_ranks"] =
-          gloo->over_ranks(double(bp::proc_peak_rss_bytes()), /*max=*/true);
+    hooks.report = [](const LibtorchBackend&, benchmark::State& state) {  // as bench_ranks's
+      const double mine = double(bp::proc_peak_rss_bytes());
+      double most = 0;
+      for (int r = 0; r < gloo->size(); r++) {  // rank r's, the others adding 0
+        const double theirs = gloo->over_ranks(r == gloo->rank() ? mine : 0.0);
+        state.counters[fmt::format("peak_rss_bytes_rank_{}", r)] = theirs;
+        most = std::max(most, theirs);
+      }
+      state.counters["peak_rss_bytes_most_of_ranks"] = most;
+      state.counters["step_seconds_slowest_rank"] = gloo->over_ranks(
+          bp::timed_loop_seconds() / double(std::max<int64_t>(1, state.iterations())),
+          /*max=*/true);
     };
     hooks.context.push_back(
         {"gradients_summed",

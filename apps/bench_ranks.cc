@@ -99,11 +99,20 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
     if (checking) b.loss_over_ranks = mean_over_ranks;  // the timed steps exchange no loss
   };
   hooks.use_bf16 = [](B& b) { b.graph.set_precision(bp::Precision::bf16); };
-  hooks.report = [](const B& b, benchmark::State& state) {
+  hooks.report = [](const B& b, benchmark::State& state) {  // every rank reports; rank 0 writes
     state.counters["arena_bytes"] = double(b.arena_bytes());
+    const int ranks = bp::dist::ranks_of(MPI_COMM_WORLD);
     double mine = double(bp::proc_peak_rss_bytes()), most = 0;
-    MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // every rank reports
+    std::vector<double> each(size_t(ranks), 0.0);
+    MPI_Allgather(&mine, 1, MPI_DOUBLE, each.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int r = 0; r < ranks; r++) {
+      state.counters[fmt::format("peak_rss_bytes_rank_{}", r)] = each[size_t(r)];
+      most = std::max(most, each[size_t(r)]);
+    }
     state.counters["peak_rss_bytes_most_of_ranks"] = most;
+    mine = bp::timed_loop_seconds() / double(std::max<int64_t>(1, state.iterations()));
+    MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    state.counters["step_seconds_slowest_rank"] = most;
     // AdamW's moments on one rank (all of them unless --zero=1); 0 under SGD.
     const auto dp = reducer.lock();
     mine = dp ? double(dp->optimizer_state_bytes()) : 0;
@@ -160,8 +169,10 @@ int main(int argc, char** argv) {
   // core rather than spin on it (mini_gpt_wide 32 at 2 ranks on 2 cores: 38.9 against 35.1 ms,
   // dev/notes.md, "Data parallel on two cores"), unless the user's environment says otherwise.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  bp::die_with_parent();  // mpirun (or its daemon on another host)
   bp::dist::Ranks mpi(&argc, &argv);
   refuse_ranks_that_differ(argc, argv, mpi);
+  bp::rank_progress().answer_sigusr1(mpi.rank());  // mpirun passes the runner's on
   // Every rank meets the same mistake in its arguments (they are the same): rank 0 says it, and
   // none exits before it has.
   bp::usage_errors_wait() = [] { MPI_Barrier(MPI_COMM_WORLD); };

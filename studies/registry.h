@@ -19,13 +19,15 @@
 #include "studies/kernels/study.h"
 #include "studies/main/study.h"
 #include "studies/optim/study.h"
+#include "studies/ranks/study.h"
 #include "studies/threads/study.h"
 
 namespace bp {
 
 inline constexpr Study kStudyRegistry[] = {
-    kMainStudy,    kBpttStudy,  kBudgetStudy,    kFirstStepStudy,       kFusionStudy, kKernelsStudy,
-    kThreadsStudy, kOptimStudy, kGradbenchStudy, kGradbenchTensorStudy, kAmpStudy,    kAllStudy};
+    kMainStudy,    kBpttStudy,    kBudgetStudy, kFirstStepStudy, kFusionStudy,
+    kKernelsStudy, kThreadsStudy, kOptimStudy,  kGradbenchStudy, kGradbenchTensorStudy,
+    kAmpStudy,     kRanksStudy,   kAllStudy};
 
 // Every study's rows in one table: backends in the order the studies first name them, each
 // variant right after its backend and that backend's earlier variants.

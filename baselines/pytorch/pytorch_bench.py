@@ -218,11 +218,22 @@ class Ranks:
         self.n = flags["ranks"]
         self.rank = int(os.environ.get("RANK", "0")) if self.n > 1 else 0
         self.checking = bool(flags["check_out"])
+        self.progress = 0  # 2 N + 1 in timed step N, 2 N between steps with N done
         if self.n > 1:
+            import signal
             import torch.distributed as dist
             self.dist = dist
+            # The runner's at a timeout (harness/driver/faults.h RankProgress): where this rank is.
+            # Python runs it only between bytecodes, so a rank blocked in Gloo stays silent.
+            signal.signal(signal.SIGUSR1, lambda *_: print(self.where(), file=sys.stderr,
+                                                            flush=True))
             dist.init_process_group("gloo")
             models.SHARD.update(rank=self.rank, ranks=self.n, weak=flags["weak"])
+
+    def where(self):
+        p = self.progress
+        return (f"rank {self.rank}: in timed step {p // 2}" if p % 2 else
+                f"rank {self.rank}: between timed steps, {p // 2} done")
 
     def wrap(self, model):
         if self.n == 1:
@@ -242,12 +253,15 @@ class Ranks:
         self.dist.all_reduce(t)
         return t.item() / self.n
 
-    def most(self, x):
-        if self.n == 1:
-            return x
-        t = torch.tensor([x], dtype=torch.float64)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
-        return t.item()
+    def report(self, peak_rss_bytes, step_seconds):
+        """Every rank's peak RSS and the slowest rank's step: bench_ranks's counters."""
+        each = [torch.zeros(2, dtype=torch.float64) for _ in range(self.n)]
+        self.dist.all_gather(each, torch.tensor([peak_rss_bytes, step_seconds],
+                                                dtype=torch.float64))
+        out = {f"peak_rss_bytes_rank_{r}": t[0].item() for r, t in enumerate(each)}
+        out["peak_rss_bytes_most_of_ranks"] = max(t[0].item() for t in each)
+        out["step_seconds_slowest_rank"] = max(t[1].item() for t in each)
+        return out
 
     def end(self):
         if self.n > 1:
@@ -377,6 +391,17 @@ def fault(kind, name, checking=False):
     spec = os.environ.get("BACKPROP_BENCH_FAULT", "")
     k, _, text = spec.partition(":")
     return bool(text) and k == kind and text in name
+
+
+def fail_as_the_last_rank(name):
+    """rank-crash and rank-hang (harness/driver/faults.h): the last rank aborts or stops."""
+    crash = fault("rank-crash", name)
+    print(f"BACKPROP_BENCH_FAULT: rank {RANKS.rank} {'crashing' if crash else 'hanging'} in "
+          f"{name}", file=sys.stderr, flush=True)
+    if crash:
+        os.abort()
+    while True:
+        time.sleep(1)
 
 
 def scripted(mode):
@@ -635,10 +660,16 @@ def timed_runs(spec, flags, corpus):
                 run.step()
         if flags["take_turns"]:
             wait_for_turn()
+        last_rank_fails = RANKS.n > 1 and RANKS.rank == RANKS.n - 1 and (
+            fault("rank-crash", name) or fault("rank-hang", name))
         iterations, start_real, start_cpu = 0, time.perf_counter(), time.process_time()
         while True:
+            RANKS.progress = 2 * iterations + 1
             run.step()
             iterations += 1
+            RANKS.progress = 2 * iterations
+            if last_rank_fails and iterations == 3:
+                fail_as_the_last_rank(name)
             elapsed = time.perf_counter() - start_real
             if (iterations >= flags["iterations"] if RANKS.n > 1  # the same on every rank
                     else elapsed >= flags["min_time"]):
@@ -649,8 +680,8 @@ def timed_runs(spec, flags, corpus):
                          repetition_index=rep, threads=1, iterations=iterations,
                          real_time=elapsed / iterations * 1e6, cpu_time=cpu / iterations * 1e6,
                          time_unit="us", peak_rss_bytes=float(status_bytes("VmHWM"))))
-        if RANKS.n > 1:  # rank 0 reports every rank's largest, as bench_ranks does
-            runs[-1]["peak_rss_bytes_most_of_ranks"] = RANKS.most(runs[-1]["peak_rss_bytes"])
+        if RANKS.n > 1:  # rank 0 reports every rank's, as bench_ranks does
+            runs[-1].update(RANKS.report(runs[-1]["peak_rss_bytes"], elapsed / iterations))
         if isinstance(run, ScalarRun) and spec["size"]:  # SetItemsProcessed: nodes per second
             runs[-1]["items_per_second"] = spec["size"] * iterations / elapsed
         if RANKS.rank == 0:
@@ -667,8 +698,8 @@ def timed_runs(spec, flags, corpus):
                        run_name=name, run_type="aggregate", repetitions=len(runs), threads=1,
                        aggregate_name=agg, aggregate_unit=unit, iterations=len(runs),
                        time_unit="us")
-            for field in ("real_time", "cpu_time", "peak_rss_bytes", "items_per_second",
-                          "peak_rss_bytes_most_of_ranks"):
+            for field in ("real_time", "cpu_time", "items_per_second", *[
+                    k for k in runs[0] if k.startswith(("peak_rss_bytes", "step_seconds_"))]):
                 if field in runs[0]:
                     out[field] = f([r[field] for r in runs[:flags["repetitions"]]])
             runs.append(out)

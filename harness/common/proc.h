@@ -16,6 +16,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -181,8 +183,17 @@ inline long proc_parent_of(long pid) {
 }
 
 // The programs whose processes are benchmarks: the runner and every backend's.
-inline constexpr std::string_view kBenchmarkPrograms[] = {
-    "bench_run", "bench_engine", "bench_compiled", "bench_libtorch", "pytorch_bench.py"};
+inline constexpr std::string_view kBenchmarkPrograms[] = {"bench_run",      "bench_engine",
+                                                          "bench_compiled", "bench_libtorch",
+                                                          "bench_ranks",    "pytorch_bench.py"};
+
+// A rank dies with the launcher that started it: mpirun puts each rank in a process group of its
+// own, so the runner's kill of mpirun's group (a timeout) would otherwise leave the ranks behind.
+inline void die_with_parent() {
+  const pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) raise(SIGKILL);  // it died before the line above
+}
 
 // The benchmark program a command line runs ("" for none): its program's name, or for a Python
 // interpreter its script's. Only those: a wrapper (`timeout 600 build/bench_run ...`, `bash -c`)
@@ -210,6 +221,19 @@ inline bool proc_descends_from(long pid, long ancestor) {
   for (long p = proc_parent_of(pid), hops = 0; p > 1 && hops < 64; p = proc_parent_of(p), hops++)
     if (p == ancestor) return true;
   return false;
+}
+
+// The processes `pid` started that are alive.
+inline std::vector<long> proc_children_of(long pid) {
+  std::vector<long> out;
+  DIR* proc = opendir("/proc");
+  if (!proc) return out;
+  while (const dirent* e = readdir(proc)) {
+    const long child = std::strtol(e->d_name, nullptr, 10);
+    if (child > 0 && proc_parent_of(child) == pid) out.push_back(child);
+  }
+  closedir(proc);
+  return out;
 }
 
 // "pid NAME" of every benchmark process on the machine that is not `self`, one of its

@@ -5,12 +5,17 @@
 // `crash`, `hang`, `oom` or `slowN` while benchmarking (`slowN` runs every timed step N times,
 // 2 to 100: a regression `bench_run compare` must catch), or, during the check, `check-crash`,
 // `check-hang`, `wrong` (adds 1 to every value and loss reported), `nan` (makes them NaN) or
-// `reset` (adds 1 only to the repeated step's). baselines/pytorch/pytorch_bench.py reads the same
+// `reset` (adds 1 only to the repeated step's). Data-parallel ranks: `rank-crash` and `rank-hang`
+// make the last rank abort, or stop answering, at its third timed step (the runner must end the
+// row, name the rank and leave no process). baselines/pytorch/pytorch_bench.py reads the same
 // variable.
 #pragma once
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +26,7 @@
 #include <thread>
 
 #include "harness/common/text.h"
+#include "workloads/data.h"
 
 namespace bp {
 
@@ -56,6 +62,71 @@ inline std::string inject_fault(const std::string& name, bool checking) {
     while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
   if (kind == "oom" && !checking) throw std::bad_alloc();
   return kind;
+}
+
+// rank-crash and rank-hang, on the last rank (workloads/data.h's process_shard) alone.
+inline void fail_as_the_last_rank(const std::string& fault, const std::string& name) {
+  const Shard& me = process_shard();
+  if (me.rank != me.ranks - 1) return;
+  fmt::print(stderr, "BACKPROP_BENCH_FAULT: rank {} {} in {}\n", me.rank,
+             fault == "rank-crash" ? "crashing" : "hanging", name);
+  std::fflush(stderr);
+  if (fault == "rank-crash") std::abort();
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+// Where a data-parallel rank is in its timed steps, for the runner to name one that hangs: on
+// SIGUSR1 (the runner's, at a row's timeout, before it kills the ranks) the rank writes one line,
+// "rank R: in timed step N" or "rank R: between timed steps, N done". A rank in a step waits there
+// for the others; the one that is not is the one that stopped (harness/runner/bench_phase.cc).
+class RankProgress;
+RankProgress& rank_progress();
+class RankProgress {
+ public:
+  void in_step(int64_t i) { step_.store(2 * i + 1, std::memory_order_relaxed); }
+  void between_steps(int64_t done) { step_.store(2 * done, std::memory_order_relaxed); }
+  // Installs the handler; rank is this process's.
+  void answer_sigusr1(int rank) {
+    rank_ = rank;
+    signal(SIGUSR1, [](int) { rank_progress().say(); });
+  }
+  void say() const {  // async-signal-safe: digits by hand, one write
+    char line[96];
+    size_t n = 0;
+    auto put = [&](const char* t) {
+      while (*t && n < sizeof line) line[n++] = *t++;
+    };
+    auto number = [&](int64_t v) {
+      char digits[24];
+      size_t k = 0;
+      do digits[k++] = char('0' + v % 10), v /= 10;
+      while (v > 0 && k < sizeof digits);
+      while (k > 0 && n < sizeof line) line[n++] = digits[--k];
+    };
+    const int64_t s = step_.load(std::memory_order_relaxed);
+    put("rank "), number(rank_);
+    if (s % 2)
+      put(": in timed step "), number(s / 2);
+    else
+      put(": between timed steps, "), number(s / 2), put(" done");
+    put("\n");
+    if (write(2, line, n) < 0) {
+    }
+  }
+
+ private:
+  std::atomic<int64_t> step_{0};
+  int rank_ = 0;
+};
+inline RankProgress& rank_progress() {
+  static RankProgress p;
+  return p;
+}
+
+// The seconds of the last timed loop of this process (a rank's, for the slowest rank's step).
+inline double& timed_loop_seconds() {
+  static double seconds = 0;
+  return seconds;
 }
 
 // The fault `slowN`: N steps per timed iteration (0: no such fault).

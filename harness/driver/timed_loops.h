@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -152,7 +153,8 @@ void bench_first_step(benchmark::State& state, const BackendProcess<B>& p, int64
 template <class W, class B>
 void bench_steps(benchmark::State& state, const BackendProcess<B>& p, const InstanceSpec& spec) {
   const int64_t size = *spec.size;
-  const int slow = slowdown(inject_fault(spec.name, false));
+  const std::string fault = inject_fault(spec.name, false);
+  const int slow = slowdown(fault);
   struct Setup {
     B backend;
     std::unique_ptr<typename W::template Run<B>> run;
@@ -166,15 +168,26 @@ void bench_steps(benchmark::State& state, const BackendProcess<B>& p, const Inst
     p.configure(setup->backend);
     setup->run = p.template make_run<W>(setup->backend, size);
   }
+  const bool rank_fault = fault == "rank-crash" || fault == "rank-hang";
   auto timed = [&](auto step) {
     if (fresh)
       for (int i = 0; i < p.flags.warmup_steps; i++) step();
     if (p.flags.take_turns) wait_for_turn(spec.name, state.max_iterations);
+    const auto start = std::chrono::steady_clock::now();
     if (slow)  // two loops, so that the hook costs the timed one nothing
       for (auto _ : state)
         for (int i = 0; i < slow; i++) step();
+    else if (process_shard().ranks > 1)  // each step said (rank_progress) for a rank that hangs
+      for (int64_t i = 0; auto _ : state) {
+        rank_progress().in_step(i);
+        step();
+        rank_progress().between_steps(++i);
+        if (rank_fault && i == 3) fail_as_the_last_rank(fault, spec.name);
+      }
     else
       for (auto _ : state) step();
+    timed_loop_seconds() =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   if constexpr (ScalarWorkload<W>) {  // the gradients' array made once, outside the loop
     auto grads = grads_storage<W>(*setup->run);

@@ -64,7 +64,16 @@ struct BackendSpec {
   // Takes --cache-dir or --no-cache (the compiled mode's plan cache): off unless --cache-dir or
   // warm_plans.
   bool plan_cache = false;
+  // A data-parallel row: its program runs as bench_run --ranks processes under this launcher,
+  // "mpirun" (Open MPI) or "torchrun" (PyTorch's), alone on the machine rather than taking
+  // turns (its ranks wait on each other every step).
+  const char* launcher = nullptr;
 };
+
+// The Debian package of each launcher, for the line that says one is missing.
+inline const char* launcher_package(std::string_view launcher) {
+  return launcher == "mpirun" ? "openmpi-bin" : "python3-torch";
+}
 
 // Every backend of this program, in the fixed order of the tables (studies/registry.h: each
 // study's rows, each variant after its backend), set by its main().

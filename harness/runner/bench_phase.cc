@@ -8,7 +8,10 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "harness/runner/bench_plan.h"
@@ -42,6 +45,11 @@ void not_benchmarked(RunState& run, const Selected& s, const std::string& b, con
                                            ProcessResult{}));
 }
 
+int ranks_iterations(const Options& o, const BenchPlan& plan) {
+  if (!(plan.step_seconds > 0)) return 20;
+  return int(std::clamp(std::ceil(o.min_time / plan.step_seconds), 5.0, 100000.0));
+}
+
 // The command lines of a row's benchmarks in this round, and the cells of those not run.
 std::vector<Running> plan_row(RunState& run, const Selected& s, int round,
                               std::map<std::string, Cell>& cells) {
@@ -68,7 +76,13 @@ std::vector<Running> plan_row(RunState& run, const Selected& s, int round,
                              fmt::format("--benchmark_repetitions={}", plan.repetitions_in(round)),
                              fmt::format("--benchmark_min_time={}", run.opt.min_time),
                              fmt::format("--warmup_steps={}", plan.warmup_steps),
-                             "--benchmark_display_aggregates_only=true", "--take_turns"});
+                             "--benchmark_display_aggregates_only=true"});
+    // A data-parallel row runs alone (its ranks wait on each other every step, so no turns): the
+    // same number of steps on every rank, about --min-time's worth as its check timed them.
+    if (spec_of(b).launcher)
+      argv.push_back(fmt::format("--iterations={}", ranks_iterations(run.opt, plan)));
+    else
+      argv.push_back("--take_turns");
     if (plan.warm_once) argv.push_back("--warm_once");
     running.push_back({b, name, "logs/" + b + "/" + stem + suffix + ".log", std::move(argv), {}});
   }
@@ -97,6 +111,66 @@ bool reuse_finished_row(RunState& run, const std::vector<Running>& running, int 
   }
   cells = std::move(kept);
   return true;
+}
+
+// At a timeout each rank said where it was (RankProgress, harness/driver/faults.h): "rank R: in
+// timed step N" (waiting there for the others, as a step waits on every rank) or "rank R: between
+// timed steps, N done". The rank furthest behind is the one that stopped, if it alone is.
+std::string rank_that_stopped(const std::string& log) {
+  std::vector<std::pair<int64_t, std::string>> seen;  // (how far, its line)
+  for (const std::string& line : split(log, '\n')) {
+    long rank = -1, step = -1;
+    if (std::sscanf(line.c_str(), "rank %ld: in timed step %ld", &rank, &step) == 2)
+      seen.push_back({2 * step + 1, line});
+    else if (std::sscanf(line.c_str(), "rank %ld: between timed steps, %ld done", &rank, &step) ==
+             2)
+      seen.push_back({2 * step, line});
+  }
+  if (seen.empty()) return "";
+  std::sort(seen.begin(), seen.end());
+  if (seen.size() > 1 && seen[0].first == seen[1].first) return "";
+  return seen[0].second +
+         fmt::format(" (the furthest behind of the {} that answered)", seen.size());
+}
+
+// A data-parallel row that failed: which rank, in its launcher's words (mpirun: "process rank 1
+// with PID ... exited on signal 6"; torchrun: a block per failed rank, "rank : 1 (local_rank: 1)"
+// then "exitcode : -6", the rank a signal ended first, as the others fail after it), or, timed out,
+// that the ranks waited on one another until the runner ended them all.
+std::string ranks_failure(const RunState& run, const Running& r, bool timed_out) {
+  const char* launcher = spec_of(r.backend).launcher;
+  if (!launcher) return "";
+  const auto trim = [](std::string t) {
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(0, 1);
+    return t;
+  };
+  std::string said, signalled, rank;
+  for (const std::string& line : split(read_file(run.folder.dir() / r.log), '\n')) {
+    if (std::string_view(launcher) == "mpirun") {
+      if (const size_t at = line.find("process rank "); at != std::string::npos && said.empty())
+        said = trim(line.substr(at));
+      continue;
+    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+    if (key == "rank") rank = value;
+    if (key != "exitcode" || rank.empty()) continue;
+    const std::string failed = fmt::format("rank {}, exit code {}", rank, value);
+    if (said.empty()) said = failed;
+    if (value.starts_with("-") && signalled.empty()) signalled = failed + " (a signal)";
+  }
+  if (!signalled.empty()) said = signalled;
+  if (!said.empty()) return fmt::format("; {} of {} ranks: {}", launcher, run.opt.ranks, said);
+  if (!timed_out) return "";
+  if (const std::string stopped = rank_that_stopped(read_file(run.folder.dir() / r.log));
+      !stopped.empty())
+    return fmt::format("; {} of {} ranks: {}", launcher, run.opt.ranks, stopped);
+  return fmt::format(
+      "; {} ranks under {}: every rank waits for the others at each step, so one that stops "
+      "holds them all until the timeout ends the launcher and its ranks",
+      run.opt.ranks, launcher);
 }
 
 // What a finished benchmark process leaves: its result file (renamed from .partial only when it
@@ -131,7 +205,7 @@ Json process_ended(RunState& run, const Selected& s, Running& r, Cell& c) {
                             human_bytes(double(run.opt.memory_limit)), line, r.log);
   } else if (!p.ok()) {
     c.status = p.timed_out ? "timeout" : "failed";
-    c.message = p.failure() + " (see " + r.log + ")";
+    c.message = p.failure() + ranks_failure(run, r, p.timed_out) + " (see " + r.log + ")";
     if (p.signal == SIGKILL && !p.timed_out)  // not sent by the runner
       c.message += fmt::format(
           "; a SIGKILL the runner did not send: most likely the kernel's out-of-memory killer "
@@ -157,17 +231,29 @@ std::map<std::string, Cell> bench_row(RunState& run, const Selected& s, int roun
   std::vector<Running> running = plan_row(run, s, round, cells);
   if ((*reused = reuse_finished_row(run, running, round, cells))) return cells;
   const auto row_start = Clock::now();
-  Turns turns;
-  for (Running& r : running) {
+  auto start = [&](Running& r, bool takes_turns) {
     run.make_folders({run.folder.dir() / r.backend, run.folder.dir() / "logs" / r.backend});
     run.note_other_benchmarks();
     r.child = std::make_unique<Child>(r.argv, (run.folder.dir() / r.log).string(), run.opt.timeout,
-                                      run.child_env(), run.opt.memory_limit,
-                                      /*takes_turns=*/true);
-    turns.add(*r.child, spec_of(r.backend).measures_in_setup);
-  }
+                                      run.child_env(), run.opt.memory_limit, takes_turns);
+  };
+  Turns turns;
+  for (Running& r : running)
+    if (!spec_of(r.backend).launcher)
+      start(r, true), turns.add(*r.child, spec_of(r.backend).measures_in_setup);
   turns.take();
+  for (Running& r : running)  // data-parallel rows after the turns, one at a time, alone
+    if (spec_of(r.backend).launcher && !g_interrupted) {
+      start(r, false);
+      r.child->ask_children_at_timeout();
+      r.child->finish();
+    }
   for (Running& r : running) {
+    if (!r.child) {  // a data-parallel row the interrupt came before
+      cells[r.backend].status = "interrupted";
+      cells[r.backend].message = "interrupted; --resume runs it again";
+      continue;
+    }
     Json record = process_ended(run, s, r, cells[r.backend]);
     std::vector<double> when;  // seconds from the row's start: the order the turns went in
     for (const auto& t : r.child->turns())
@@ -220,7 +306,9 @@ void print_row(const RunState& run, const Selected& s, const std::map<std::strin
   for (const std::string& b : run.opt.backends) {
     if (!row.count(b)) continue;
     const Cell& c = row.at(b);
-    fmt::print("    {:<11} {}", b, reused ? "(before the interrupt) " : "");
+    size_t name_width = 11;  // the row's names in one column
+    for (const auto& [other, unused] : row) name_width = std::max(name_width, other.size());
+    fmt::print("    {:<{}} {}", b, name_width, reused ? "(before the interrupt) " : "");
     const BenchPlan p = plan_of(run, s, b);
     if (c.status == "ok")
       fmt::print("{:>10}  peak RSS {:>9}{}\n", human_time(c.median_seconds),

@@ -43,6 +43,9 @@ inline const char* kUsage =
   --filter REGEX       run only benchmarks whose names match (POSIX extended regex, as Google
                        Benchmark's --benchmark_filter; a leading '-' negates)
   --threads N          threads of every backend (default 1; more than the CPUs is oversubscribed)
+  --ranks N            the data-parallel rows (the study ranks's) run as N ranks, N processes
+                       under mpirun or torchrun (default 2); without --study or --backends it
+                       runs the study ranks
   --precision P        fp32 (default) or bf16: mixed precision on every backend that has it
                        (bfloat16 products, float32 master weights and optimizer; torch's through
                        torch.autocast); the others' rows are reported skipped, saying why
@@ -122,6 +125,7 @@ struct Options {
   // ratio's the 2nd to 9th of its 10 pairs. 2 rounds: each benchmark's repetitions come from two
   // processes, minutes apart (bench_phase.h); 0 until given: then 2, or 1 for one repetition.
   int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
+  int ranks = 0;      // --ranks: the data-parallel rows' ranks; 0 until given (then 2)
   int jobs = 1;       // --check-only: check processes at once, the memory limit shared among them
   bool bf16 = false;  // --precision bf16: every backend's rows under mixed precision
   double min_time = 0.1, timeout = 600;  // 0.1 s a repetition: 10 of them are a timed second
@@ -146,6 +150,15 @@ inline int parse_count(const std::string& flag, const std::string& text, int lo,
   if (!v || *v < lo || *v > hi)
     usage_error(fmt::format("{} {}: expected a whole number from {} to {}", flag, text, lo, hi));
   return int(*v);
+}
+
+// Where `program` is among PATH's folders, as execve needs it ("" where it is not).
+inline std::string path_of(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  for (const std::string& dir : fields(path ? path : "/usr/bin:/bin", ':'))
+    if (!dir.empty() && access((fs::path(dir) / program).c_str(), X_OK) == 0)
+      return (fs::path(dir) / program).string();
+  return "";
 }
 
 // --backends A,B: each known; returned in the fixed order, whatever order they came in.
@@ -202,6 +215,8 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     o.cache_dir = next();
   else if (arg == "--threads")
     o.threads = parse_count(arg, next(), 1, 256);
+  else if (arg == "--ranks")
+    o.ranks = parse_count(arg, next(), 1, 4096);
   else if (arg == "--precision") {
     const std::string p = next();
     if (!valid_precision(p)) usage_error(precision_refusal("--precision " + p, p));
@@ -290,14 +305,30 @@ inline Options parse_options(const std::vector<std::string>& args) {
   if (o.rounds > o.repetitions)
     usage_error(fmt::format("--rounds {}: at most --repetitions ({}): each round runs at least one",
                             o.rounds, o.repetitions));
-  // The study's selection, where the run gives none of its own.
+  // --ranks alone is the study ranks.
+  const bool study_given = std::find(args.begin(), args.end(), "--study") != args.end() ||
+                           std::any_of(args.begin(), args.end(), [](const std::string& a) {
+                             return a.starts_with("--study=");
+                           });
+  if (o.ranks && !study_given && backends.empty())
+    if (const Study* ranks = find_study("ranks")) o.study = ranks;
+  if (!o.ranks) o.ranks = 2;
+  // The study's selection, where the run gives none of its own: every row but the variants at
+  // threads or ranks of their own.
   if (backends.empty()) {
     backends = std::string(o.study->backends);
     if (backends.empty())
       for (const BackendSpec& b : backend_rows())
-        if (!b.fixed_threads) backends += (backends.empty() ? "" : ",") + std::string(b.name);
+        if (!b.fixed_threads && !b.launcher)
+          backends += (backends.empty() ? "" : ",") + std::string(b.name);
   }
   o.backends = parse_backends(backends);
+  for (const std::string& b : o.backends)  // a launcher that is not there: one line, before any row
+    if (const char* launcher = spec_of(b).launcher; launcher && path_of(launcher).empty())
+      usage_error(
+          fmt::format("{}: {} is not installed (Debian package {}; make installs it "
+                      "through harness/install-deps.sh)",
+                      b, launcher, launcher_package(launcher)));
   if (o.workloads.empty()) o.workloads = std::string(o.study->workloads);
   o.given_sizes = o.sizes;
   for (const std::string& s : fields(std::string(o.study->sizes), ' ')) {

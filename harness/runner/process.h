@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/common/proc.h"
 #include "harness/common/text.h"
 
 namespace bp {
@@ -336,9 +337,19 @@ class Child {
       return true;
     }
     if (g_interrupted) kill_group();
-    if (own_seconds() > timeout_ && !timed_out_) timed_out_ = true, kill_group();
+    if (own_seconds() > timeout_ && !timed_out_) {
+      timed_out_ = true;
+      if (asks_children_) {  // data-parallel ranks: each says where it is, in the log
+        for (long child : proc_children_of(pid_)) kill(pid_t(child), SIGUSR1);
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+      kill_group();
+    }
     return false;
   }
+  // At its timeout, before it is killed, its children (a launcher's ranks) get SIGUSR1, and a
+  // second to answer it (harness/driver/faults.h, RankProgress).
+  void ask_children_at_timeout() { asks_children_ = true; }
 
   // Waits for it to end (killing it when its time is up) and says how it ended.
   ProcessResult finish() {
@@ -390,7 +401,7 @@ class Child {
   pid_t pid_ = -1;
   int slot_ = -1, go_fd_ = -1, ready_fd_ = -1, status_ = 0;
   rusage usage_{};
-  bool reaped_ = false, timed_out_ = false;
+  bool reaped_ = false, timed_out_ = false, asks_children_ = false;
 };
 
 // One process, start to end.

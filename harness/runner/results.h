@@ -65,7 +65,10 @@ inline constexpr const char* kExtraCounters[] = {
     "snapshots", "most_snapshots_alive", "advanced_steps", "advanced_per_step",
     "predicted_advanced_per_step", "advance_seconds", "measured_advance_ratio", "reverse_seconds",
     "interval", "interval_given", "records", "bytes_written", "bytes_read", "write_wait_seconds",
-    "read_wait_seconds", "write_seconds_measured", "step_seconds_measured", "o_direct"};
+    "read_wait_seconds", "write_seconds_measured", "step_seconds_measured", "o_direct",
+    // data-parallel rows (apps/bench_ranks.cc, bench_libtorch and pytorch_bench.py --ranks)
+    "step_seconds_slowest_rank", "peak_rss_bytes_most_of_ranks",
+    "optimizer_state_bytes_most_of_ranks"};
 
 struct BenchmarkResult {
   std::string status = "failed";  // ok | failed | skipped
@@ -87,6 +90,19 @@ inline double seconds_per_unit(const std::string& unit) {
   return unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : unit == "ns" ? 1e-9 : NAN;
 }
 
+// A run's time per step: its real time, or a data-parallel row's slowest rank's (each rank times
+// its own steps; rank 0 writes the file); its peak RSS, or the largest of every rank's.
+inline double step_seconds_of(JsonView run) {
+  if (run["step_seconds_slowest_rank"].is_number())
+    return run["step_seconds_slowest_rank"].num_or(NAN);
+  return run["real_time"].num_or(NAN) * seconds_per_unit(run["time_unit"].str_or("?"));
+}
+inline double rss_of(JsonView run) {
+  return run["peak_rss_bytes_most_of_ranks"].is_number()
+             ? run["peak_rss_bytes_most_of_ranks"].num_or(NAN)
+             : run["peak_rss_bytes"].num_or(NAN);
+}
+
 // One benchmark process's Google Benchmark JSON. The median aggregate when there are
 // repetitions; with one repetition Google Benchmark writes no aggregates, and that run is it.
 inline BenchmarkResult read_benchmark_result(JsonView file) {
@@ -100,9 +116,8 @@ inline BenchmarkResult read_benchmark_result(JsonView file) {
       return r;
     }
     if (run["run_type"].str_or("") == "iteration") {
-      times.push_back(run["real_time"].num_or(NAN) *
-                      seconds_per_unit(run["time_unit"].str_or("?")));
-      const double peak = run["peak_rss_bytes"].num_or(NAN);
+      times.push_back(step_seconds_of(run));
+      const double peak = rss_of(run);
       if (peak >= 0 && !(peak <= r.largest_peak_rss_bytes)) r.largest_peak_rss_bytes = peak;
     }
     if (run["run_type"].str_or("") == "aggregate" && run["aggregate_name"].str_or("") == "median")
@@ -113,9 +128,8 @@ inline BenchmarkResult read_benchmark_result(JsonView file) {
     r.message = "no median in the result file";
     return r;
   }
-  r.median_seconds =
-      (*chosen)["real_time"].num_or(NAN) * seconds_per_unit((*chosen)["time_unit"].str_or("?"));
-  r.peak_rss_bytes = (*chosen)["peak_rss_bytes"].num_or(NAN);
+  r.median_seconds = step_seconds_of(*chosen);
+  r.peak_rss_bytes = rss_of(*chosen);
   r.items_per_second = (*chosen)["items_per_second"].num_or(NAN);
   for (const char* name : kExtraCounters)
     if ((*chosen)[name].is_number()) r.counters[name] = (*chosen)[name].num_or(NAN);

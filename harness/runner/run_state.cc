@@ -31,7 +31,7 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (spec.mode_flags)
     for (const std::string& flag : fields(spec.mode_flags, ' ')) argv.push_back(flag);
   // A variant (one program, other flags) says its own name in its results.
-  if (spec.mode_flags || spec.fixed_threads)
+  if (spec.mode_flags || spec.fixed_threads || spec.launcher)
     argv.push_back(fmt::format("--backend_name={}", backend));
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
   if (spec.plan_cache)
@@ -51,6 +51,38 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (spec.threaded) argv.push_back(fmt::format("--threads={}", threads));
   if (opt.bf16 && !backend_in_bf16(backend)) argv.push_back("--precision=bf16");
   if (reads_corpus) argv.push_back("--data=" + opt.data);
+  if (spec.launcher) {  // a data-parallel row: --ranks processes under its launcher
+    std::vector<std::string> launch = launcher_argv(spec.launcher, opt.ranks);
+    argv.insert(argv.begin(), launch.begin(), launch.end());
+    argv.push_back(fmt::format("--ranks={}", opt.ranks));
+  }
+  return argv;
+}
+
+// How a data-parallel row's ranks are started. mpirun: more ranks than cores allowed, the ranks
+// not bound to cores (torchrun binds none either, and a rank's threads would share one), shared
+// memory without the single-copy path (it needs ptrace rights containers do not give), and as
+// root only when told. torchrun: one host; its own default --redirects 0 and --tee 0 fail in
+// Debian's torch 1.13 on Python 3.11 (its flag of 0 is not found), so stdout is teed.
+std::vector<std::string> launcher_argv(std::string_view launcher, int ranks) {
+  if (launcher == "torchrun")
+    return {path_of("torchrun"),
+            "--standalone",
+            "--redirects",
+            "1",
+            "--tee",
+            "1",
+            fmt::format("--nproc_per_node={}", ranks)};
+  std::vector<std::string> argv = {path_of("mpirun"),
+                                   "-n",
+                                   std::to_string(ranks),
+                                   "--oversubscribe",
+                                   "--bind-to",
+                                   "none",
+                                   "--mca",
+                                   "btl_vader_single_copy_mechanism",
+                                   "none"};
+  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
   return argv;
 }
 
@@ -147,6 +179,7 @@ Json RunState::run_options_json() const {
                                {"workloads", opt.workloads},
                                {"data", opt.data},
                                {"threads", opt.threads},
+                               {"ranks", opt.ranks},
                                {"precision", opt.bf16 ? "bf16" : "fp32"},
                                {"repetitions", opt.repetitions},
                                {"rounds", opt.rounds},

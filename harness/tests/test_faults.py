@@ -367,3 +367,46 @@ def parent_of(pid):
     except (FileNotFoundError, ProcessLookupError):
         return None
     return None if fields[0] == "Z" else int(fields[1])
+
+
+# Data-parallel rows (the study ranks): a rank that dies or hangs ends its row, named, and no rank
+# is left behind; the row beside it keeps its result.
+def ranks_left():
+    """Live ranks or launchers, after a few seconds for the kernel to end them (a rank goes when
+    its mpirun does: PR_SET_PDEATHSIG) and for init to reap them."""
+    for _ in range(30):
+        out = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
+        left = [line for line in out.splitlines() if not line.startswith("Z") and
+                ("bench_ranks" in line or "mpirun" in line) and "ps -eo" not in line]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return left
+
+
+@pytest.mark.parametrize("kind", ["rank-crash", "rank-hang"])
+def test_a_rank_that_dies_or_hangs_ends_its_row_named(bin_dir, tmp_path, kind):
+    r = run(bin_dir, tmp_path, "--ranks", "2", "--backends", "engine,engine_ranks",
+            "--workloads", "char_mlp", "--sizes", "hidden=64", "--timeout", "8", *QUICK,
+            env={"BACKPROP_BENCH_FAULT": f"{kind}:char_mlp/engine_ranks"})
+    assert r.returncode == 3, r.stdout + r.stderr
+    rows = bench_rows(tmp_path)
+    failed = rows[("engine_ranks", "char_mlp")]
+    if kind == "rank-crash":  # mpirun's own words name it
+        assert failed["status"] == "failed", failed
+        assert "mpirun of 2 ranks: process rank 1" in failed["message"], failed["message"]
+    else:  # each rank said where it was when the timeout came; rank 1 had stopped
+        assert failed["status"] == "timeout", failed
+        assert "rank 1: between timed steps, 3 done" in failed["message"], failed["message"]
+        assert failed["wall_seconds"] < 20
+    assert rows[("engine", "char_mlp")]["status"] == "ok"
+    assert not ranks_left()
+
+
+def test_ranks_refused_in_one_line(bin_dir, tmp_path):
+    for bad in ("0", "-2", "two"):
+        r = run(bin_dir, tmp_path, "--ranks", bad)
+        assert r.returncode == 2 and f"--ranks {bad}: expected a whole number from 1" in r.stderr
+    r = run(bin_dir, tmp_path, "--ranks", "2", env={"PATH": "/nonexistent"})
+    assert r.returncode == 2, r.stderr
+    assert "mpirun is not installed (Debian package openmpi-bin" in r.stderr

@@ -1,6 +1,6 @@
 """harness/tests/test_make.py: the Makefile's verbs under hostile variables.
 
-Every user string (FILTER, WORKLOADS, SIZES, BACKENDS, DATA, REPETITIONS, THREADS, WARMUP,
+Every user string (FILTER, WORKLOADS, SIZES, BACKENDS, DATA, REPETITIONS, THREADS, WARMUP, RANKS,
 MEMORY, RUN, RESUME, A, B, THRESHOLD) must reach bench_run or plot.py as exactly one argument,
 through no shell and no make expansion, including the make that `cmake --build` starts; and
 `make bench` must fail when the runner does.
@@ -25,7 +25,8 @@ def test_every_variable_is_one_argument_and_runs_nothing(tmp_path):
     for variable, flag in [("FILTER", "--filter"), ("WORKLOADS", "--workloads"),
                            ("BACKENDS", "--backends"), ("DATA", "--data"),
                            ("REPETITIONS", "--repetitions"), ("THREADS", "--threads"),
-                           ("WARMUP", "--warmup-steps"), ("MEMORY", "--memory-limit")]:
+                           ("WARMUP", "--warmup-steps"), ("MEMORY", "--memory-limit"),
+                           ("RANKS", "--ranks")]:
         for text in HOSTILE:
             value = text.format(p=pwned)
             r = make("-n", "bench", f"{variable}={value}")
