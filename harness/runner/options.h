@@ -46,6 +46,8 @@ inline const char* kUsage =
   --ranks N            the data-parallel rows (the study ranks's) run as N ranks, N processes
                        under mpirun or torchrun (default 2); without --study or --backends it
                        runs the study ranks
+  --hostfile FILE      the mpirun rows' ranks on the hosts of FILE (Open MPI's host file), not
+                       on this machine alone (the torchrun row, pytorch_ranks, is one host's)
   --precision P        fp32 (default) or bf16: mixed precision on every backend that has it
                        (bfloat16 products, float32 master weights and optimizer; torch's through
                        torch.autocast); the others' rows are reported skipped, saying why
@@ -125,7 +127,8 @@ struct Options {
   // ratio's the 2nd to 9th of its 10 pairs. 2 rounds: each benchmark's repetitions come from two
   // processes, minutes apart (bench_phase.h); 0 until given: then 2, or 1 for one repetition.
   int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
-  int ranks = 0;      // --ranks: the data-parallel rows' ranks; 0 until given (then 2)
+  int ranks = 0;         // --ranks: the data-parallel rows' ranks; 0 until given (then 2)
+  std::string hostfile;  // --hostfile: where mpirun puts them (empty: this machine)
   int jobs = 1;       // --check-only: check processes at once, the memory limit shared among them
   bool bf16 = false;  // --precision bf16: every backend's rows under mixed precision
   double min_time = 0.1, timeout = 600;  // 0.1 s a repetition: 10 of them are a timed second
@@ -217,7 +220,15 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     o.threads = parse_count(arg, next(), 1, 256);
   else if (arg == "--ranks")
     o.ranks = parse_count(arg, next(), 1, 4096);
-  else if (arg == "--precision") {
+  else if (arg == "--hostfile") {
+    o.hostfile = next();
+    if (access(o.hostfile.c_str(), R_OK) != 0)
+      usage_error(
+          fmt::format("--hostfile {}: cannot read it (Open MPI's host file: a host a "
+                      "line, e.g. '10.0.0.2 slots=1')",
+                      o.hostfile));
+    o.hostfile = fs::absolute(o.hostfile).string();
+  } else if (arg == "--precision") {
     const std::string p = next();
     if (!valid_precision(p)) usage_error(precision_refusal("--precision " + p, p));
     o.bf16 = p == "bf16";
@@ -323,6 +334,13 @@ inline Options parse_options(const std::vector<std::string>& args) {
           backends += (backends.empty() ? "" : ",") + std::string(b.name);
   }
   o.backends = parse_backends(backends);
+  for (const std::string& b : o.backends)  // torchrun's rows start their ranks on one host
+    if (const char* launcher = spec_of(b).launcher;
+        launcher && std::string_view(launcher) == "torchrun" && !o.hostfile.empty())
+      usage_error(
+          fmt::format("--hostfile: {} runs under torchrun, on this host alone; leave it "
+                      "out (--backends) or run without --hostfile",
+                      b));
   for (const std::string& b : o.backends)  // a launcher that is not there: one line, before any row
     if (const char* launcher = spec_of(b).launcher; launcher && path_of(launcher).empty())
       usage_error(

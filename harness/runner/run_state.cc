@@ -52,7 +52,7 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (opt.bf16 && !backend_in_bf16(backend)) argv.push_back("--precision=bf16");
   if (reads_corpus) argv.push_back("--data=" + opt.data);
   if (spec.launcher) {  // a data-parallel row: --ranks processes under its launcher
-    std::vector<std::string> launch = launcher_argv(spec.launcher, opt.ranks);
+    std::vector<std::string> launch = launcher_argv(spec.launcher, opt.ranks, opt.hostfile);
     argv.insert(argv.begin(), launch.begin(), launch.end());
     argv.push_back(fmt::format("--ranks={}", opt.ranks));
   }
@@ -64,7 +64,8 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
 // memory without the single-copy path (it needs ptrace rights containers do not give), and as
 // root only when told. torchrun: one host; its own default --redirects 0 and --tee 0 fail in
 // Debian's torch 1.13 on Python 3.11 (its flag of 0 is not found), so stdout is teed.
-std::vector<std::string> launcher_argv(std::string_view launcher, int ranks) {
+std::vector<std::string> launcher_argv(std::string_view launcher, int ranks,
+                                       const std::string& hostfile) {
   if (launcher == "torchrun")
     return {path_of("torchrun"),
             "--standalone",
@@ -83,6 +84,7 @@ std::vector<std::string> launcher_argv(std::string_view launcher, int ranks) {
                                    "btl_vader_single_copy_mechanism",
                                    "none"};
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  if (!hostfile.empty()) argv.insert(argv.end(), {"--hostfile", hostfile});
   return argv;
 }
 
@@ -180,6 +182,7 @@ Json RunState::run_options_json() const {
                                {"data", opt.data},
                                {"threads", opt.threads},
                                {"ranks", opt.ranks},
+                               {"hostfile", opt.hostfile},
                                {"precision", opt.bf16 ? "bf16" : "fp32"},
                                {"repetitions", opt.repetitions},
                                {"rounds", opt.rounds},

@@ -29,7 +29,8 @@ template <class T>
 using ByCell = std::map<std::string, std::map<std::string, T>>;
 
 // The launcher's command line that starts `ranks` ranks of a data-parallel row (run_state.cc).
-std::vector<std::string> launcher_argv(std::string_view launcher, int ranks);
+std::vector<std::string> launcher_argv(std::string_view launcher, int ranks,
+                                       const std::string& hostfile = "");
 
 struct RunState {
   Options opt;

@@ -4,7 +4,8 @@ against bench_engine in one process, through their checks: mini_gpt 12 at 2, 3 a
 (strong scaling), char_mlp at 2, mini_gpt 12 at 3 in the compiled mode against bench_compiled
 (kernels by priority), bench_libtorch's ranks (Gloo, DDP's reducer) at 3 against one process of
 it, PyTorch's DDP under torchrun (char_mlp at 2, and mini_gpt 6 at 2 ranks of weak scaling as
-mini_gpt 12) against one PyTorch process, mini_gpt 12 with the optimizer sharded (--zero=1) at 3 ranks, eager, and
+mini_gpt 12) against one PyTorch process, bench_ranks and bench_libtorch across two hosts made of
+network namespaces (dev/two_hosts.sh; where root may make them), mini_gpt 12 with the optimizer sharded (--zero=1) at 3 ranks, eager, and
 at 2, compiled, and mini_gpt 6 at 2 ranks of weak scaling against mini_gpt 12, each rank
 a shard of every batch; the losses of every check step and the first step's gradient norms
 within 1e-5 of the one process's (a sum over ranks is another order than a sum over rows); one
@@ -28,8 +29,8 @@ PYTHON, PYTORCH = "/usr/bin/python3", "baselines/pytorch/pytorch_bench.py"
 TORCHRUN = ["torchrun", "--standalone", "--redirects", "1", "--tee", "1"]
 
 
-def check(argv, out, instance):
-    r = subprocess.run(argv + [f"--instance={instance}", f"--check_out={out}"], env=ENV,
+def check(argv, out, instance, env=None):
+    r = subprocess.run(argv + [f"--instance={instance}", f"--check_out={out}"], env=env or ENV,
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(argv)}: exit {r.returncode}\n{r.stderr[-2000:]}")
@@ -81,6 +82,42 @@ def compare_ddp(instance, ranks, tmp, weak_of=None):
     return ok
 
 
+TWO_HOSTS = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "dev",
+                          "two_hosts.sh")]
+
+
+def across_two_hosts(tmp):
+    """Two hosts of network namespaces joined by a shaped veth (dev/two_hosts.sh): bench_ranks
+    (TCP between the hosts) and bench_libtorch (Gloo over the veth) against one process. Needs
+    root and network namespaces; says why where it cannot."""
+    if os.geteuid() != 0 or subprocess.run(["ip", "netns", "list"], capture_output=True).returncode:
+        print("  two hosts: skipped (needs root and `ip netns`)")
+        return True
+    hosts = f"{tmp}/hosts"
+    env = dict(ENV, HOSTS=hosts)
+    up = subprocess.run(TWO_HOSTS + ["up", "1gbit"], env=env, capture_output=True, text=True)
+    if up.returncode:
+        print(f"  two hosts: skipped (cannot make them: {up.stderr.strip()[-300:]})")
+        subprocess.run(TWO_HOSTS + ["down"], env=env, capture_output=True)
+        return True
+    ok = True
+    try:
+        for binary, one in (("bench_ranks", "bench_engine"), ("bench_libtorch", "bench_libtorch")):
+            instance = "workload=mini_gpt,size=12"
+            a = check([f"{BUILD}/{one}"], f"{tmp}/one.json", instance)
+            b = check(TWO_HOSTS + ["run", "mpirun", "-n", "2", "--hostfile", hosts,
+                                   f"{BUILD}/{binary}", "--ranks=2"], f"{tmp}/two.json", instance,
+                      env=env)
+            worst = max(relative(x, y) for x, y in zip(b["losses"], a["losses"]))
+            good = len(a["losses"]) == len(b["losses"]) and worst <= TOLERANCE
+            print(f"  {instance}, two hosts (1 Gb/s veth), {binary}: max relative difference "
+                  f"{worst:.1e} (tolerance {TOLERANCE:.0e}){'' if good else '  FAIL'}")
+            ok &= good
+    finally:
+        subprocess.run(TWO_HOSTS + ["down"], env=env, capture_output=True)
+    return ok
+
+
 def one_results_file(tmp):
     """3 ranks timing 5 steps twice: one file of results, rank 0's, naming the ranks."""
     out = f"{tmp}/results.json"
@@ -122,6 +159,7 @@ def main():
         ok &= compare_ddp("workload=char_mlp,size=64", 2, tmp)
         ok &= compare_ddp("workload=mini_gpt,size=6", 2, tmp, weak_of="workload=mini_gpt,size=12")
         ok &= one_results_file(tmp)
+        ok &= across_two_hosts(tmp)
     ranks2 = MPIRUN + ["-n", "2", f"{BUILD}/bench_ranks"]
     ok &= refused([f"{BUILD}/bench_engine", "--ranks=2"], "bench_ranks under mpirun")
     ok &= refused([PYTHON, PYTORCH, "--ranks=2", "--instance=workload=char_mlp,size=64"],
