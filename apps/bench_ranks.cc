@@ -1,10 +1,11 @@
 // apps/bench_ranks.cc: bench_ranks, our engine as data-parallel ranks under Open MPI's mpirun:
 // each rank a shard of every batch (workloads/data.h), its gradients summed over the ranks
-// (engine/distributed/data_parallel.h), rank 0 reporting. Eager by default, under the backward
-// as it finishes each gradient; --mode=compiled runs the compiled mode (its kernels by priority,
-// so every rank computes with the same kernels), its gradients summed after the program's
-// backward. A binary of its own so that bench_engine and bench_compiled do not carry libmpi
-// (1.3 MB of resident memory in every process, measured). Every rank times the same
+// (engine/distributed/data_parallel.h) under the backward as it finishes each one, rank 0
+// reporting. Eager by default; --mode=compiled runs the compiled mode (its kernels by priority,
+// so every rank computes with the same kernels), whose program says each gradient's end at one
+// thread (at two or more its waves say them all after the backward). A binary of its own so that
+// bench_engine and bench_compiled do not carry libmpi (1.3 MB of resident memory in every process,
+// measured). Every rank times the same
 // --iterations (each step waits for the others). --zero=1 shards the optimizer's state over the
 // ranks (ZeRO stage 1, engine/distributed/data_parallel.h).
 //
@@ -66,7 +67,9 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
     return true;
   };
   hooks.late_context = [] {
-    const bool events = std::is_same_v<B, bp::EngineBackend> && overlap;
+    // The compiled mode's program says each gradient's end at one thread; in waves, after all.
+    const bool events =
+        overlap && (std::is_same_v<B, bp::EngineBackend> || bp::thread_pool().size() == 1);
     return bp::ContextPairs{
         {"gradients_summed", events ? "under the backward, in buckets of 1 MB"
                                     : "after the backward, in buckets of 1 MB"},
@@ -86,16 +89,10 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
       };
     // The check reads every gradient; with the optimizer sharded a rank holds its shard's alone.
     const bool gather = zero && checking;
-    if constexpr (std::is_same_v<B, bp::EngineBackend>)
-      b.after_backward = [dp, gather] {  // the reducer lives as long as the backend
-        dp->finish();
-        if (gather) dp->gather_gradients();
-      };
-    else  // the program's backward says no gradient's end: all of them at once
-      b.after_backward = [dp, gather] {
-        dp->all_final(), dp->finish();
-        if (gather) dp->gather_gradients();
-      };
+    b.after_backward = [dp, gather] {  // the reducer lives as long as the backend
+      dp->finish();
+      if (gather) dp->gather_gradients();
+    };
     if (checking) b.loss_over_ranks = mean_over_ranks;  // the timed steps exchange no loss
   };
   hooks.use_bf16 = [](B& b) { b.graph.set_precision(bp::Precision::bf16); };

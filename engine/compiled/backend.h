@@ -235,7 +235,10 @@ struct CompiledBackendOf : EngineTensorInputs {
     if (!ran_forward) program.forward();
     program.start_gradients(gradients_zeroed);
     gradients_zeroed = false;
-    program.backward();
+    if (graph.gradients_listened_to())  // data parallel: each gradient summed once it is final
+      program.backward([this](uint32_t j) { graph.gradient_is_final(j); });
+    else
+      program.backward();
     ran_forward = ran_backward = true;
     if (first_step_seconds == 0) first_step_seconds = seconds_since(capture_started);
     if (after_backward) after_backward();

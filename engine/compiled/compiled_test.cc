@@ -584,6 +584,57 @@ TEST(CompiledModels, GradientsSumOverStepsWithoutZeroGradAsInTheEagerEngine) {
   EXPECT_EQ(workloads, num_models());
 }
 
+// Data parallel's gradient events (TensorGraph::on_gradient_final) from the program's backward:
+// every trained parameter's exactly once, each when its gradient already holds its final bits,
+// and the first before the end of the backward (some other gradient still to come), so that its
+// sum can start under the rest; the steps' losses are those of a program without events.
+TEST(CompiledModels, EachGradientIsSaidFinalOnceAndBeforeTheBackwardEnds) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int workloads = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      workloads++;
+      if (W::name == std::string_view("adamw")) return;  // its step is the update alone
+      const int64_t size = model_test_sizes<W>()[0];
+      bp::CompiledBackend be, plain;
+      struct Said {
+        size_t offset, elems;
+        std::vector<float> grad, others;  // its gradient then, and every gradient then
+      };
+      std::vector<Said> said;
+      be.graph.on_gradient_final([&](size_t offset, size_t elems) {
+        const float* g = be.graph.flat_grads();
+        said.push_back(
+            {offset, elems, {g + offset, g + offset + elems}, {g, g + be.graph.flat_size()}});
+      });
+      typename W::template Run<bp::CompiledBackend> run(be, size, corpus),
+          plain_run(plain, size, corpus);
+      for (int step = 0; step < 2; step++) {
+        said.clear();
+        EXPECT_TRUE(same_bits(run.step(be), plain_run.step(plain))) << W::name << " step " << step;
+        const float* g = be.graph.flat_grads();
+        size_t params = 0;
+        for (size_t p = 0; p < be.graph.num_params(); p++)
+          params += be.graph.param_offset(p) != SIZE_MAX;
+        EXPECT_EQ(said.size(), params) << W::name << ": one event per trained parameter";
+        std::vector<size_t> offsets;
+        for (const Said& e : said) {
+          offsets.push_back(e.offset);
+          EXPECT_EQ(std::memcmp(e.grad.data(), g + e.offset, e.elems * sizeof(float)), 0)
+              << W::name << ": the gradient at offset " << e.offset << " changed after its event";
+        }
+        std::sort(offsets.begin(), offsets.end());
+        EXPECT_TRUE(std::adjacent_find(offsets.begin(), offsets.end()) == offsets.end())
+            << W::name << ": a parameter said twice";
+        ASSERT_FALSE(said.empty());
+        EXPECT_NE(std::memcmp(said[0].others.data(), g, said[0].others.size() * sizeof(float)), 0)
+            << W::name << ": the first event came after every gradient was made";
+      }
+    }
+  });
+  EXPECT_EQ(workloads, num_models());
+}
+
 // ---- the replay guard: a step that is not the captured one stops with one line ----
 
 struct TwoLayer {  // a small model to break in the ways a workload could

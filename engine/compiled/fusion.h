@@ -72,6 +72,13 @@ class Fusion {
   // Groups `l`'s instructions and shrinks each group's internal buffers to one tile.
   void find(program_ir::Lowered<T>& l, int32_t loss_buffer);
 
+  // Where the code can stop after instruction i: the end of its group, or i + 1 outside one.
+  size_t end_after(size_t i) const {
+    const size_t g = next_group(i + 1);  // the first group that begins after i
+    if (g > 0 && groups_[g - 1].begin <= i && i < groups_[g - 1].end) return groups_[g - 1].end;
+    return i + 1;
+  }
+
   // Runs instructions [first, last) of `code`, each group's members tile by tile.
   template <class Instruction>
   void run(const std::vector<Instruction>& code, size_t first, size_t last) const {

@@ -121,6 +121,28 @@ class Program {
     else
       waves_.run(code_, waves_.forward_waves, waves_.waves.size());
   }
+  // The same, calling final(j) as soon as persistent node j's gradient is final: after its last
+  // writer (and the fused group holding it) has run, so that data parallel can sum it under the
+  // rest of the backward (TensorGraph::on_gradient_final); nodes no instruction writes, first.
+  // In waves (two threads or more) every call comes after the whole backward.
+  template <class F>
+  void backward(F&& final) const {
+    if (!waves_.empty()) {
+      backward();
+      for (uint32_t j = 0; j < first_node_; j++) final(j);
+      return;
+    }
+    check_threads();
+    size_t at = forward_end_;
+    for (const auto& [last, j] : param_last_writes_) {
+      if (last != SIZE_MAX) {
+        const size_t end = std::max(at, fusion_.end_after(last));
+        fusion_.run(code_, at, end), at = end;
+      }
+      final(j);
+    }
+    fusion_.run(code_, at, code_.size());
+  }
   // Scratch is planned for the parts a kernel splits into, so a plan runs at its own threads only.
   void check_threads() const {
     if (thread_pool().size() != threads_) [[unlikely]] {
@@ -289,6 +311,9 @@ class Program {
     uint8_t bit;
   };
   std::vector<FirstWrite> param_first_writes_;
+  // Per persistent node: the last instruction that writes its gradient (SIZE_MAX: none, sorted
+  // first), in the order of those instructions.
+  std::vector<std::pair<size_t, uint32_t>> param_last_writes_;
   std::vector<std::pair<T*, size_t>> param_fills_;
   bool params_fresh_ = false;
   int threads_ = 1;                        // the pool's size it was planned for
@@ -680,6 +705,16 @@ void Program<T>::find_param_first_writes(const TensorGraph<T>& g,
   for (uint32_t j = 0; j < first_node_; j++)
     if (const auto& p = g.node_at(j); p.grad && start[j] != written_fresh)
       param_fills_.push_back({p.grad, size_t(p.rows) * p.cols});
+  std::vector<size_t> last(first_node_, SIZE_MAX);
+  for (size_t t = 0; t < code.size(); t++)
+    for (int k = 0; k < 3; k++)
+      if (const int32_t grad = code[t].din[k].buffer < 0 ? code[t].din[k].outside : -1; grad >= P)
+        last[size_t(grad - P)] = t;
+  param_last_writes_.clear();
+  for (uint32_t j = 0; j < first_node_; j++) param_last_writes_.push_back({last[j], j});
+  std::sort(param_last_writes_.begin(), param_last_writes_.end(), [](const auto& a, const auto& b) {
+    return (a.first == SIZE_MAX ? 0 : a.first + 1) < (b.first == SIZE_MAX ? 0 : b.first + 1);
+  });
 }
 
 extern template class Program<float>;

@@ -283,6 +283,13 @@ class TensorGraph {
   void on_gradient_final(std::function<void(size_t offset, size_t elems)> f) {
     gradient_final_ = std::move(f);
   }
+  // The compiled mode's backward (a program's, engine/compiled/program.h) says so itself:
+  // persistent node p's gradient is final. Nothing for a constant, or with no one listening.
+  bool gradients_listened_to() const { return bool(gradient_final_); }
+  void gradient_is_final(size_t p) {
+    if (gradient_final_ && p < param_offsets_.size() && param_offsets_[p] != SIZE_MAX)
+      gradient_final_(param_offsets_[p], numel(nodes_[p]));
+  }
   T* flat_grads() { return flat_.grads(); }
   // A sharded optimizer (DataParallel::sharded_step) updates ranges of the flat buffers itself:
   // whether its step goes ahead, counted as sgd_step's and adamw_step's are, and the AdamW

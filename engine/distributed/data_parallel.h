@@ -103,12 +103,6 @@ class DataParallel {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  // For a backward that tells no gradient's end (the compiled mode's program, for now): every
-  // gradient final at once, each bucket summed after it (as overlap false).
-  void all_final() {
-    for (size_t p = 0; p < graph_.num_params(); p++)
-      if (const size_t at = graph_.param_offset(p); at != SIZE_MAX) gradient_final(at, 0);
-  }
   // After backward(): waits until every bucket is summed; the gradients are then the ranks' mean.
   void finish() {
     std::unique_lock<std::mutex> lock(mutex_);
