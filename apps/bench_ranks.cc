@@ -98,6 +98,7 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
   hooks.use_bf16 = [](B& b) { b.graph.set_precision(bp::Precision::bf16); };
   hooks.report = [](const B& b, benchmark::State& state) {  // every rank reports; rank 0 writes
     state.counters["arena_bytes"] = double(b.arena_bytes());
+    state.counters["gradient_bytes"] = double(b.graph.flat_size() * sizeof(float));  // summed
     const int ranks = bp::dist::ranks_of(MPI_COMM_WORLD);
     double mine = double(bp::proc_peak_rss_bytes()), most = 0;
     std::vector<double> each(size_t(ranks), 0.0);
