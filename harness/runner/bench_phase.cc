@@ -45,6 +45,8 @@ void not_benchmarked(RunState& run, const Selected& s, const std::string& b, con
                                            ProcessResult{}));
 }
 
+// A data-parallel row's steps a repetition: --min-time's worth at its check's step time, 5 at
+// least (every rank runs the same number, so they cannot each watch a clock).
 int ranks_iterations(const Options& o, const BenchPlan& plan) {
   if (!(plan.step_seconds > 0)) return 20;
   return int(std::clamp(std::ceil(o.min_time / plan.step_seconds), 5.0, 100000.0));

@@ -23,7 +23,8 @@ MPIRUN = ["mpirun", "--oversubscribe"]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")
 TOLERANCE = 1e-5
-PYTHON, PYTORCH = "/usr/bin/python3", "baselines/pytorch/pytorch_bench.py"
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PYTHON, PYTORCH = "/usr/bin/python3", os.path.join(SOURCE, "baselines", "pytorch", "pytorch_bench.py")
 # Debian's torchrun (torch 1.13 on Python 3.11) fails on its default --redirects 0 and --tee 0
 # (its Std flag of 0 is not found); any other value works.
 TORCHRUN = ["torchrun", "--standalone", "--redirects", "1", "--tee", "1"]
@@ -42,6 +43,17 @@ def relative(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
 
+def agree(what, one, many):
+    """Every loss and step-0 gradient norm of `many` within TOLERANCE of `one`'s, said in a line."""
+    worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
+                [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
+                                                one["step0"]["grad_norms"])])
+    ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
+    print(f"  {what}: {len(one['losses'])} steps, max relative difference {worst:.1e} "
+          f"(tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
+    return ok
+
+
 def compare(instance, ranks, tmp, compiled=False, weak_of=None, zero=False, libtorch=False):
     """weak_of: the instance of one process that `instance` at weak scaling over `ranks` is."""
     one = check([f"{BUILD}/bench_compiled", "--no-cache", "--dialect=priority"] if compiled else
@@ -52,17 +64,10 @@ def compare(instance, ranks, tmp, compiled=False, weak_of=None, zero=False, libt
                  (["--mode=compiled"] if compiled else []) +
                  (["--scaling=weak"] if weak_of else []) + (["--zero=1"] if zero else []),
                  f"{tmp}/ranks.json", instance)
-    worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
-                [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
-                                                one["step0"]["grad_norms"])])
-    ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
-    print(f"  {instance}, {ranks} ranks{', compiled' if compiled else ''}"
-          f"{', libtorch (Gloo, DDP reducer)' if libtorch else ''}"
-          f"{', optimizer sharded' if zero else ''}"
-          f"{f', weak (as {weak_of})' if weak_of else ''}: "
-          f"{len(one['losses'])} steps, max relative difference "
-          f"{worst:.1e} (tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
-    return ok
+    return agree(f"{instance}, {ranks} ranks{', compiled' if compiled else ''}"
+                 f"{', libtorch (Gloo, DDP reducer)' if libtorch else ''}"
+                 f"{', optimizer sharded' if zero else ''}"
+                 f"{f', weak (as {weak_of})' if weak_of else ''}", one, many)
 
 
 def compare_ddp(instance, ranks, tmp, weak_of=None):
@@ -72,18 +77,11 @@ def compare_ddp(instance, ranks, tmp, weak_of=None):
     many = check(TORCHRUN + [f"--nproc_per_node={ranks}", PYTORCH, f"--ranks={ranks}"] + data +
                  (["--scaling=weak"] if weak_of else []), f"{tmp}/ranks.json",
                  f"{instance},check_steps=20")
-    worst = max([relative(x, y) for x, y in zip(many["losses"], one["losses"])] +
-                [relative(x, y) for x, y in zip(many["step0"]["grad_norms"],
-                                                one["step0"]["grad_norms"])])
-    ok = len(many["losses"]) == len(one["losses"]) and worst <= TOLERANCE
-    print(f"  {instance}, {ranks} ranks, PyTorch DDP{f', weak (as {weak_of})' if weak_of else ''}: "
-          f"{len(one['losses'])} steps, max relative difference {worst:.1e} "
-          f"(tolerance {TOLERANCE:.0e}){'' if ok else '  FAIL'}")
-    return ok
+    return agree(f"{instance}, {ranks} ranks, PyTorch DDP"
+                 f"{f', weak (as {weak_of})' if weak_of else ''}", one, many)
 
 
-TWO_HOSTS = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "dev",
-                          "two_hosts.sh")]
+TWO_HOSTS = [os.path.join(SOURCE, "dev", "two_hosts.sh")]
 
 
 def across_two_hosts(tmp):
@@ -108,11 +106,7 @@ def across_two_hosts(tmp):
             b = check(TWO_HOSTS + ["run", "mpirun", "-n", "2", "--hostfile", hosts,
                                    f"{BUILD}/{binary}", "--ranks=2"], f"{tmp}/two.json", instance,
                       env=env)
-            worst = max(relative(x, y) for x, y in zip(b["losses"], a["losses"]))
-            good = len(a["losses"]) == len(b["losses"]) and worst <= TOLERANCE
-            print(f"  {instance}, two hosts (1 Gb/s veth), {binary}: max relative difference "
-                  f"{worst:.1e} (tolerance {TOLERANCE:.0e}){'' if good else '  FAIL'}")
-            ok &= good
+            ok &= agree(f"{instance}, two hosts (1 Gb/s veth), {binary}", a, b)
     finally:
         subprocess.run(TWO_HOSTS + ["down"], env=env, capture_output=True)
     return ok
