@@ -26,6 +26,7 @@
 #include "harness/common/protocol.h"
 #include "harness/driver/faults.h"
 #include "harness/driver/hooks.h"
+#include "harness/driver/rank_progress.h"
 #include "workloads/workload.h"
 
 namespace bp {
