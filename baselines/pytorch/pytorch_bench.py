@@ -194,8 +194,9 @@ def check_ranks(flags):
     n = flags["ranks"]
     started = int(os.environ.get("WORLD_SIZE", "1"))
     if started != n:
+        none = " (or none: run it under torchrun --standalone --nproc_per_node=N)"
         usage_error(f"--ranks={n}: torchrun started {started} process"
-                    f"{'es' if started != 1 else ' (or none: run it under torchrun --standalone --nproc_per_node=N)'}")
+                    f"{'es' if started != 1 else none}")
     if flags["mode"] != "pytorch":
         usage_error(f"--ranks={n} with --mode={flags['mode']}: DistributedDataParallel wraps the "
                     f"eager module; valid: --mode=pytorch")
@@ -223,7 +224,7 @@ class Ranks:
             import signal
             import torch.distributed as dist
             self.dist = dist
-            # The runner's at a timeout (harness/driver/faults.h RankProgress): where this rank is.
+            # The runner's at a timeout (harness/driver/rank_progress.h): where this rank is.
             # Python runs it only between bytecodes, so a rank blocked in Gloo stays silent.
             signal.signal(signal.SIGUSR1, lambda *_: print(self.where(), file=sys.stderr,
                                                             flush=True))

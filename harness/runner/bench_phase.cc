@@ -115,9 +115,9 @@ bool reuse_finished_row(RunState& run, const std::vector<Running>& running, int 
   return true;
 }
 
-// At a timeout each rank said where it was (RankProgress, harness/driver/faults.h): "rank R: in
-// timed step N" (waiting there for the others, as a step waits on every rank) or "rank R: between
-// timed steps, N done". The rank furthest behind is the one that stopped, if it alone is.
+// At a timeout each rank said where it was (harness/driver/rank_progress.h): "rank R: in timed
+// step N" (waiting there for the others, as a step waits on every rank) or "rank R: between timed
+// steps, N done". The rank furthest behind is the one that stopped, if it alone is.
 std::string rank_that_stopped(const std::string& log) {
   std::vector<std::pair<int64_t, std::string>> seen;  // (how far, its line)
   for (const std::string& line : split(log, '\n')) {

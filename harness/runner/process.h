@@ -348,7 +348,7 @@ class Child {
     return false;
   }
   // At its timeout, before it is killed, its children (a launcher's ranks) get SIGUSR1, and a
-  // second to answer it (harness/driver/faults.h, RankProgress).
+  // second to answer it (harness/driver/rank_progress.h).
   void ask_children_at_timeout() { asks_children_ = true; }
 
   // Waits for it to end (killing it when its time is up) and says how it ended.
