@@ -61,9 +61,10 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
 
 // How a data-parallel row's ranks are started. mpirun: more ranks than cores allowed, the ranks
 // not bound to cores (torchrun binds none either, and a rank's threads would share one), shared
-// memory without the single-copy path (it needs ptrace rights containers do not give), and as
-// root only when told. torchrun: one host; its own default --redirects 0 and --tee 0 fail in
-// Debian's torch 1.13 on Python 3.11 (its flag of 0 is not found), so stdout is teed.
+// memory without the single-copy path (slower on mlp_width here, and it needs ptrace rights
+// some containers do not give: dev/notes.md), root allowed (Open MPI refuses it unless told).
+// torchrun: one host; its own default --redirects 0 and --tee 0 fail in Debian's torch 1.13 on
+// Python 3.11 (its flag of 0 is not found), so stdout is teed.
 std::vector<std::string> launcher_argv(std::string_view launcher, int ranks,
                                        const std::string& hostfile) {
   if (launcher == "torchrun")
