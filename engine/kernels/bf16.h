@@ -296,7 +296,9 @@ BP_BF16_TARGET inline void dot_tile(float* c, int32_t ldc, const PairRows& a, in
     acc[i][0] = zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, c + size_t(i) * ldc);
     acc[i][1] = zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + size_t(i) * ldc + 16);
   }
-  const auto step = [&](int32_t q, auto&& pair_of_row) {
+  // A lambda does not inherit its function's target: without its own, GCC on a build for a
+  // processor without AVX-512 refuses the intrinsics below (inlining ... target mismatch).
+  const auto step = [&](int32_t q, auto&& pair_of_row) BP_BF16_TARGET {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel0 + size_t(q - q0) * 16);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel1 + size_t(q - q0) * 16);
     for (int i = 0; i < MR; i++) {
