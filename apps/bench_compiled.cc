@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "engine/compiled/backend.h"
+#include "engine/runtime/isa.h"
 #include "harness/common/proc.h"
 #include "harness/driver/backend_main.h"
 #include "studies/kernels/kernel_rows.h"
@@ -163,10 +164,14 @@ int main(int argc, char** argv) {
     b.fuse = options.fuse;
   };
   hooks.use_bf16 = [](CompiledBackend& b) { b.graph.set_precision(bp::Precision::bf16); };
-  hooks.late_context = [] {  // BP_BF16_PATH read here: a bad one stops the run before any row
-    return bp::ContextPairs{{"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir},
-                            {"bf16_products", bp::bf16::path_name(bp::bf16::best_path())}};
-  };
+  hooks.late_context =
+      [] {  // BP_BF16_PATH and BP_ISA read here: a bad one stops the run before any row
+        return bp::ContextPairs{
+            {"plan_cache", options.cache_dir.empty() ? "off" : options.cache_dir},
+            {"bf16_products", bp::bf16::path_name(bp::bf16::best_path())},
+            {"isa", bp::isa_description()},
+            {"isa_baseline", bp::isa_name(bp::build_baseline())}};
+      };
   hooks.report = [](const CompiledBackend& b, benchmark::State& state) {
     state.counters["arena_bytes"] = double(b.arena_bytes());
     for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;

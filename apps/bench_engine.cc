@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "engine/backend.h"
+#include "engine/runtime/isa.h"
 #include "harness/driver/backend_main.h"
 
 int main(int argc, char** argv) {
@@ -46,9 +47,12 @@ int main(int argc, char** argv) {
   };
   hooks.configure = [](EngineBackend& b) { b.stream_instead = stream; };
   hooks.use_bf16 = [](EngineBackend& b) { b.graph.set_precision(bp::Precision::bf16); };
-  hooks.late_context = [] {  // BP_BF16_PATH read here: a bad one stops the run before any row
-    return bp::ContextPairs{{"bf16_products", bp::bf16::path_name(bp::bf16::best_path())}};
-  };
+  hooks.late_context =
+      [] {  // BP_BF16_PATH and BP_ISA read here: a bad one stops the run before any row
+        return bp::ContextPairs{{"bf16_products", bp::bf16::path_name(bp::bf16::best_path())},
+                                {"isa", bp::isa_description()},
+                                {"isa_baseline", bp::isa_name(bp::build_baseline())}};
+      };
   hooks.report = [](const EngineBackend& b, benchmark::State& state) {
     state.counters["arena_bytes"] = double(b.arena_bytes());
     for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;

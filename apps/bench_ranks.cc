@@ -27,6 +27,7 @@
 #include "engine/backend.h"
 #include "engine/compiled/backend.h"
 #include "engine/distributed/data_parallel.h"
+#include "engine/runtime/isa.h"
 #include "harness/common/proc.h"
 #include "harness/driver/backend_main.h"
 
@@ -73,6 +74,8 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
     return bp::ContextPairs{
         {"gradients_summed", events ? "under the backward, in buckets of 1 MB"
                                     : "after the backward, in buckets of 1 MB"},
+        {"isa", bp::isa_description()},
+        {"isa_baseline", bp::isa_name(bp::build_baseline())},
         {"optimizer", zero ? "sharded over the ranks (ZeRO stage 1: reduce-scatter, each rank "
                              "updates its shard, all-gather)"
                            : "every rank updates every parameter"}};

@@ -307,7 +307,7 @@ class CompiledScalar {
       jit_.run(values_.data(), grads_.data());
       return;
     }
-    if (runs_++ == 1 && kScalarJitBuilt) {
+    if (runs_++ == 1 && scalar_jit_runs()) {
       const size_t held = held_bytes(),
                    allowed = code_within_tape_ ? eager_tape_bytes() + kJitSlack : SIZE_MAX;
       const auto started = std::chrono::steady_clock::now();

@@ -158,7 +158,7 @@ auto Fusion<T>::shape_of(const Pending& p, const std::vector<program_ir::Buffer>
   const bool fill = p.run == program_kernels::zero_fill<T>;
   if (!fill) {
     if (p.op == TensorOp::count) return s;  // the loss's seed
-    const OpRule<T>& rule = op_rules<T>[int(p.op)];
+    const OpRule<T>& rule = op_rules<T>()[int(p.op)];
     if (!(rule.elementwise || rule.row_wise)) return s;
     if (p.run != (p.backward && !p.recompute ? rule.backward : rule.forward)) return s;
     s.elementwise = rule.elementwise;

@@ -513,7 +513,7 @@ auto Program<T>::lower(const Emitted& e, const std::vector<uint32_t>& recomputed
   program_ir::touches(code, l.buffers, l.first, l.last);
   for (size_t t = 0; t < e.forward_count; t++) {
     Pending& p = code[t];
-    if (!op_rules<T>[int(p.op)].elementwise) continue;
+    if (!op_rules<T>()[int(p.op)].elementwise) continue;
     const int32_t out = program_ir::find(l.buffers, p.out.buffer);
     for (int k = 0; k < 3; k++) {
       if (p.in[k].buffer < 0) continue;

@@ -125,7 +125,7 @@ std::vector<uint32_t> choose_recomputation(const program_ir::Emitted<T>& e,
       // A pass over memory, and one that frees at least kFreeRecomputeMinBytes itself (its output
       // and aux), or trying it is wasted: an unrolled RNN has hundreds of 2 KiB candidates.
       const program_ir::Pending<T>& f = e.code[e.forward_of[c - first_node]];
-      if (!op_rules<T>[int(f.op)].elementwise && f.op != TensorOp::layernorm) continue;
+      if (!op_rules<T>()[int(f.op)].elementwise && f.op != TensorOp::layernorm) continue;
       size_t frees = buffers[f.out.buffer].elems;
       if (f.aux.buffer >= 0) frees += buffers[f.aux.buffer].elems;
       if (frees * sizeof(T) < kFreeRecomputeMinBytes) continue;

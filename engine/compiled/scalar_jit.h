@@ -26,9 +26,10 @@
 // Not here: when to generate (compiled_scalar.h: at a step's second run, so that a first step
 // pays none of it, and only within the eager tape's memory: build() stops at its byte budget);
 // steps beyond kJitMaxInstructions (their code outgrows the caches and gains little for megabytes
-// of memory: the threaded program runs them); other ISAs (the threaded program runs there; x86-64
-// with AVX and FMA only, a compile-time condition). Tests: engine/compiled/compiled_test.cc
-// (bitwise against the eager tape: every op on both executors, every scalar workload).
+// of memory: the threaded program runs them); other ISAs (the threaded program runs there: x86-64
+// with AVX and FMA only, built for them and run where engine/runtime/isa.h says so). Tests:
+// engine/compiled/compiled_test.cc (bitwise against the eager tape: every op on both executors,
+// every scalar workload).
 #pragma once
 
 #include <sys/mman.h>
@@ -41,14 +42,18 @@
 #include <vector>
 
 #include "engine/core/scalar.h"
+#include "engine/runtime/isa.h"
 
 namespace bp {
 
+// Built where the rules' madd is a fused multiply-add (a baseline with FMA: x86-64-v3), which the
+// generated code must repeat; run where the process runs AVX2 or more (engine/runtime/isa.h).
 #if defined(__x86_64__) && defined(__AVX__) && defined(__FMA__)
 inline constexpr bool kScalarJitBuilt = true;
 #else
 inline constexpr bool kScalarJitBuilt = false;
 #endif
+inline bool scalar_jit_runs() { return kScalarJitBuilt && isa() >= Isa::avx2; }
 inline constexpr size_t kJitMaxInstructions = 1 << 16;
 inline constexpr uint32_t kJitConstants = 3;  // after the nodes: 1.0, -0.0 (the sign bit), 0.0
 
@@ -514,7 +519,7 @@ class ScalarJit {
   template <class ForEach>
   bool build(size_t instructions, ForEach&& for_each_instruction, uint32_t num_values,
              uint32_t num_grads, size_t max_bytes) {
-    if (!kScalarJitBuilt || instructions > kJitMaxInstructions ||
+    if (!scalar_jit_runs() || instructions > kJitMaxInstructions ||
         uint64_t(num_values) + kJitConstants >= (uint64_t(1) << 28))  // slots as 32-bit offsets
       return false;
     // Generated straight into pages mapped for it alone, as many as it writes (reserved for the

@@ -11,6 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <type_traits>
+
+#include "engine/kernels/adamw_step.h"
+#include "engine/kernels/isa_namespace.h"
 
 namespace bp {
 
@@ -107,6 +111,8 @@ struct OpRule {
   bool row_wise = false;
 };
 
+// The ops' helpers, in the kernels' namespace (engine/kernels/isa_namespace.h) with them.
+BP_KERNELS_BEGIN
 namespace ops {
 
 template <class T>
@@ -129,4 +135,65 @@ inline bool relu_passes(T out) {
 }
 
 }  // namespace ops
+BP_KERNELS_END
+
+// ---- the op tables ----
+// Every op's rule in TensorOp's order ({forward, backward, aux, forward scratch, backward scratch,
+// what backward reads, forward accumulates, elementwise, operands backward writes fresh,
+// row-wise}), for float and double, and float's under Precision::bf16 (engine/core/ops_bf16.h:
+// the products' rules replaced). The tables are made once per instruction-set unit, from
+// engine/core/op_table.h: engine/core/ops.cc at the build's baseline, engine/core/ops_avx512.cc
+// above it; op_tables() gives those of the level the process runs (engine/runtime/isa.h), chosen
+// at its first call. A translation unit that reads them compiles none of the kernels they point to
+// (dev/notes.md, "The engine compiled once").
+template <class T>
+using OpRuleTable = std::array<OpRule<T>, size_t(TensorOp::count)>;
+
+// The buffers of an update, each `size` elements (moments null until AdamW's first step; the
+// values' bf16 copy null unless a bf16 program reads it).
+template <class T>
+struct FlatView {
+  T *values = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+  uint16_t* half = nullptr;
+};
+// The optimizer's passes over n elements of the flat buffers (engine/core/optimizer_passes.h).
+template <class T>
+struct OptimizerPasses {
+  bool (*finite)(const T* grads, size_t n);
+  void (*sgd)(const FlatView<T>& f, T lr, size_t n);
+  void (*adamw)(const FlatView<T>& f, const AdamWStep<T>& k, size_t n);
+  void (*stream)(const FlatView<T>& f, size_t n);
+};
+
+struct OpTables {
+  const char* isa;  // the level the unit is compiled for
+  const OpRuleTable<float>* f32;
+  const OpRuleTable<double>* f64;
+  const OpRuleTable<float>* bf16;
+  const OptimizerPasses<float>* optimizer_f32;
+  const OptimizerPasses<double>* optimizer_f64;
+};
+const OpTables& op_tables();  // engine/core/ops.cc
+template <class T>
+const OpRuleTable<T>& op_rules() {
+  if constexpr (std::is_same_v<T, float>)
+    return *op_tables().f32;
+  else
+    return *op_tables().f64;
+}
+inline const OpRuleTable<float>& op_rules_bf16() { return *op_tables().bf16; }
+template <class T>
+const OptimizerPasses<T>& optimizer_passes() {
+  if constexpr (std::is_same_v<T, float>)
+    return *op_tables().optimizer_f32;
+  else
+    return *op_tables().optimizer_f64;
+}
+template <class T>
+const OpRuleTable<T>& op_rules_for(Precision p) {
+  if constexpr (std::is_same_v<T, float>)
+    if (p == Precision::bf16) return op_rules_bf16();
+  return op_rules<T>();
+}
+
 }  // namespace bp

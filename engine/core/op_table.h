@@ -1,6 +1,6 @@
 // engine/core/op_table.h: the op table itself, every op's rule in TensorOp's order
 // (engine/core/ops.h says what a rule holds), and the table under bf16 (engine/core/ops_bf16.h).
-// Only engine/core/ops.cc includes it, to make op_rules<float>, op_rules<double> and the bf16
+// Only engine/core/ops.cc and ops_avx512.cc include it, each to make the float, double and bf16
 // table once.
 #pragma once
 
@@ -8,8 +8,10 @@
 
 #include "engine/core/ops.h"
 #include "engine/core/ops_bf16.h"
+#include "engine/core/optimizer_passes.h"
 
 namespace bp {
+BP_KERNELS_BEGIN
 
 // {forward, backward, aux, forward scratch, backward scratch, what backward reads, forward
 // accumulates, elementwise, operands backward writes fresh, row-wise}
@@ -134,4 +136,10 @@ constexpr OpRuleTable<float> make_op_rules_bf16() {
   return table;
 }
 
+template <class T>
+constexpr OptimizerPasses<T> make_optimizer_passes() {
+  return {finite_pass<T>, sgd_pass<T>, adamw_pass<T>, stream_pass<T>};
+}
+
+BP_KERNELS_END
 }  // namespace bp

@@ -35,6 +35,7 @@
 #include "engine/runtime/threads.h"
 
 namespace bp {
+BP_KERNELS_BEGIN
 namespace ops {
 
 // ---- splitting an op over the pool's threads (engine/runtime/threads.h) ----
@@ -645,19 +646,6 @@ size_t cross_entropy_aux(const OpArgs<T>& a) {
 }
 
 }  // namespace ops
-
-// The table, in TensorOp's order: {forward, backward, aux, forward scratch, backward scratch,
-// what backward reads, forward accumulates, elementwise, operands backward writes fresh}.
-// It is made once, in the engine's library (engine/core/ops.cc, from engine/core/op_table.h, for
-// float and double): a translation unit that includes this file reads op_rules<T> and compiles
-// none of the kernels it points to (dev/notes.md, "The engine compiled once").
-template <class T>
-using OpRuleTable = std::array<OpRule<T>, size_t(TensorOp::count)>;
-template <class T>
-struct OpRules {
-  static const OpRuleTable<T> table;  // engine/core/ops.cc
-};
-template <class T>
-constexpr const OpRuleTable<T>& op_rules = OpRules<T>::table;
+BP_KERNELS_END
 
 }  // namespace bp

@@ -55,6 +55,7 @@ constexpr bool replaced_in_bf16(TensorOp op) {
   return runs_bf16(op) || saved_in_bf16(op) != SavedBf16::none;
 }
 
+BP_KERNELS_BEGIN
 namespace ops {
 
 // Floats that hold n bf16 values, rounded as scratch pieces are.
@@ -235,7 +236,7 @@ inline void linear_backward_bf16(const OpArgs<float>& a) {
 // backward scratch: [the op's][the activation][its aux, when Aux], widened.
 template <TensorOp Op, bool Out, bool Aux>
 struct Saved {
-  static const OpRule<float>& base() { return op_rules<float>[int(Op)]; }
+  static const OpRule<float>& base() { return op_rules<float>()[int(Op)]; }
   static size_t elems(const OpArgs<float>& a) {
     return Out ? numel(a) : size_t(a.in_rows[0]) * a.in_cols[0];
   }
@@ -282,17 +283,6 @@ struct Saved {
 };
 
 }  // namespace ops
-
-// The op table under Precision::bf16 (engine/core/op_table.h, made once in engine/core/ops.cc):
-// float32's, with the products' rules replaced.
-struct OpRulesBf16 {
-  static const OpRuleTable<float> table;  // engine/core/ops.cc
-};
-template <class T>
-const OpRuleTable<T>& op_rules_for(Precision p) {
-  if constexpr (std::is_same_v<T, float>)
-    if (p == Precision::bf16) return OpRulesBf16::table;
-  return op_rules<T>;
-}
+BP_KERNELS_END
 
 }  // namespace bp

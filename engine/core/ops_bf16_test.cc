@@ -114,15 +114,15 @@ void check_matmul(int M, int K, int N, bool tb, std::mt19937& rng) {
 
 TEST(Bf16Ops, TheTableReplacesTheRulesOfExactlyTheOpsItRunsInBf16) {
   for (size_t i = 0; i < size_t(bp::TensorOp::count); i++) {
-    const bool replaced = bp::op_rules<float>[i].forward != bp::OpRulesBf16::table[i].forward ||
-                          bp::op_rules<float>[i].backward != bp::OpRulesBf16::table[i].backward;
+    const bool replaced = bp::op_rules<float>()[i].forward != bp::op_rules_bf16()[i].forward ||
+                          bp::op_rules<float>()[i].backward != bp::op_rules_bf16()[i].backward;
     EXPECT_EQ(replaced, bp::runs_bf16(bp::TensorOp(i)) ||
                             bp::saved_in_bf16(bp::TensorOp(i)) != bp::SavedBf16::none)
         << bp::tensor_op_names[i];
     // no backward under bf16 reads a float32 activation (a parameter's copy is OpArgs::half)
     if (replaced) {
       EXPECT_FALSE(
-          bp::OpRulesBf16::table[i].backward_reads &
+          bp::op_rules_bf16()[i].backward_reads &
           (bp::kReadsIn0 | bp::kReadsOut | (bp::runs_bf16(bp::TensorOp(i)) ? bp::kReadsIn1 : 0)))
           << bp::tensor_op_names[i];
     }

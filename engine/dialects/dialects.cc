@@ -13,7 +13,7 @@ bool always(const OpArgs<T>&) {
 }
 template <class T>
 Kernel<T> engine_kernel(TensorOp op) {
-  const OpRule<T>& r = op_rules<T>[int(op)];
+  const OpRule<T>& r = op_rules<T>()[int(op)];
   return {"engine",
           100,
           true,
@@ -55,7 +55,7 @@ Kernel<T> gemm_kernel(const char* name, int priority) {
           Linear ? ops::linear_backward<T, G> : ops::matmul_backward<T, G>,
           ops::product_forward_scratch<T, G, Linear>,
           ops::product_backward_scratch<T, G, Linear>,
-          op_rules<T>[int(Linear ? TensorOp::linear : TensorOp::matmul)].backward_fresh};
+          op_rules<T>()[int(Linear ? TensorOp::linear : TensorOp::matmul)].backward_fresh};
 }
 template <class T, bool Linear>
 std::vector<Kernel<T>> gemm_kernels(TensorOp op) {
@@ -120,7 +120,7 @@ const Kernel<float>* bf16_kernel_of<float>(TensorOp op) {
   static const auto kernels = [] {
     std::array<Kernel<float>, size_t(TensorOp::count)> k{};
     for (size_t i = 0; i < k.size(); i++) {
-      const OpRule<float>& r = OpRulesBf16::table[i];
+      const OpRule<float>& r = op_rules_bf16()[i];
       k[i] = {"bf16",
               -1,
               true,

@@ -210,7 +210,7 @@ struct KernelBench {
     OpArgs<T>& a = args;
     const size_t n = size_t(a.rows) * a.cols;
     a.out = take(n, 0), a.dout = take(n, T(0.01));
-    a.aux = take(op_rules<T>[int(op)].aux_elems(a), 0);
+    a.aux = take(op_rules<T>()[int(op)].aux_elems(a), 0);
     for (int k = 0; k < 3; k++)
       if (a.in_rows[k]) {
         const size_t m = size_t(a.in_rows[k]) * a.in_cols[k];

@@ -21,13 +21,17 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/kernels/isa_namespace.h"
 #include "engine/kernels/products.h"
+#include "engine/runtime/isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
-namespace bp::bf16 {
+namespace bp {
+BP_KERNELS_BEGIN
+namespace bf16 {
 
 inline float to_float(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;
@@ -46,15 +50,8 @@ inline uint16_t from_float(float x) {
 
 enum class Path { dot_bf16, widened };
 inline const char* path_name(Path p) { return p == Path::dot_bf16 ? "avx512_bf16" : "widened"; }
-inline bool has_dot_bf16() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx512bf16") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return has;
-#else
-  return false;
-#endif
-}
+// AVX512_BF16 where the processor has it and BP_ISA allows AVX-512 (engine/runtime/isa.h).
+inline bool has_dot_bf16() { return isa_has_dot_bf16(); }
 // The processor's best path; BP_BF16_PATH=widened in the environment takes the widened one on a
 // processor with AVX512_BF16 too, so the lab can time it there (dev/notes.md); any other value
 // stops the process in one line.
@@ -62,8 +59,9 @@ inline Path path_from(const char* name) {
   if (!name || std::strcmp(name, "") == 0) return has_dot_bf16() ? Path::dot_bf16 : Path::widened;
   if (std::strcmp(name, "widened") == 0) return Path::widened;
   if (std::strcmp(name, "avx512_bf16") == 0 && has_dot_bf16()) return Path::dot_bf16;
-  std::fprintf(stderr, "BP_BF16_PATH: '%s' is not a path this processor has (widened%s)\n", name,
-               has_dot_bf16() ? ", avx512_bf16" : "");
+  std::fprintf(stderr,
+               "BP_BF16_PATH: '%s' is not a path this processor has (widened%s) at ISA %s\n", name,
+               has_dot_bf16() ? ", avx512_bf16" : "", isa_name(isa()));
   std::exit(2);
 }
 inline Path best_path() {
@@ -405,4 +403,6 @@ inline void gemm(float* c, const Operands& x, int32_t M, int32_t K, int32_t N, f
   detail::gemm_widened(c, x, M, K, N, scratch, fresh);
 }
 
-}  // namespace bp::bf16
+}  // namespace bf16
+BP_KERNELS_END
+}  // namespace bp

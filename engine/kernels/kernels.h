@@ -23,7 +23,11 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/kernels/adamw_step.h"
+#include "engine/kernels/isa_namespace.h"
+
 namespace bp {
+BP_KERNELS_BEGIN
 
 // ---- exp and tanh that GCC vectorises (libm's are scalar calls) ----
 // Used for float; double keeps libm, so the finite-difference tests (in double) check the
@@ -604,11 +608,8 @@ inline void sgd_update(T* p, const T* g, T lr, size_t n) {
 
 // Loshchilov & Hutter 2019 (decoupled weight decay), with torch.optim.AdamW's bias correction and
 // eps placement, so that every backend takes the same step from the same gradients. The scalars
-// depend on the step count only: adamw_coefficients computes them once per step.
-template <class T>
-struct AdamWStep {
-  T beta1, beta2, eps, decay, step, rc2;
-};
+// depend on the step count only: adamw_coefficients computes them once per step. AdamWStep is
+// engine/kernels/adamw_step.h's, one type for every instruction-set unit.
 template <class T>
 inline AdamWStep<T> adamw_coefficients(double lr, double beta1, double beta2, double eps,
                                        double weight_decay, int64_t t) {
@@ -627,4 +628,5 @@ inline void adamw_update(T* p, const T* g, T* m, T* v, const AdamWStep<T>& k, si
   }
 }
 
+BP_KERNELS_END
 }  // namespace bp

@@ -15,7 +15,8 @@
 // whatever the tile, so a program that takes this dialect still computes the eager engine's bits
 // (engine/kernels/product_jit_test.cc).
 //
-// Instruction sets, chosen at run time in one binary: AVX-512F (32 zmm: up to 4 vectors by up to
+// Instruction sets, chosen at run time in one binary from engine/runtime/isa.h (BP_ISA=avx2 makes
+// the AVX2 code on an AVX-512 machine): AVX-512F (32 zmm: up to 4 vectors by up to
 // 16 rows of accumulators, the edge a k-mask), else AVX2 with FMA (16 ymm: 2 vectors by 6 rows, the
 // edge vmaskmovps). Neither: the dialect is unavailable.
 //
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "engine/kernels/products.h"
+#include "engine/runtime/isa.h"
 
 namespace bp {
 
@@ -58,21 +60,16 @@ enum class Isa : uint8_t { none, avx2, avx512 };
 inline const char* isa_name(Isa i) {
   return i == Isa::avx512 ? "avx512" : i == Isa::avx2 ? "avx2" : "none";
 }
+// What the process runs (engine/runtime/isa.h: the processor's best, capped by BP_ISA).
 inline Isa processor_isa() {
-#if defined(__x86_64__)
-  static const Isa best = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
-    return Isa::none;
-  }();
-  return best;
-#else
-  return Isa::none;
-#endif
+  switch (bp::isa()) {
+    case bp::Isa::avx512: return Isa::avx512;
+    case bp::Isa::avx2: return Isa::avx2;
+    default: return Isa::none;
+  }
 }
-// The set kernels are made for: the processor's best, or a lesser one the tests ask for (AVX2 on
-// an AVX-512 machine); never one the processor lacks.
+// The set kernels are made for: the process's, or a lesser one the tests ask for (AVX2 on an
+// AVX-512 machine); never one the processor lacks.
 inline Isa& isa_wanted() {
   static Isa wanted = Isa::none;  // none: the processor's best
   return wanted;

@@ -20,10 +20,12 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/kernels/isa_namespace.h"
 #include "engine/kernels/kernels.h"  // madd
 #include "engine/runtime/threads.h"
 
 namespace bp {
+BP_KERNELS_BEGIN
 
 // Scratch is carved in pieces of whole cache lines, so each piece starts aligned as an arena's
 // would.
@@ -32,14 +34,15 @@ inline size_t scratch_round(size_t n) {
   return (n + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
 }
 
-// The register tile of the products, from the vector registers the build targets (-march=native):
+// The register tile of the products, from the vector registers the unit targets (the baseline, or
+// engine/core/ops_avx512.cc above it; engine/kernels/isa_namespace.h):
 // AVX-512 has 32 of 16 floats, AVX2 16 of 8. A tile of MR rows x NR columns keeps MR * NR / lanes
 // accumulators, plus the vectors of b's row and a broadcast of a: 8 x 32 floats is 16 of
 // AVX-512's 32 registers, but would be 32 of AVX2's 16 and spill every k; there 6 x 16 (12
 // accumulators) is the tile (dev/notes.md, "The AVX2 register tile"). The tile changes only which
 // sums run side by side: each element of c adds its k terms in the same order, so the bits are
 // those of any other tile.
-#if defined(__AVX512F__)
+#if defined(BP_KERNEL_AVX512)
 inline constexpr int32_t kVectorBytes = 64, kTileRows = 8;
 #else
 inline constexpr int32_t kVectorBytes = 32, kTileRows = 6;
@@ -69,7 +72,7 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
   for (int i = 0; i < MR; i++)
     for (int j = 0; j < NR; j++) c[size_t(i) * ldc + j] = acc[i][j];
 }
-#if defined(__AVX512F__) || defined(__FMA__)
+#if defined(BP_KERNEL_AVX2)
 // The main tile of float products, kTileRows rows of two vectors (AVX-512's 8 x 32, AVX2's 6 x
 // 16), its accumulators named (l0 ... l7 and h0 ... h7; the rows past kTileRows are never used
 // and cost nothing): GCC keeps arrays of them (the generic tile's) in registers through the k
@@ -83,7 +86,7 @@ inline void gemm_tile(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, con
 // row written to `pack` (2 vectors apart) on the way: the first band over a block packs it (gemm).
 // Ahead: while it computes, the tile asks for `ahead`'s first ahead_rows rows (ahead_ld apart, two
 // vectors each) into L2, one a step: the panel a later tile packs (gemm_few_rows).
-#if defined(__AVX512F__)
+#if defined(BP_KERNEL_AVX512)
 struct FloatVector {
   using V = __m512;
   static constexpr int32_t lanes = 16, registers = 32;
@@ -106,7 +109,7 @@ struct FloatVector {
 #endif
 static_assert(kPanel<float> == 2 * FloatVector::lanes, "a float panel is the tile's two vectors");
 inline constexpr int32_t kPackAheadRows = 16;
-#if defined(__AVX512F__)
+#if defined(BP_KERNEL_AVX512)
 #define BP_FLOAT_TILE_INLINE __attribute__((always_inline)) inline
 #else
 #define BP_FLOAT_TILE_INLINE inline
@@ -318,14 +321,14 @@ inline constexpr int32_t kPrefetchRows = 2;
 // products reworked"). AVX-512's 32-wide panels keep the rule without it.
 inline constexpr int32_t kInPlaceBelowRows = 256;
 inline constexpr int32_t kInPlaceBelowColumns =
-#if defined(__AVX512F__)
+#if defined(BP_KERNEL_AVX512)
     std::numeric_limits<int32_t>::max();
 #else
     128;
 #endif
 template <class T>
 inline constexpr bool kFusedPack =
-#if defined(__AVX512F__) || defined(__FMA__)
+#if defined(BP_KERNEL_AVX2)
     std::is_same_v<T, float>;  // the named float tile packs (its panel: static_assert above)
 #else
     false;
@@ -358,7 +361,7 @@ inline bool gemm_takes_few_rows(int32_t M, int32_t K, int32_t N, int32_t cs) {
   return kFusedPack<float> && cs == 1 && M >= 2 * kTileRows && M <= kFewRowsMax &&
          N % kPanel<float> == 0 && size_t(K) * N > kPackBlockElems;
 }
-#if defined(__AVX512F__) || defined(__FMA__)
+#if defined(BP_KERNEL_AVX2)
 inline void gemm_few_rows(float* c, const float* a, int32_t rs, const float* b, int32_t M,
                           int32_t K, int32_t N, float* pack, bool fresh, int32_t ldc, int32_t ldb) {
   constexpr int32_t NR = kPanel<float>;
@@ -427,7 +430,7 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
     const T* panel = ldb_in_place ? b + size_t(p) * NR : b + size_t(p) * kc * NR;
     const int32_t width = p + 1 < panels ? NR : last_width;
     const int32_t ldb = ldb_in_place ? ldb_in_place : width;
-#if defined(__AVX512F__) || defined(__FMA__)
+#if defined(BP_KERNEL_AVX2)
     if constexpr (kFusedPack<T> && MR == kTileRows)
       if (b_rows && cols == NR) {
         gemm_tile_float<true>(ct, ldc, a, rs, cs, b_rows + size_t(p) * NR, ldb_rows, kc, fresh,
@@ -494,7 +497,7 @@ inline void gemm(T* c, const T* a, int32_t rs, int32_t cs, const T* b, int32_t M
   constexpr int32_t NR = kPanel<T>;
   if (!ldc) ldc = N;
   if (!ldb) ldb = N;
-#if defined(__AVX512F__) || defined(__FMA__)
+#if defined(BP_KERNEL_AVX2)
   if constexpr (std::is_same_v<T, float>)
     if (!b_trans && gemm_takes_few_rows(M, K, N, cs))
       return gemm_few_rows(c, a, rs, b, M, K, N, pack, fresh, ldc, ldb);
@@ -689,4 +692,5 @@ struct TiledGemm {
   }
 };
 
+BP_KERNELS_END
 }  // namespace bp

@@ -3,7 +3,7 @@
 // and summary.json) make their numbers incomparable.
 //
 // Decisive, each changes what a step costs: another processor (vendor, family, model, stepping),
-// another instruction set (the CPU flags the compiler targets with -march=native: AVX-512 or not),
+// another instruction set (the CPU flags the kernels are chosen by at run time: AVX-512 or not),
 // fewer CPUs or another affinity, another frequency governor or boost setting. bench_run --resume
 // and bench_run compare refuse to mix such runs unless told --force, and name every difference.
 // Informative, said but not refused: the microcode, the other CPU flags (a hypervisor exposes
@@ -27,8 +27,8 @@ inline constexpr const char* kDecisiveFields[] = {
     "cpus_online", "cpu_affinity", "cpu_governor",     "cpu_boost"};
 inline constexpr const char* kInformativeFields[] = {"cpu_microcode", "cpu_flags", "kernel"};
 
-// A CPU flag that names an instruction set the compiler may use (-march=native): a difference
-// in these is another build and other kernels.
+// A CPU flag that names an instruction set the kernels may be chosen by (engine/runtime/isa.h): a
+// difference in these is another build and other kernels.
 inline bool is_instruction_set_flag(const std::string& f) {
   for (const char* prefix : {"avx", "fma", "sse", "ssse", "f16c", "bmi", "amx", "vaes",
                              "vpclmulqdq", "gfni", "sha_ni", "adx", "popcnt", "abm", "movbe"})

@@ -140,8 +140,8 @@ inline EnvironmentDifferences run_differences(const RunForCompare& a, const RunF
   for (const auto& [backend, ctx] : a.summary()["backend_contexts"].members()) {
     const JsonView other = b.summary()["backend_contexts"][backend];
     if (other.is_null()) continue;
-    for (const char* key : {"backend_version", "compiler", "cxx_flags", "blas", "blas_threads",
-                            "intra_op_threads", "matmul"})
+    for (const char* key : {"backend_version", "compiler", "cxx_flags", "isa", "blas",
+                            "blas_threads", "intra_op_threads", "matmul"})
       if (dump_json(ctx[key]) != dump_json(other[key]))
         out.push_back(fmt::format("{} {}: {} vs {}", backend, key, ctx[key].str_or("-"),
                                   other[key].str_or("-")));
