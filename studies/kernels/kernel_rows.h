@@ -14,12 +14,13 @@
 // machine's speed drifts by tens of percent between minutes): fma_gflops_per_core, and
 // fraction_of_fma, the kernel's GFLOP/s per thread over it.
 // Then one row, peak/fma_f32/threads:1: fused multiply-adds on registers only, independent chains
-// of the widest vector the build targets (16 with AVX-512, 12 with AVX2), the ceiling any kernel
+// of the widest vector the process runs (16 with AVX-512, 12 with AVX2), the ceiling any kernel
 // is judged against.
 // bench_run runs this after the step benchmarks (kernels.json); plots/plot.py draws it.
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +32,7 @@
 #include "engine/compiled/backend.h"
 #include "engine/dialects/dialects.h"
 #include "engine/kernels/products.h"  // FloatVector: the vector the peak loop runs
+#include "engine/runtime/isa.h"
 #include "engine/runtime/threads.h"
 #include "harness/common/names.h"
 #include "harness/common/protocol.h"
@@ -90,49 +92,60 @@ std::vector<MatmulShape> matmul_shapes_of(const InstanceSpec& spec, const Corpus
 // core with FMA (4 x 2), so the loop runs at the units' peak, and with the two constant operands
 // within the vector registers: with AVX2's 16 registers, 16 chains and 2 constants spilled three
 // chains to the stack, and the "peak" read far below the units' (dev/notes.md, "The FMA peak
-// that spilled").
-#if defined(__AVX512F__) || defined(__FMA__)
-inline constexpr int kFmaPeakLanes = FloatVector::lanes;
-inline constexpr int kFmaChains = FloatVector::registers >= 32 ? 16 : 12;
-static_assert(kFmaChains + 2 <= FloatVector::registers, "the peak loop's chains must not spill");
-__attribute__((noinline)) inline double fma_peak_loop(int64_t rounds) {
+// that spilled"). The loop is the level's the process runs (engine/runtime/isa.h), as the kernels
+// judged against it are: 512 bits where it runs AVX-512, the baseline's 256 bits otherwise (the
+// baseline's alone read half the peak on an AVX-512 machine).
+inline constexpr int kFmaChainsBaseline = FloatVector::registers >= 32 ? 16 : 12;
+static_assert(kFmaChainsBaseline + 2 <= FloatVector::registers,
+              "the peak loop's chains must not spill");
+__attribute__((noinline)) inline double fma_peak_loop_baseline(int64_t rounds) {
   using F = FloatVector;
-  F::V acc[kFmaChains];
-  for (int i = 0; i < kFmaChains; i++) acc[i] = F::broadcast(float(i) * 1e-3f);
+  F::V acc[kFmaChainsBaseline];
+  for (int i = 0; i < kFmaChainsBaseline; i++) acc[i] = F::broadcast(float(i) * 1e-3f);
   const F::V mul = F::broadcast(0.999999f), add = F::broadcast(1e-7f);
   for (int64_t r = 0; r < rounds; r++)
-    for (int i = 0; i < kFmaChains; i++) acc[i] = F::fmadd(acc[i], mul, add);
+    for (int i = 0; i < kFmaChainsBaseline; i++) acc[i] = F::fmadd(acc[i], mul, add);
   float total = 0, lanes[F::lanes];
-  for (int i = 0; i < kFmaChains; i++) {
+  for (int i = 0; i < kFmaChainsBaseline; i++) {
     F::store(lanes, acc[i]);
     for (float x : lanes) total += x;
   }
   return double(total);
 }
-#else
-inline constexpr int kFmaPeakLanes = 1, kFmaChains = 8;
-__attribute__((noinline)) inline double fma_peak_loop(int64_t rounds) {
-  float acc[kFmaChains];
-  for (int i = 0; i < kFmaChains; i++) acc[i] = float(i) * 1e-3f;
+inline constexpr int kFmaChainsAvx512 = 16;  // of 32 registers
+__attribute__((noinline, target("avx512f"))) inline double fma_peak_loop_avx512(int64_t rounds) {
+  __m512 acc[kFmaChainsAvx512];
+  for (int i = 0; i < kFmaChainsAvx512; i++) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
   for (int64_t r = 0; r < rounds; r++)
-    for (int i = 0; i < kFmaChains; i++) acc[i] = acc[i] * 0.999999f + 1e-7f;
+    for (int i = 0; i < kFmaChainsAvx512; i++) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
   float total = 0;
-  for (float x : acc) total += x;
+  for (int i = 0; i < kFmaChainsAvx512; i++) total += _mm512_reduce_add_ps(acc[i]);
   return double(total);
 }
-#endif
+
+// The loop of the level this process runs: the function, and the flops of one of its rounds.
+struct FmaPeak {
+  double (*loop)(int64_t rounds);
+  double flops_per_round;
+};
+inline const FmaPeak& fma_peak() {
+  static const FmaPeak peak =
+      isa() >= Isa::avx512
+          ? FmaPeak{fma_peak_loop_avx512, kFmaChainsAvx512 * 16 * 2.0}
+          : FmaPeak{fma_peak_loop_baseline, kFmaChainsBaseline * FloatVector::lanes * 2.0};
+  return peak;
+}
 
 // The FMA loop on every thread of the pool at once, `rounds` rounds each: its seconds, and the
 // flops of one thread's share.
 inline double fma_loop_seconds(int64_t rounds) {
   const auto started = std::chrono::steady_clock::now();
   thread_pool().run(thread_pool().size(),
-                    [&](int, int) { benchmark::DoNotOptimize(fma_peak_loop(rounds)); });
+                    [&](int, int) { benchmark::DoNotOptimize(fma_peak().loop(rounds)); });
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
-inline double fma_loop_flops(int64_t rounds) {
-  return double(rounds) * kFmaChains * kFmaPeakLanes * 2;
-}
+inline double fma_loop_flops(int64_t rounds) { return double(rounds) * fma_peak().flops_per_round; }
 
 // One kernel row: the op's forward and backward timed (manual time), the FMA loop after each.
 inline void time_kernel_row(benchmark::State& state, const KernelBench<float>& bench,
@@ -203,9 +216,9 @@ void register_kernel_rows(const std::vector<InstanceSpec>& instances, const Corp
     for (auto _ : state) {
       int64_t rounds = kRounds;  // opaque to the compiler: the loop cannot be folded or hoisted
       benchmark::DoNotOptimize(rounds);
-      benchmark::DoNotOptimize(fma_peak_loop(rounds));
+      benchmark::DoNotOptimize(fma_peak().loop(rounds));
     }
-    const double flops = double(kRounds) * kFmaChains * kFmaPeakLanes * 2;
+    const double flops = double(kRounds) * fma_peak().flops_per_round;
     state.counters["flops"] = flops;
     state.counters["gflops"] =
         benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
