@@ -1,10 +1,12 @@
 # backprop-bench: the verbs. CMake does the building (CMakeLists.txt); each verb is one line.
 #   make bench [FILTER=regex] [WORKLOADS=a,b] [SIZES="nodes=10,1000 batch=1,8"] [BACKENDS=...]
-#              [REPETITIONS=10] [THREADS=1] [PRECISION=bf16] [WARMUP=3] [MEMORY=8G [FORCE=1]]
+#              [REPETITIONS=10] [THREADS=1] [PRECISION=bf16] [ISA=avx2|avx512] [WARMUP=3]
+#              [MEMORY=8G [FORCE=1]]
 #              [DATA=file] [RANKS=2]   (RANKS alone: the study ranks, data parallel over N ranks)
 #              [CHECKPOINTS=/some/disk]   (where engine_multistage writes; default: the run's folder)
 #              [PLANS=dir]   (the compiled mode's plan cache; default: off, compiled from scratch)
-#   make study NAME=bptt|budget|first_step|kernels|threads|optim|gradbench|ranks   (the same variables)
+#   make study NAME=bptt|budget|first_step|kernels|threads|optim|gradbench|ranks|isa|...
+#                                         (the same variables; bench_run --list names them all)
 #   make bench-all                        (every backend, size and study at once)
 #   make bench RESUME=results/<run-id>    (finishes an interrupted run)
 #   make compare BASELINE=results/<before> NEW=results/<after> [THRESHOLD=10] [FORCE=1]
@@ -17,8 +19,8 @@ SOURCES = $(shell find apps engine workloads harness baselines studies dev -name
 # User strings never reach a shell or make's own expansion: each is read unexpanded ($(value)),
 # single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
 # on in MAKEFLAGS (the make that `cmake --build` runs would expand them).
-USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS PRECISION WARMUP MEMORY FORCE \
-             RANKS RUN RESUME BASELINE NEW THRESHOLD CHECKPOINTS PLANS NAME
+USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS PRECISION ISA WARMUP MEMORY \
+             FORCE RANKS RUN RESUME BASELINE NEW THRESHOLD CHECKPOINTS PLANS NAME
 unexport $(USER_VARS)
 MAKEOVERRIDES :=
 quote = '$(subst ','\'',$(1))'
@@ -26,7 +28,7 @@ arg = $(if $(value $(1)),$(2) $(call quote,$(value $(1))))
 BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
   $(foreach s,$(value SIZES),--sizes $(call quote,$(s))) $(call arg,BACKENDS,--backends) \
   $(call arg,DATA,--data) $(call arg,REPETITIONS,--repetitions) $(call arg,THREADS,--threads) \
-  $(call arg,PRECISION,--precision) $(call arg,RANKS,--ranks) \
+  $(call arg,PRECISION,--precision) $(call arg,ISA,--isa) $(call arg,RANKS,--ranks) \
   $(call arg,WARMUP,--warmup-steps) $(call arg,MEMORY,--memory-limit) $(if $(value FORCE),--force) \
   $(call arg,CHECKPOINTS,--checkpoint-dir) $(call arg,PLANS,--cache-dir)
 # RESUME=results/<run-id> finishes an interrupted run with its own options (bench_run --resume).

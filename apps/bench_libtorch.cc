@@ -14,9 +14,12 @@
 //
 //   build/bench_libtorch --benchmark_filter=tiny_graph --threads=1
 //   mpirun -n 2 build/bench_libtorch --ranks=2 --instance=workload=char_mlp,size=1024
+#include <ATen/Version.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +37,32 @@ static std::string resolved_blas() {
   char path[PATH_MAX];
   if (realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3", path)) return path;
   return "unknown";
+}
+
+// The instruction sets of ATen's kernels as its dispatcher chose them (ATEN_CPU_CAPABILITY caps
+// it; Debian's libtorch does not export get_cpu_capability): the line "CPU capability usage: AVX2"
+// of at::show_config(), as harness/common/isa_cap.h names the levels.
+static std::string aten_isa() {
+  const std::string config = at::show_config(), key = "CPU capability usage: ";
+  const size_t at = config.find(key);
+  if (at == std::string::npos) return "unknown";
+  const std::string level = config.substr(at + key.size(), config.find('\n', at) - at - key.size());
+  return level == "AVX512" ? "avx512" : level == "AVX2" ? "avx2" : "portable (" + level + ")";
+}
+
+// torch 1.13 sends autocast's bf16 products to oneDNN, which sums them in float32, where the
+// processor has AVX-512 BW, VL and DQ (its mkldnn_bf16_device_check); elsewhere its own kernels
+// sum them in bfloat16 (dev/notes.md, "torch's bf16 on AVX2"). Capped below avx512 (bench_run
+// --isa=avx2 sets ATEN_CPU_CAPABILITY and DNNL_MAX_CPU_ISA), torch would still send them to
+// oneDNN, which refuses bf16 at AVX2: so oneDNN is turned off, and torch runs as on an AVX2
+// processor.
+static bool onednn_takes_bf16() {
+  const char* cap = std::getenv("ATEN_CPU_CAPABILITY");
+  if (cap && (std::string_view(cap) == "avx2" || std::string_view(cap) == "default")) return false;
+  const std::vector<std::string> flags = bp::fields(bp::proc_cpu_flags(), ' ');
+  return std::ranges::all_of(std::array{"avx512bw", "avx512vl", "avx512dq"}, [&](const char* f) {
+    return std::ranges::find(flags, f) != flags.end();
+  });
 }
 
 // OpenBLAS is already loaded (libtorch links libblas.so.3), so its environment variable would be
@@ -93,7 +122,7 @@ int main(int argc, char** argv) {
     torch::set_num_interop_threads(1);
     blas_threads = set_openblas_threads(n);
   };
-  hooks.context = {{"blas", resolved_blas()}};
+  hooks.context = {{"blas", resolved_blas()}, {"isa", aten_isa()}};
   hooks.late_context = [] {
     return std::vector<std::pair<std::string, std::string>>{
         {"blas_threads", std::to_string(blas_threads)},
@@ -106,7 +135,11 @@ int main(int argc, char** argv) {
     b.use_through_time(t);
   };
   // --precision=bf16: torch.autocast's bf16 around each step's forward (baselines/libtorch/).
-  hooks.use_bf16 = [](LibtorchBackend& b) { b.autocast_bf16 = true; };
+  hooks.use_bf16 = [](LibtorchBackend& b) {
+    b.autocast_bf16 = true;
+    static const bool onednn = onednn_takes_bf16();
+    if (!onednn) at::globalContext().setUserEnabledMkldnn(false), b.bf16_sums = "bfloat16";
+  };
 
   // Data parallel under mpirun: the ranks meet before any flag is read, as bench_ranks's do.
   const std::optional<bp::MpirunRank> launched = bp::mpirun_rank();

@@ -16,6 +16,7 @@
 #include "studies/fusion/study.h"
 #include "studies/gradbench/study.h"
 #include "studies/gradbench_tensor/study.h"
+#include "studies/isa/study.h"
 #include "studies/kernels/study.h"
 #include "studies/main/study.h"
 #include "studies/optim/study.h"
@@ -27,7 +28,7 @@ namespace bp {
 inline constexpr Study kStudyRegistry[] = {
     kMainStudy,    kBpttStudy,    kBudgetStudy, kFirstStepStudy, kFusionStudy,
     kKernelsStudy, kThreadsStudy, kOptimStudy,  kGradbenchStudy, kGradbenchTensorStudy,
-    kAmpStudy,     kRanksStudy,   kAllStudy};
+    kAmpStudy,     kRanksStudy,   kIsaStudy,    kAllStudy};
 
 // Every study's rows in one table: backends in the order the studies first name them, each
 // variant right after its backend and that backend's earlier variants.

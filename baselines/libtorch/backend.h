@@ -158,6 +158,9 @@ struct LibtorchBackendOf {
     enter_autocast();
   }
   bool autocast_bf16 = false;  // --precision=bf16
+  // Under it, "bfloat16" where its products also sum in bfloat16 (apps/bench_libtorch.cc,
+  // use_bf16); null otherwise.
+  const char* bf16_sums = nullptr;
   bool in_autocast = false;
   void enter_autocast() {
     if (!autocast_bf16 || in_autocast) return;

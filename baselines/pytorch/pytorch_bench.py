@@ -61,11 +61,8 @@ if _THREADS.isdigit():
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 import contextlib  # noqa: E402
-import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
-import socket  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -73,6 +70,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_models as models  # noqa: E402
+from pytorch_context import context, onednn_takes_bf16  # noqa: E402
 from pytorch_ranks import Ranks, ranks_refusal  # noqa: E402
 
 # Forward and backward passes the check makes under TorchScript before it reads any number: by
@@ -369,7 +367,7 @@ def skip_reason(spec, mode):
 
 
 # --precision=bf16: torch.autocast("cpu", dtype=torch.bfloat16) around every forward and loss.
-PRECISION = dict(bf16=False)
+PRECISION = dict(bf16=False, bf16_sums=False)  # bf16_sums: its products sum in bfloat16
 
 
 def autocast_limit(mode, e):
@@ -417,8 +415,9 @@ def check(spec, mode, corpus):
             fresh_run = build(spec, mode, corpus)
             fresh_run.warm_up()
             fresh = fresh_run.step0(wrong)
+            sums = {"bf16_sums": "bfloat16"} if PRECISION["bf16_sums"] else {}
             return dict(name=name, status="ok", step0=first, step0_after_reset=again,
-                        step0_fresh_setup=fresh, losses=losses,
+                        step0_fresh_setup=fresh, losses=losses, **sums,
                         step_seconds=(time.perf_counter() - start) / (spec["check_steps"] + 2))
         for _ in range(CHECK_WARMUP_PASSES if scripted(mode) else 0):
             run.step()
@@ -459,55 +458,6 @@ def status_bytes(field):
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return -1
-
-
-def cpuinfo(field):
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith(field):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
-def context(flags, corpus):
-    mode = {"pytorch": "eager",
-            "torchscript": "torch.jit.script (scalar graphs, recurrent models) / torch.jit.trace "
-                           "(other models)",
-            "torchscript_fused": "torchscript, its CPU fuser (NNC) on",
-            "checkpoint": "eager, torch.utils.checkpoint over segments of about sqrt(n) steps "
-                          "(recurrent models)"}[flags["mode"]]
-    ctx = {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host_name": socket.gethostname(), "executable": os.path.abspath(sys.argv[0]),
-        "num_cpus": os.cpu_count(), "mhz_per_cpu": int(float(cpuinfo("cpu MHz") or 0)),
-        "cpu_scaling_enabled": False, "caches": [], "load_avg": list(os.getloadavg()),
-        "library_build_type": "release",
-        "backend": flags["backend_name"] or (
-            "pytorch_checkpoint" if flags["mode"] == "checkpoint" else flags["mode"]),
-        "backend_version": f"PyTorch {torch.__version__} (Debian python3-torch), {mode}",
-        "threads": str(flags["threads"]),
-        "precision": "bf16" if flags["bf16"] else "fp32",
-        "cpus": str(len(os.sched_getaffinity(0))),
-        "oversubscribed": "yes" if flags["threads"] > len(os.sched_getaffinity(0)) else "no",
-        "warmup_steps": str(flags["warmup_steps"]),
-        "compiler": f"CPython {platform.python_version()} (/usr/bin/python3)",
-        "cxx_flags": "n/a (Python; PyTorch as Debian built it)", "cpu_model": cpuinfo("model name"),
-        "git_sha": os.environ.get("BACKPROP_BENCH_GIT_SHA", "unknown (not run by bench_run)"),
-        "blas": os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3"),
-        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "?"),
-        "intra_op_threads": str(torch.get_num_threads()),
-        "omp_wait_policy": os.environ["OMP_WAIT_POLICY"],
-    }
-    if flags["ranks"] > 1:  # data parallel: every rank runs the threads above
-        ctx.update(ranks=str(flags["ranks"]), scaling="weak" if flags["weak"] else "strong",
-                   gradients_summed="by DistributedDataParallel over Gloo, under the backward, "
-                                    "in its default buckets (1 MB first, then 25 MB)")
-    # The machine as bench_run read it (harness/common/proc.h): the same fields as the C++ backends'.
-    ctx.update(json.loads(os.environ.get("BACKPROP_BENCH_ENVIRONMENT",
-                                         '{"environment": "unknown (not run by bench_run)"}')))
-    if isinstance(corpus, models.Corpus):
-        ctx["data"] = f"{corpus.path} ({len(corpus.tokens)} bytes, vocabulary {corpus.vocab_size})"
-    return ctx
 
 
 def wait_for_turn():
@@ -643,6 +593,9 @@ def run_all(flags):
     PRECISION["bf16"] = flags["bf16"]
     if flags["bf16"]:  # a trace keeps the casts it recorded; TorchScript's own pass adds none
         torch._C._jit_set_autocast_mode(False)
+        PRECISION["bf16_sums"] = not onednn_takes_bf16()
+        if PRECISION["bf16_sums"]:
+            torch.backends.mkldnn.enabled = False
     torch.set_num_threads(flags["threads"])
     torch.set_num_interop_threads(1)
     corpus = NoCorpus()

@@ -104,11 +104,14 @@ inline int process_cpus() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-inline std::string proc_cpu_model() {
+// A field of the first processor in /proc/cpuinfo ("model name", "flags", ...), or "unknown".
+inline std::string proc_cpu_field(const std::string& field) {
   for (const auto& [key, value] : proc_cpuinfo())
-    if (key == "model name") return value;
+    if (key == field) return value;
   return "unknown";
 }
+inline std::string proc_cpu_model() { return proc_cpu_field("model name"); }
+inline std::string proc_cpu_flags() { return proc_cpu_field("flags"); }
 
 // The first line of a small text file, or `otherwise`.
 inline std::string first_line_of(const char* path, const char* otherwise) {

@@ -50,6 +50,8 @@
 //                                                 one trained
 //                    "losses": [check_steps]}     training losses from step 0 on (SGD/AdamW
 //                                                 updates between them)
+//                   under --precision=bf16, "bf16_sums": "bfloat16" where its bf16 products
+//                   also sum in bfloat16 (judged at bf16_sums_tolerance: workloads/workload.h)
 //     both, also:   "step_seconds": the check's wall time over its steps (setups included),
 //                   which the runner plans long benchmarks' repetitions with (bench_plan.h,
 //                   plan_of)

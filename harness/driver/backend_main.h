@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/common/isa_cap.h"
 #include "harness/common/json.h"
 #include "harness/common/names.h"
 #include "harness/common/proc.h"
@@ -272,6 +273,7 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
       {"backend_version", hooks.version},
       {"threads", std::to_string(flags.threads)},
       {"precision", flags.bf16 ? "bf16" : "fp32"},
+      {"isa_cap", isa_cap_in_effect()},
       {"cpus", std::to_string(process_cpus())},
       {"oversubscribed", flags.threads > process_cpus() ? "yes" : "no"},
       {"warmup_steps", std::to_string(flags.warmup_steps)},

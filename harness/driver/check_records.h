@@ -96,6 +96,8 @@ Json check_model(const BackendProcess<B>& p, const InstanceSpec& spec) {
         losses.push_back(run->step(backend) + wrong);
     }
     record["step0"] = std::move(first), record["step0_after_reset"] = std::move(again);
+    if constexpr (requires { backend.bf16_sums; })  // libtorch: what autocast's products sum in
+      if (backend.bf16_sums) record["bf16_sums"] = backend.bf16_sums;
   }
   B backend;
   p.configure(backend);

@@ -46,6 +46,9 @@ struct BackendSpec {
   const char* default_sizes_up_to = nullptr;
   bool shares_verdicts = false;  // chooses kernels by timing them: gets the run's verdict file
   int fixed_threads = 0;         // a variant at a thread count of its own, whatever --threads says
+  // A variant at an instruction-set level of its own ("avx2", "avx512"), whatever --isa says;
+  // reported skipped on a processor without it.
+  const char* isa = nullptr;
   // Times something while it sets up (the compiled mode its kernels, multistage its writes,
   // Revolve and multistage a plain sweep to weigh their recomputation against): its setup runs
   // alone (harness/runner/process.h, Turns).
@@ -103,6 +106,13 @@ inline std::vector<std::string> backend_names() {
 inline int threads_of(std::string_view backend, int run_threads) {
   const BackendSpec& spec = spec_of(backend);
   return spec.fixed_threads ? spec.fixed_threads : spec.threaded ? run_threads : 1;
+}
+
+// The instruction-set level a backend runs at in this run (harness/common/isa_cap.h): a
+// variant's own, else --isa's.
+inline std::string isa_of(std::string_view backend, const std::string& run_isa) {
+  const char* own = spec_of(backend).isa;
+  return own ? own : run_isa;
 }
 
 // Whether a backend's row runs under mixed precision: its flags say --precision=bf16.

@@ -237,7 +237,7 @@ std::map<std::string, Cell> bench_row(RunState& run, const Selected& s, int roun
     run.make_folders({run.folder.dir() / r.backend, run.folder.dir() / "logs" / r.backend});
     run.note_other_benchmarks();
     r.child = std::make_unique<Child>(r.argv, (run.folder.dir() / r.log).string(), run.opt.timeout,
-                                      run.child_env(), run.opt.memory_limit, takes_turns);
+                                      run.child_env(r.backend), run.opt.memory_limit, takes_turns);
   };
   Turns turns;
   for (Running& r : running)

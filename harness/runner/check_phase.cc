@@ -156,9 +156,9 @@ bool run_checks(RunState& run, const std::vector<CheckJob>& jobs, Records& recor
       const CheckJob& job = jobs[next++];
       run.note_other_benchmarks();  // its warning before the line below, never inside it
       if (one_at_a_time) fmt::print("check {:<11} ", job.backend), std::fflush(stdout);
-      alive.emplace_back(
-          &job, std::make_unique<Child>(job.argv, (run.folder.dir() / job.log).string(),
-                                        run.opt.timeout, run.child_env(), run.opt.memory_limit));
+      alive.emplace_back(&job, std::make_unique<Child>(
+                                   job.argv, (run.folder.dir() / job.log).string(), run.opt.timeout,
+                                   run.child_env(job.backend), run.opt.memory_limit));
     }
     if (g_interrupted && alive.empty()) return false;
     bool any = false;

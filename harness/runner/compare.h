@@ -132,7 +132,7 @@ inline EnvironmentDifferences run_differences(const RunForCompare& a, const RunF
                                                      b.summary()["machine"]["environment"]);
   std::vector<std::string>& out = d.decisive;
   for (const char* option :
-       {"threads", "repetitions", "rounds", "min_time", "warmup_steps", "data"})
+       {"threads", "isa", "repetitions", "rounds", "min_time", "warmup_steps", "data"})
     if (dump_json(a.summary()["options"][option]) != dump_json(b.summary()["options"][option]))
       out.push_back(fmt::format("option {}: {} vs {}", option,
                                 dump_json(a.summary()["options"][option]),
@@ -140,7 +140,7 @@ inline EnvironmentDifferences run_differences(const RunForCompare& a, const RunF
   for (const auto& [backend, ctx] : a.summary()["backend_contexts"].members()) {
     const JsonView other = b.summary()["backend_contexts"][backend];
     if (other.is_null()) continue;
-    for (const char* key : {"backend_version", "compiler", "cxx_flags", "isa", "blas",
+    for (const char* key : {"backend_version", "compiler", "cxx_flags", "isa", "isa_cap", "blas",
                             "blas_threads", "intra_op_threads", "matmul"})
       if (dump_json(ctx[key]) != dump_json(other[key]))
         out.push_back(fmt::format("{} {}: {} vs {}", backend, key, ctx[key].str_or("-"),

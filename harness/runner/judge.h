@@ -17,7 +17,9 @@
 //     own, are disputed). A backend that no other backend and no answer of the registry or of
 //     finite differences confirmed is "unverified", never "ok".
 //  3. rows under mixed precision (--precision=bf16) are judged apart, against the float32
-//     reference and one another, at the workload's bf16_tolerance (workloads/workload.h).
+//     reference and one another, at the workload's bf16_tolerance (workloads/workload.h); rows
+//     whose bf16 products also sum in bfloat16 (their records say so) apart again, at
+//     bf16_sums_tolerance.
 // No verdict depends on the order backends were listed or run in, and none trusts one backend.
 //   Tests: harness/runner/judge_test.cc.
 #pragma once
@@ -304,33 +306,46 @@ inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
   return out;
 }
 
+// Whether a record says its bf16 products sum in bfloat16 ("bf16_sums": torch 1.13 without
+// oneDNN's bf16 kernels, workloads/workload.h's kBf16SumsRelative).
+inline bool sums_in_bf16(const BackendRecord& r) {
+  return r.record && JsonView(*r.record)["bf16_sums"].str_or("") == "bfloat16";
+}
+
 // Mixed precision's rows (bf16[i]: records[i] ran under --precision=bf16) are judged apart, so
 // that neither side's tolerance loosens the other's: the float32 rows as above; then the bf16 rows
 // against the float32 reference (when it is ok) and one another, at bf16_tolerance (a majority
-// of those decides as above). A bf16 row is never the float32 rows' reference.
+// of those decides as above); then, apart again, the bf16 rows whose products also sum in
+// bfloat16, against the float32 reference and one another at bf16_sums_tolerance. A bf16 row is
+// never the float32 rows' reference.
 inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
                                            const std::vector<BackendRecord>& records,
                                            const std::vector<bool>& bf16,
                                            const PlainAnswer* plain = nullptr) {
-  std::vector<BackendRecord> full, lower;
-  std::vector<size_t> full_at, lower_at;
+  enum Group { kFloat32, kBf16, kBf16Sums };
+  std::vector<BackendRecord> group[3];
+  std::vector<size_t> at[3];  // each group's records' indices in `records`
   for (size_t i = 0; i < records.size(); i++) {
-    (bf16[i] ? lower : full).push_back(records[i]);
-    (bf16[i] ? lower_at : full_at).push_back(i);
+    const Group g = !bf16[i] ? kFloat32 : sums_in_bf16(records[i]) ? kBf16Sums : kBf16;
+    group[g].push_back(records[i]), at[g].push_back(i);
   }
   std::vector<Verdict> out(records.size());
-  const std::vector<Verdict> fp32 = judge_instance(w, full, plain);
-  for (size_t k = 0; k < fp32.size(); k++) out[full_at[k]] = fp32[k];
-  if (lower.empty()) return out;
-  WorkloadInfo at_bf16 = w;
-  at_bf16.tolerance = bf16_tolerance(w.tolerance, w.product_depth);
+  const std::vector<Verdict> fp32 = judge_instance(w, group[kFloat32], plain);
+  for (size_t k = 0; k < fp32.size(); k++) out[at[kFloat32][k]] = fp32[k];
   size_t reference = SIZE_MAX;
   for (size_t k = 0; k < fp32.size(); k++)
     if (fp32[k].is_reference && fp32[k].status == "ok") reference = k;
-  if (reference != SIZE_MAX) lower.insert(lower.begin(), full[reference]);
-  const std::vector<Verdict> mixed = judge_instance(at_bf16, lower, nullptr);
-  const size_t first = reference != SIZE_MAX ? 1 : 0;
-  for (size_t k = first; k < mixed.size(); k++) out[lower_at[k - first]] = mixed[k];
+  for (const Group g : {kBf16, kBf16Sums}) {
+    std::vector<BackendRecord>& lower = group[g];
+    if (lower.empty()) continue;
+    WorkloadInfo at_bf16 = w;
+    at_bf16.tolerance = g == kBf16 ? bf16_tolerance(w.tolerance, w.product_depth)
+                                   : bf16_sums_tolerance(w.tolerance);
+    if (reference != SIZE_MAX) lower.insert(lower.begin(), group[kFloat32][reference]);
+    const std::vector<Verdict> mixed = judge_instance(at_bf16, lower, nullptr);
+    const size_t first = reference != SIZE_MAX ? 1 : 0;
+    for (size_t k = first; k < mixed.size(); k++) out[at[g][k - first]] = mixed[k];
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/common/files.h"
+#include "harness/common/isa_cap.h"
 #include "harness/common/json.h"
 #include "harness/common/proc.h"
 #include "harness/common/protocol.h"
@@ -51,6 +52,11 @@ inline const char* kUsage =
   --precision P        fp32 (default) or bf16: mixed precision on every backend that has it
                        (bfloat16 products, float32 master weights and optimizer; torch's through
                        torch.autocast); the others' rows are reported skipped, saying why
+  --isa L              avx2, avx512 or native: the instruction sets of every backend, each
+                       library capped through its own variable (ours BP_ISA, ATen's
+                       ATEN_CPU_CAPABILITY, oneDNN's DNNL_MAX_CPU_ISA, OPENBLAS_CORETYPE,
+                       LIBXSMM_TARGET); default: the processor's best of avx2 and avx512, the
+                       same for every backend; native leaves each library its own choice
   --checkpoint-dir DIR where engine_multistage writes its checkpoint files, each unlinked as soon
                        as it is open (default: the run's folder)
   --cache-dir DIR      keep the compiled mode's plans in DIR, so that its benchmarks skip
@@ -131,6 +137,9 @@ struct Options {
   std::string hostfile;  // --hostfile: where mpirun puts them (empty: this machine)
   int jobs = 1;       // --check-only: check processes at once, the memory limit shared among them
   bool bf16 = false;  // --precision bf16: every backend's rows under mixed precision
+  // --isa: every backend's instruction sets (harness/common/isa_cap.h); "" until given, then the
+  // processor's best level (default_isa_level).
+  std::string isa;
   double min_time = 0.1, timeout = 600;  // 0.1 s a repetition: 10 of them are a timed second
   double time_budget = 10;  // seconds a benchmark aims at over all its rounds (bench_phase.h)
   int64_t memory_limit = default_memory_limit();
@@ -187,6 +196,17 @@ inline void print_list() {
   for (const Study& s : studies()) fmt::print("study    {:<20} {}\n", s.name, s.question);
 }
 
+// A level the processor lacks: what it lacks, and the levels it has.
+inline std::string isa_refusal(const std::string& what, const std::string& lacks) {
+  std::string valid;
+  for (const char* level : {"avx2", "avx512", "native"})
+    if (isa_level_missing(level, proc_cpu_flags()).empty())
+      valid += (valid.empty() ? "" : ", ") + std::string(level);
+  return fmt::format("{}: this processor ({}, family {} model {}) lacks {}; valid here: {}", what,
+                     proc_cpu_model(), proc_cpu_field("cpu family"), proc_cpu_field("model"), lacks,
+                     valid);
+}
+
 // Applies one option (`arg` with its value from `next`); false if it is not one.
 template <class Next>
 bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* backends) {
@@ -232,6 +252,12 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     const std::string p = next();
     if (!valid_precision(p)) usage_error(precision_refusal("--precision " + p, p));
     o.bf16 = p == "bf16";
+  } else if (arg == "--isa") {
+    o.isa = next();
+    if (!is_isa_level(o.isa))
+      usage_error(fmt::format("--isa {}: no such level; valid: {}", o.isa, kIsaLevels));
+    if (const std::string lacks = isa_level_missing(o.isa, proc_cpu_flags()); !lacks.empty())
+      usage_error(isa_refusal("--isa " + o.isa, lacks));
   } else if (arg == "--repetitions")
     o.repetitions = parse_count(arg, next(), 1, 1000);
   else if (arg == "--jobs")
@@ -312,6 +338,7 @@ inline Options parse_options(const std::vector<std::string>& args) {
     usage_error(
         fmt::format("--jobs {}: only with --check-only (benchmarks run one at a time)", o.jobs));
   o.memory_limit /= o.jobs;  // so that the processes alive at once stay under it together
+  if (o.isa.empty()) o.isa = default_isa_level(proc_cpu_flags());
   if (o.rounds == 0) o.rounds = std::min(2, o.repetitions);
   if (o.rounds > o.repetitions)
     usage_error(fmt::format("--rounds {}: at most --repetitions ({}): each round runs at least one",
@@ -325,12 +352,12 @@ inline Options parse_options(const std::vector<std::string>& args) {
     if (const Study* ranks = find_study("ranks")) o.study = ranks;
   if (!o.ranks) o.ranks = 2;
   // The study's selection, where the run gives none of its own: every row but the variants at
-  // threads or ranks of their own.
+  // threads, ranks or instruction sets of their own.
   if (backends.empty()) {
     backends = std::string(o.study->backends);
     if (backends.empty())
       for (const BackendSpec& b : backend_rows())
-        if (!b.fixed_threads && !b.launcher)
+        if (!b.fixed_threads && !b.launcher && !b.isa)
           backends += (backends.empty() ? "" : ",") + std::string(b.name);
   }
   o.backends = parse_backends(backends);

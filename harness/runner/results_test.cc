@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/common/environment.h"
+#include "harness/common/isa_cap.h"
 #include "harness/common/json.h"
 #include "harness/common/names.h"
 #include "harness/harness_test.h"
@@ -277,6 +278,35 @@ TEST(Environment, PerformanceDifferencesNamed) {
   ASSERT_EQ(e.informative.size(), 2u) << fmt::format("{}", fmt::join(e.informative, "\n"));
   EXPECT_EQ(e.informative[0], "cpu_flags: only in the first: -; only in the second: hypervisor");
   EXPECT_EQ(e.informative[1], "kernel: 6.18.44 vs 6.18.50");
+}
+
+// bench_run --isa: a level's features by /proc/cpuinfo's names, and the variable each library
+// is capped by; native sets nothing.
+TEST(IsaCap, LevelsNeedTheirFeaturesAndSetEveryLibrarysVariable) {
+  const std::string zen3 = "fpu sse4_2 avx avx2 fma bmi2";
+  const std::string zen5 = zen3 + " avx512f avx512bw avx512vl avx512dq avx512cd avx512_bf16";
+  EXPECT_EQ(bp::isa_level_missing("avx2", zen3), "");
+  EXPECT_EQ(bp::isa_level_missing("avx512", zen3), "avx512f avx512bw avx512vl avx512dq avx512cd");
+  EXPECT_EQ(bp::isa_level_missing("avx2", "fpu sse4_2 avx"), "avx2 fma");
+  EXPECT_EQ(bp::isa_level_missing("native", "fpu"), "");
+  EXPECT_EQ(bp::isa_level_missing("avx512", zen5), "");
+  EXPECT_TRUE(bp::is_isa_level("avx512") && !bp::is_isa_level("avx512f"));
+  EXPECT_EQ(bp::default_isa_level(zen5), "avx512");
+  EXPECT_EQ(bp::default_isa_level(zen3), "avx2");
+  EXPECT_EQ(bp::default_isa_level("fpu sse4_2"), "native");
+  EXPECT_TRUE(bp::isa_cap_environment("native", zen5).empty());
+  const std::vector<std::string> avx2 = bp::isa_cap_environment("avx2", zen5);
+  ASSERT_EQ(avx2.size(), std::size(bp::kIsaCapVariables));
+  for (size_t i = 0; i < avx2.size(); i++)  // every variable, in the order results record them
+    EXPECT_EQ(avx2[i].substr(0, avx2[i].find('=')), bp::kIsaCapVariables[i]);
+  EXPECT_EQ(avx2[3], "OPENBLAS_CORETYPE=Haswell");
+  const std::vector<std::string> with_bf16 = bp::isa_cap_environment("avx512", zen5);
+  EXPECT_EQ(with_bf16[3], "OPENBLAS_CORETYPE=Cooperlake");
+  EXPECT_EQ(with_bf16[4], "LIBXSMM_TARGET=cpx");
+  const std::vector<std::string> skylake =
+      bp::isa_cap_environment("avx512", zen3 + " avx512f avx512bw avx512vl avx512dq avx512cd");
+  EXPECT_EQ(skylake[3], "OPENBLAS_CORETYPE=SkylakeX");
+  EXPECT_EQ(skylake[4], "LIBXSMM_TARGET=skx");
 }
 
 }  // namespace

@@ -165,6 +165,14 @@ int bench_run_main(int argc, char** argv) {
   run.selected = std::move(*selected);
   for (const Selected& s : run.selected)  // sizes beyond a backend's default sweep
     for (const auto& [b, why] : s.skipped) run.decide_not_to_run(s, b, "skipped", why);
+  const std::string cpu_flags = proc_cpu_flags();
+  for (const Selected& s : run.selected)  // a variant at a level this processor lacks
+    for (const auto& [b, name] : s.names)
+      if (const std::string lacks = isa_level_missing(isa_of(b, run.opt.isa), cpu_flags);
+          !lacks.empty())
+        run.decide_not_to_run(s, b, "skipped",
+                              fmt::format("it runs at {}, and this processor lacks {}",
+                                          isa_of(b, run.opt.isa), lacks));
   try {
     return run_main(run);
   } catch (const WriteError& e) {  // a full disk: stop, keeping every file as last written

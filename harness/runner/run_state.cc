@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "harness/common/isa_cap.h"
 #include "harness/common/proc.h"
 
 namespace bp {
@@ -31,7 +32,7 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (spec.mode_flags)
     for (const std::string& flag : fields(spec.mode_flags, ' ')) argv.push_back(flag);
   // A variant (one program, other flags) says its own name in its results.
-  if (spec.mode_flags || spec.fixed_threads || spec.launcher)
+  if (spec.mode_flags || spec.fixed_threads || spec.launcher || spec.isa)
     argv.push_back(fmt::format("--backend_name={}", backend));
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
   if (spec.plan_cache)
@@ -45,9 +46,12 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
                    (opt.checkpoint_dir.empty() ? folder : opt.checkpoint_dir));
   // Kernel verdicts are shared through the run folder: measured once, by the first process that
   // meets a shape (the check's), read by every later one (the driver keeps one file per thread
-  // count: harness/driver/backend_main.h).
+  // count: harness/driver/backend_main.h), and one more per level of a row at its own.
   const int threads = threads_of(backend, opt.threads);
-  if (spec.shares_verdicts) argv.push_back("--verdicts=" + folder + "/dialect_verdicts.txt");
+  const std::string isa = isa_of(backend, opt.isa);
+  if (spec.shares_verdicts)
+    argv.push_back("--verdicts=" + folder + "/dialect_verdicts" +
+                   (isa == opt.isa ? "" : "_" + isa) + ".txt");
   if (spec.threaded) argv.push_back(fmt::format("--threads={}", threads));
   if (opt.bf16 && !backend_in_bf16(backend)) argv.push_back("--precision=bf16");
   if (reads_corpus) argv.push_back("--data=" + opt.data);
@@ -104,10 +108,18 @@ std::string RunState::instance_arg(const Selected& s, const std::string& backend
 }
 
 // The environment (harness/common/proc.h) goes to the Python backend, which has no reader of its
-// own; thread counts are each backend's own business (--threads).
-std::vector<std::string> RunState::child_env() const {
-  return {"BACKPROP_BENCH_GIT_SHA=" + git_sha,
-          "BACKPROP_BENCH_ENVIRONMENT=" + dump_json(environment)};
+// own; thread counts are each backend's own business (--threads); the instruction-set level is
+// every library's variable (harness/common/isa_cap.h), replacing what the caller's environment
+// says, except at native.
+std::vector<std::string> RunState::child_env(const std::string& backend) const {
+  std::vector<std::string> env = {"BACKPROP_BENCH_GIT_SHA=" + git_sha,
+                                  "BACKPROP_BENCH_ENVIRONMENT=" + dump_json(environment)};
+  const std::string cpu_flags = environment.contains("cpu_flags")
+                                    ? environment["cpu_flags"].get<std::string>()
+                                    : proc_cpu_flags();
+  for (std::string& v : isa_cap_environment(isa_of(backend, opt.isa), cpu_flags))
+    env.push_back(std::move(v));
+  return env;
 }
 
 // Another benchmark on the machine makes this run's timings incomparable: say so, once, and in
@@ -185,6 +197,7 @@ Json RunState::run_options_json() const {
                                {"ranks", opt.ranks},
                                {"hostfile", opt.hostfile},
                                {"precision", opt.bf16 ? "bf16" : "fp32"},
+                               {"isa", opt.isa},
                                {"repetitions", opt.repetitions},
                                {"rounds", opt.rounds},
                                {"min_time", opt.min_time},

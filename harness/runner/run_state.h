@@ -61,7 +61,7 @@ struct RunState {
                                    const std::string& folder = {}) const;
   std::string instance_arg(const Selected& s, const std::string& backend) const;
   int check_steps(const Selected& s) const;  // a model's training steps in the check
-  std::vector<std::string> child_env() const;
+  std::vector<std::string> child_env(const std::string& backend) const;
   void note_other_benchmarks();
 
   // ---- benchmarks the runner decides not to run (skipped, out of memory by the estimate) ----

@@ -97,6 +97,16 @@ inline std::string machine_lines(const Summary& s) {
   if (cpus > 0 && !by_threads.empty() && by_threads.rbegin()->first > cpus)
     threads +=
         fmt::format(" (oversubscribed: {} threads on {} CPUs)", by_threads.rbegin()->first, cpus);
+  if (const std::string isa = JsonView(s.options)["isa"].str_or(""); !isa.empty()) {
+    const bool own = std::any_of(s.backends.begin(), s.backends.end(), [](const std::string& b) {
+      return find_backend(b) && find_backend(b)->isa;  // the study isa's variants
+    });
+    threads += isa == "native" ? "; instruction sets: each library's own choice (--isa=native)"
+                               : "; instruction sets: " + isa + " for every backend";
+    if (own)
+      threads += isa == "native" ? ", each _avx2 or _avx512 row at its own level"
+                                 : " but the _avx2 and _avx512 rows, at their own";
+  }
   if (JsonView(s.options)["precision"].str_or("fp32") == "bf16")
     threads += "; precision bf16 (mixed: bf16 products, float32 weights and optimizer)";
   return wrapped(fmt::format("summary of {} (study {}); {}", s.run_id, s.study, threads), 2) +

@@ -193,6 +193,7 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
                               "products, float32 accumulation, master weights and optimizer); fp16 "
                               "is not supported"),
     (["--precision", "half"], "--precision half: valid: fp32 (the default), bf16"),
+    (["--isa", "avx9"], "--isa avx9: no such level; valid: avx2, avx512, native"),
     (["--sizes", "=10"], "--sizes =10: expected KEY=N,N,..."),
     (["--data", "/"], "--data=/: not a regular file (a directory)"),
     (["--cache-dir", "/etc/hostname"], "--cache-dir /etc/hostname: not a directory"),
@@ -521,6 +522,46 @@ def test_precision_bf16_runs_the_models_and_skips_the_scalar_graphs(bin_dir, tmp
     assert checks[("libtorch", "step/mlp_width/width:16")]["tolerance"] == 8 / 256
 
 
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        return next(line for line in f if line.startswith("flags")).split(":", 1)[1].split()
+
+
+# --isa: every backend capped through its own variable, the cap and what each library ran at in
+# every result; torch's bf16 products then take the path of an AVX2 processor (ATen's own kernels,
+# summing in bfloat16: the records say so, and the judge holds them at that tolerance).
+def test_isa_caps_every_backend_and_says_so(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--isa", "avx2", "--precision", "bf16", "--workloads", "mlp_width",
+            "--sizes", "width=16", "--backends", "engine,libtorch,pytorch", "--check-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "latest")
+    assert load(run_dir / "processes.json")["options"]["isa"] == "avx2"
+    for backend in ("engine", "libtorch", "pytorch"):
+        check = load(run_dir / "check" / f"{backend}.json")
+        context = check["context"]
+        assert context["isa_cap"].startswith("BP_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 "
+                                             "DNNL_MAX_CPU_ISA=AVX2"), context
+        assert context["isa"].startswith("avx2"), context
+        sums = check["records"][0].get("bf16_sums")
+        assert sums == (None if backend == "engine" else "bfloat16"), (backend, sums)
+
+
+# A level the processor lacks: one line naming what it lacks, exit 2; the study's rows at that
+# level are reported skipped, saying so.
+def test_isa_above_the_processor_is_refused(bin_dir, tmp_path):
+    lacking = next((level for level, needs in (("avx512", "avx512f"), ("avx2", "avx2"))
+                    if needs not in cpu_flags()), None)
+    if lacking is None:
+        pytest.skip("this processor has every level --isa names")
+    r = run(bin_dir, tmp_path, "--isa", lacking, "--workloads", "empty", "--check-only")
+    assert r.returncode == 2 and f"--isa {lacking}: this processor" in r.stderr, r.stderr
+    r = run(bin_dir, tmp_path, "--study", "isa", "--workloads", "mlp_width", "--sizes",
+            "width=16", "--backends", f"engine_{lacking}", "--check-only")
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "latest")
+    result = load(run_dir / "check.json")["results"][0]
+    assert result["status"] == "skipped" and "this processor lacks" in result["message"], result
+
+
 # Run by hand, a backend binary registers every workload and takes Google Benchmark's flags.
 def test_backend_binary_runs_on_its_own(bin_dir, tmp_path):
     engine = os.path.join(bin_dir, "bench_engine")
@@ -634,6 +675,8 @@ def test_missing_checkpoint_directory_stops_multistage_only(bin_dir, tmp_path):
     ("kernels", ["--sizes", "hidden=64", "--sizes", "width=16"], "kernel_dialects.png"),
     ("threads", ["--workloads", "mlp_width", "--sizes", "width=16,32", "--backends",
                  "engine,libtorch,libtorch_2t,pytorch_2t"], "threads.png"),
+    ("isa", ["--workloads", "mlp_width", "--sizes", "width=16", "--backends",
+             "engine_avx2,engine_avx512,libtorch_avx2,libtorch_avx512"], "isa.png"),
 ])
 def test_every_study_draws_its_figure(bin_dir, tmp_path, study, args, figure):
     r = run(bin_dir, tmp_path, "--study", study, *args, "--repetitions", "2", "--min-time",

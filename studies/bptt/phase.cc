@@ -71,8 +71,8 @@ void start_sweep(RunState& run, const std::string& w, const Selected& s, Sweep& 
                  fmt::format("--benchmark_min_time={}", run.opt.min_time), "--warmup_steps=2",
                  "--warm_once", "--benchmark_display_aggregates_only=true", "--take_turns"});
     sweep.children.push_back(std::make_unique<Child>(
-        argv, (run.folder.dir() / interval_log(w, k)).string(), run.opt.timeout, run.child_env(),
-        run.opt.memory_limit, /*takes_turns=*/true));
+        argv, (run.folder.dir() / interval_log(w, k)).string(), run.opt.timeout,
+        run.child_env("engine_multistage"), run.opt.memory_limit, /*takes_turns=*/true));
     sweep.turns.add(*sweep.children.back(), /*alone=*/true);  // each measures its writes
   }
 }

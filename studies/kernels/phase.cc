@@ -46,7 +46,7 @@ void kernel_rows_phase(RunState& run) {
   std::fflush(stdout);
   const std::string log = "logs/kernels.log";
   const ProcessResult p = run_process(argv, (run.folder.dir() / log).string(), run.opt.timeout,
-                                      run.child_env(), run.opt.memory_limit);
+                                      run.child_env("compiled"), run.opt.memory_limit);
   if (p.interrupted) return;
   std::string status = "ok", message;
   if (p.ok()) {
