@@ -13,13 +13,14 @@
 # ninja-build builds the trees (the Makefile's CONFIGURE). openmpi-bin and libopenmpi-dev are Open
 # MPI: mpirun and the library the ranks of engine/distributed/ talk through. libgloo-dev is Gloo's
 # headers, which c10d's ProcessGroupGloo header includes (bench_libtorch's ranks; libtorch links
-# Debian's libgloo0 already).
+# Debian's libgloo0 already). libxbyak-dev is xbyak, the x86-64 assembler (headers only) both code
+# generators emit through (engine/runtime/code_memory.h).
 set -eu
 PACKAGES="cmake g++ make git libtorch-dev python3-torch libbenchmark-dev libfmt-dev libgtest-dev
           python3-matplotlib python3-pytest libopenblas0-pthread wamerican clang-format libasan8
           libubsan1 libbenchmark-tools python3-scipy chromium libopenblas-dev libblis-dev
           libxsmm-dev libdnnl-dev libadolc-dev nlohmann-json3-dev ninja-build openmpi-bin
-          libopenmpi-dev libgloo-dev"
+          libopenmpi-dev libgloo-dev libxbyak-dev"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -32,16 +32,16 @@
 // every scalar workload).
 #pragma once
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/core/scalar.h"
+#include "engine/runtime/code_memory.h"
 #include "engine/runtime/isa.h"
 
 namespace bp {
@@ -88,6 +88,10 @@ struct Operand {
 inline constexpr uint8_t kValues = 3, kGrads = 5;  // rbx, rbp: their ModRM numbers
 inline constexpr int kCached = 14, kScratch0 = 14, kScratch1 = 15;
 
+// Its own encoder, of the dozen instructions it needs, not xbyak, which the products emit through
+// (engine/runtime/code_memory.h): a step's code is generated at its second run, from one to 65536
+// instructions, and xbyak took 16 ns an instruction against 0.9 here, twice the jit_seconds of
+// scalar_chain 1000 (asmjit 10-24 ns: dev/notes.md, "One place for generated code").
 // Bytes into the code's own mapping, with room made before each instruction of the step (kRoom:
 // what the longest one can emit, start_backward's 64 stores), so that each byte is one store.
 // Room past the mapping's end is refused, which is how a step over its byte budget stops.
@@ -500,18 +504,6 @@ class Generator {
 // The generated function over one values and one gradients array; empty when not built.
 class ScalarJit {
  public:
-  ScalarJit() = default;
-  ScalarJit(const ScalarJit&) = delete;
-  ScalarJit& operator=(const ScalarJit&) = delete;
-  ScalarJit(ScalarJit&& o) noexcept { *this = std::move(o); }
-  ScalarJit& operator=(ScalarJit&& o) noexcept {
-    std::swap(code_, o.code_), std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  ~ScalarJit() {
-    if (code_) munmap(code_, bytes_);
-  }
-
   // Generates the step's `instructions` (for_each_instruction calls its argument with each in
   // turn) over a values array of `num_values` slots followed by kJitConstants constants, and
   // `num_grads` gradients. Returns false, leaving this empty, where it cannot run: not built for
@@ -522,36 +514,27 @@ class ScalarJit {
     if (!scalar_jit_runs() || instructions > kJitMaxInstructions ||
         uint64_t(num_values) + kJitConstants >= (uint64_t(1) << 28))  // slots as 32-bit offsets
       return false;
-    // Generated straight into pages mapped for it alone, as many as it writes (reserved for the
-    // longest code it could be, up to max_bytes; the tail is given back): no second copy of the
-    // code, in a buffer or a program list, outlives the build.
-    const size_t page = 4096,
-                 reserved = std::min(max_bytes, (instructions + 2) * scalar_jit::kRoom);
-    const size_t mapped = (reserved + page - 1) / page * page;
-    if (mapped == 0) return false;
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return false;
-    const size_t n = scalar_jit::Generator(num_values, static_cast<uint8_t*>(p), reserved)
+    // Generated straight into pages mapped for it alone (engine/runtime/code_memory.h), as many as
+    // it writes (reserved for the longest code it could be, up to max_bytes; the tail is given
+    // back): no second copy of the code, in a buffer or a program list, outlives the build.
+    const size_t reserved = std::min(max_bytes, (instructions + 2) * scalar_jit::kRoom);
+    std::string why;
+    CodeMapping code;
+    if (reserved == 0 || !code.reserve(reserved, &why)) return false;
+    const size_t n = scalar_jit::Generator(num_values, code.data(), reserved)
                          .run(for_each_instruction, num_grads);
-    const size_t kept = (n + page - 1) / page * page;
-    if (kept < mapped) munmap(static_cast<uint8_t*>(p) + kept, mapped - kept);
-    if (n == 0 || mprotect(p, kept, PROT_READ | PROT_EXEC) != 0) {
-      if (kept) munmap(p, kept);
-      return false;
-    }
-    code_ = p, bytes_ = kept;
+    if (n == 0 || !code.seal(n, &why)) return false;
+    code_ = std::move(code);
     return true;
   }
-  bool built() const { return code_ != nullptr; }
-  size_t code_bytes() const { return bytes_; }
+  bool built() const { return code_.sealed(); }
+  size_t code_bytes() const { return code_.sealed() ? code_.bytes() : 0; }
   void run(double* values, double* grads) const {
-    reinterpret_cast<void (*)(double*, double*)>(code_)(values, grads);
+    reinterpret_cast<void (*)(double*, double*)>(code_.data())(values, grads);
   }
 
  private:
-  void* code_ = nullptr;
-  size_t bytes_ = 0;
+  CodeMapping code_;
 };
 
 }  // namespace bp

@@ -20,14 +20,12 @@
 // 16 rows of accumulators, the edge a k-mask), else AVX2 with FMA (16 ymm: 2 vectors by 6 rows, the
 // edge vmaskmovps). Neither: the dialect is unavailable.
 //
-// Memory: every kernel's code in one reserved range, filled a page at a time and never writable
-// and executable at once: pages are written read-write and made read-execute (sealed) before any
-// kernel in them first runs; a new kernel never goes into a sealed page. Where the system refuses
-// (a W^X policy, mmap refused) the dialect says so in one line and is unavailable; the tiled
-// kernel runs, same bits.
+// Code: emitted through xbyak into a buffer, then copied into the process's CodePages
+// (engine/runtime/code_memory.h: one reserved range, never writable and executable at once; pages
+// are sealed before any kernel in them first runs). Where the system refuses (a W^X policy, mmap
+// refused) the dialect says so in one line and is unavailable; the tiled kernel runs, same bits.
 #pragma once
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,8 +33,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -44,6 +42,7 @@
 #include <vector>
 
 #include "engine/kernels/products.h"
+#include "engine/runtime/code_memory.h"
 #include "engine/runtime/isa.h"
 
 namespace bp {
@@ -150,7 +149,11 @@ inline Tiling best_tiling(const Shape& s) {
   return best;
 }
 
-// ---- x86-64 encoding (Intel SDM vol. 2: VEX 2.3, EVEX 2.7), what the kernels use only ----
+// A kernel's code, at most (a larger one is not made: its shape runs on the tiled kernel).
+inline constexpr size_t kMaxKernelBytes = 64 << 10;
+
+// ---- the instructions the kernels use, emitted through xbyak (engine/runtime/code_memory.h) ----
+// Registers by number, as x86-64 numbers them.
 enum Gpr : int {
   rax = 0,
   rcx = 1,
@@ -163,133 +166,61 @@ enum Gpr : int {
   r10 = 10,
   r11 = 11
 };
-struct Mem {  // [base + disp]; base never rsp or r12 (they need a SIB byte)
+struct Mem {  // [base + disp]
   int base;
   int32_t disp;
 };
 class Assembler {
  public:
-  std::vector<uint8_t> code;
-  size_t here() const { return code.size(); }
+  Assembler(uint8_t* buffer, size_t capacity) : w_(buffer, capacity) {}
+  size_t size() const { return w_.getSize(); }
+  using Label = Xbyak::Label;
+  void bind(Label& l) { w_.L(l); }
 
-  // AVX-512 (EVEX.512, W0): vmovups loads (masked: zeroing) and stores, vpxord, and vfmadd231ps
-  // with one float of memory broadcast.
-  void zload(int dst, Mem m, int mask) { evex_mem(1, 0, 0x10, dst, 0, mask, mask != 0, false, m); }
-  void zstore(Mem m, int src, int mask) { evex_mem(1, 0, 0x11, src, 0, mask, false, false, m); }
-  void zzero(int r) { evex_reg(1, 1, 0xEF, r, r, r); }
-  void zfma_bcast(int acc, int b, Mem a) { evex_mem(2, 1, 0xB8, acc, b, 0, false, true, a); }
-  void zfma(int acc, int x, int y) { evex_reg(2, 1, 0xB8, acc, x, y); }
-  void zmax(int dst, int x, int y) { evex_reg(1, 0, 0x5F, dst, x, y); }  // x > y ? x : y
-  void zbroadcast(int dst, Mem m) {  // vbroadcastss (a scalar's tuple: disp8 counts floats)
-    evex_prefix(2, 1, dst, 0, m.base, false, 0, false, false);
-    byte(0x18);
-    modrm_mem(dst, m, 4);
+  // AVX-512: vmovups loads (masked: zeroing) and stores, vpxord, vfmadd231ps (with one float of
+  // memory broadcast), vmaxps, vbroadcastss, kmovw.
+  void zload(int dst, Mem m, int mask) {
+    mask ? w_.vmovups(z(dst) | k(mask) | Xbyak::util::T_z, at(m)) : w_.vmovups(z(dst), at(m));
   }
-  void kmovw_eax(int k) { bytes({0xC5, 0xF8, 0x92, uint8_t(0xC0 | (k << 3))}); }
-  // AVX2 (VEX.256, W0)
-  void yload(int dst, Mem m) { vex(1, 0, 0x10, dst, 0, m.base, &m); }
-  void ystore(Mem m, int src) { vex(1, 0, 0x11, src, 0, m.base, &m); }
-  void yload_masked(int dst, int mask, Mem m) { vex(2, 1, 0x2C, dst, mask, m.base, &m); }
-  void ystore_masked(Mem m, int mask, int src) { vex(2, 1, 0x2E, src, mask, m.base, &m); }
-  void yzero(int r) { vex(1, 0, 0x57, r, r, r, nullptr); }
-  void ybroadcast(int dst, Mem m) { vex(2, 1, 0x18, dst, 0, m.base, &m); }
-  void yfma(int acc, int x, int y) { vex(2, 1, 0xB8, acc, x, y, nullptr); }
-  void ymax(int dst, int x, int y) { vex(1, 0, 0x5F, dst, x, y, nullptr); }
-  void vzeroupper() { bytes({0xC5, 0xF8, 0x77}); }
-  // General registers.
-  void lea(int dst, Mem m) {
-    rex(true, dst, m.base);
-    byte(0x8D);
-    modrm_mem(dst, m, 1);
+  void zstore(Mem m, int src, int mask) {
+    mask ? w_.vmovups(at(m) | k(mask), z(src)) : w_.vmovups(at(m), z(src));
   }
-  void mov(int dst, int src) {  // 64-bit
-    rex(true, src, dst);
-    byte(0x89);
-    byte(uint8_t(0xC0 | (src & 7) << 3 | (dst & 7)));
-  }
-  void add(int r, int32_t imm) {  // 64-bit
-    rex(true, 0, r);
-    byte(0x81);
-    byte(uint8_t(0xC0 | (r & 7)));
-    u32(uint32_t(imm));
-  }
-  void mov32(int r, uint32_t imm) {  // zero-extends
-    if (r & 8) byte(0x41);
-    byte(uint8_t(0xB8 + (r & 7)));
-    u32(imm);
-  }
-  void mov64(int r, uint64_t imm) {
-    rex(true, 0, r);
-    byte(uint8_t(0xB8 + (r & 7)));
-    for (int i = 0; i < 8; i++) byte(uint8_t(imm >> (8 * i)));
-  }
-  void dec32(int r) {
-    if (r & 8) byte(0x41);
-    bytes({0xFF, uint8_t(0xC8 | (r & 7))});
-  }
-  void jnz_back(size_t target) {
-    bytes({0x0F, 0x85});
-    u32(uint32_t(int32_t(int64_t(target) - int64_t(here() + 4))));
-  }
-  void push_rbx() { byte(0x53); }
-  void pop_rbx() { byte(0x5B); }
-  void ret() { byte(0xC3); }
+  void zzero(int r) { w_.vpxord(z(r), z(r), z(r)); }
+  void zfma_bcast(int acc, int b, Mem a) { w_.vfmadd231ps(z(acc), z(b), broadcast(a)); }
+  void zfma(int acc, int x, int y) { w_.vfmadd231ps(z(acc), z(x), z(y)); }
+  void zmax(int dst, int x, int y) { w_.vmaxps(z(dst), z(x), z(y)); }  // x > y ? x : y
+  void zbroadcast(int dst, Mem m) { w_.vbroadcastss(z(dst), at(m)); }
+  void kmovw_eax(int mask) { w_.kmovw(k(mask), w_.eax); }
+  // AVX2 with FMA (256 bits)
+  void yload(int dst, Mem m) { w_.vmovups(y(dst), at(m)); }
+  void ystore(Mem m, int src) { w_.vmovups(at(m), y(src)); }
+  void yload_masked(int dst, int mask, Mem m) { w_.vmaskmovps(y(dst), y(mask), at(m)); }
+  void ystore_masked(Mem m, int mask, int src) { w_.vmaskmovps(at(m), y(mask), y(src)); }
+  void yzero(int r) { w_.vxorps(y(r), y(r), y(r)); }
+  void ybroadcast(int dst, Mem m) { w_.vbroadcastss(y(dst), at(m)); }
+  void yfma(int acc, int x, int y_) { w_.vfmadd231ps(y(acc), y(x), y(y_)); }
+  void ymax(int dst, int x, int y_) { w_.vmaxps(y(dst), y(x), y(y_)); }
+  void vzeroupper() { w_.vzeroupper(); }
+  // General registers (64-bit but for the 32-bit counters, which zero-extend).
+  void lea(int dst, Mem m) { w_.lea(g(dst), w_.ptr[g(m.base) + m.disp]); }
+  void mov(int dst, int src) { w_.mov(g(dst), g(src)); }
+  void add(int r, int32_t imm) { w_.add(g(r), imm); }
+  void mov32(int r, uint32_t imm) { w_.mov(Xbyak::Reg32(r), imm); }
+  void mov64(int r, uint64_t imm) { w_.mov(g(r), imm); }
+  void dec32(int r) { w_.dec(Xbyak::Reg32(r)); }
+  void jnz(Label& l) { w_.jnz(l, Xbyak::CodeGenerator::T_NEAR); }
+  void push_rbx() { w_.push(w_.rbx); }
+  void pop_rbx() { w_.pop(w_.rbx); }
+  void ret() { w_.ret(); }
 
  private:
-  void byte(uint8_t b) { code.push_back(b); }
-  void bytes(std::initializer_list<uint8_t> bs) { code.insert(code.end(), bs); }
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; i++) byte(uint8_t(v >> (8 * i)));
-  }
-  void rex(bool w, int reg, int rm) {
-    const uint8_t r = uint8_t(0x40 | (w ? 8 : 0) | (reg & 8 ? 4 : 0) | (rm & 8 ? 1 : 0));
-    if (r != 0x40) byte(r);
-  }
-  // [base + disp], disp8 scaled by `scale` (EVEX's compressed displacement) where it fits.
-  void modrm_mem(int reg, Mem m, int32_t scale) {
-    if (m.disp % scale == 0 && m.disp / scale >= -128 && m.disp / scale <= 127) {
-      byte(uint8_t(0x40 | (reg & 7) << 3 | (m.base & 7)));
-      byte(uint8_t(int8_t(m.disp / scale)));
-    } else {
-      byte(uint8_t(0x80 | (reg & 7) << 3 | (m.base & 7)));
-      u32(uint32_t(m.disp));
-    }
-  }
-  // VEX.256.W0: map 1 = 0F, 2 = 0F38; pp 0 none, 1 66; vvvv the second source (0: none).
-  void vex(int map, int pp, uint8_t op, int reg, int vvvv, int rm, const Mem* m) {
-    const uint8_t tail = uint8_t((~vvvv & 15) << 3 | 0x04 | pp);
-    if (map == 1 && !(rm & 8)) {
-      bytes({0xC5, uint8_t((reg & 8 ? 0 : 0x80) | tail)});
-    } else {
-      bytes({0xC4, uint8_t((reg & 8 ? 0 : 0x80) | 0x40 | (rm & 8 ? 0 : 0x20) | map), tail});
-    }
-    byte(op);
-    if (m)
-      modrm_mem(reg, *m, 1);
-    else
-      byte(uint8_t(0xC0 | (reg & 7) << 3 | (rm & 7)));
-  }
-  // EVEX.512.W0: registers 0-31 (R' and V' carry their fifth bit, X the rm register's).
-  void evex_prefix(int mm, int pp, int reg, int vvvv, int rm, bool rm_is_register, int mask,
-                   bool zero, bool broadcast) {
-    const uint8_t p0 = uint8_t((reg & 8 ? 0 : 0x80) | (rm_is_register && (rm & 16) ? 0 : 0x40) |
-                               (rm & 8 ? 0 : 0x20) | (reg & 16 ? 0 : 0x10) | mm);
-    const uint8_t p1 = uint8_t((~vvvv & 15) << 3 | 0x04 | pp);
-    const uint8_t p2 =
-        uint8_t((zero ? 0x80 : 0) | 0x40 | (broadcast ? 0x10 : 0) | (vvvv & 16 ? 0 : 0x08) | mask);
-    bytes({0x62, p0, p1, p2});
-  }
-  void evex_mem(int mm, int pp, uint8_t op, int reg, int vvvv, int mask, bool zero, bool broadcast,
-                Mem m) {
-    evex_prefix(mm, pp, reg, vvvv, m.base, false, mask, zero, broadcast);
-    byte(op);
-    modrm_mem(reg, m, broadcast ? 4 : 64);
-  }
-  void evex_reg(int mm, int pp, uint8_t op, int reg, int vvvv, int rm) {
-    evex_prefix(mm, pp, reg, vvvv, rm, true, 0, false, false);
-    byte(op);
-    byte(uint8_t(0xC0 | (reg & 7) << 3 | (rm & 7)));
-  }
+  static Xbyak::Reg64 g(int r) { return Xbyak::Reg64(r); }
+  static Xbyak::Ymm y(int r) { return Xbyak::Ymm(r); }
+  static Xbyak::Zmm z(int r) { return Xbyak::Zmm(r); }
+  static Xbyak::Opmask k(int r) { return Xbyak::Opmask(r); }
+  Xbyak::Address at(Mem m) { return w_.ptr[g(m.base) + m.disp]; }
+  Xbyak::Address broadcast(Mem m) { return w_.ptr_b[g(m.base) + m.disp]; }
+  CodeWriter w_;
 };
 
 // The lanes of AVX2's edge mask: the mask of t lanes is the 8 floats from kMaskLanes + 8 - t.
@@ -301,8 +232,25 @@ alignas(64) inline const int32_t kMaskLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -
 // current k; r10: k loop; rax: row tiles; rbx (saved): the bias.
 class Generator {
  public:
-  explicit Generator(const Shape& s) : s_(s), t_(best_tiling(s)), rs_(s.rs()), cs_(s.cs()) {}
+  explicit Generator(const Shape& s)
+      : s_(s),
+        t_(best_tiling(s)),
+        rs_(s.rs()),
+        cs_(s.cs()),
+        buffer_(new uint8_t[kMaxKernelBytes]),
+        as_(buffer_.get(), kMaxKernelBytes) {}
+  // The kernel's code; empty where it would be over kMaxKernelBytes.
   std::vector<uint8_t> run() {
+    try {
+      emit();
+    } catch (const Xbyak::Error&) {  // past the buffer
+      return {};
+    }
+    return std::vector<uint8_t>(buffer_.get(), buffer_.get() + as_.size());
+  }
+
+ private:
+  void emit() {
     const bool z = s_.isa == Isa::avx512;
     if (s_.bias) as_.push_rbx(), as_.mov(rbx, rcx);
     if (t_.tail < t_.lanes) {  // the last vector's mask
@@ -320,20 +268,19 @@ class Generator {
       for (const RowGroup& g : blk.groups) {
         if (g.tiles == 0) continue;
         if (g.tiles > 1) as_.mov32(rax, uint32_t(g.tiles));
-        const size_t top = as_.here();
+        Assembler::Label top;
+        as_.bind(top);
         tile(blk, g.rows);
         as_.add(r11, g.rows * s_.N * 4);
         as_.add(rcx, g.rows * rs_ * 4);
-        if (g.tiles > 1) as_.dec32(rax), as_.jnz_back(top);
+        if (g.tiles > 1) as_.dec32(rax), as_.jnz(top);
       }
     }
     if (s_.bias) as_.pop_rbx();
     as_.vzeroupper();
     as_.ret();
-    return std::move(as_.code);
   }
 
- private:
   static constexpr int kEdgeMask = 1, kAvx512Broadcast = 31, kAvx2Broadcast = 14, kAvx2Mask = 15;
   static constexpr int32_t kUnrollAll = 8, kUnroll = 4;  // k steps: all inline up to 8, else 4
   bool masked(const ColumnBlock& blk, int v) const {
@@ -390,12 +337,13 @@ class Generator {
       for (int32_t u = 0; u < s_.K; u++) step(u);
     } else {
       as_.mov32(r10, uint32_t(s_.K / kUnroll));
-      const size_t top = as_.here();
+      Assembler::Label top;
+      as_.bind(top);
       for (int32_t u = 0; u < kUnroll; u++) step(u);
       as_.add(r8, kUnroll * cs_ * 4);
       as_.add(r9, kUnroll * s_.N * 4);
       as_.dec32(r10);
-      as_.jnz_back(top);
+      as_.jnz(top);
       for (int32_t u = 0; u < s_.K % kUnroll; u++) step(u);
     }
     const int zero = s_.isa == Isa::avx512 ? kAvx512Broadcast : kAvx2Broadcast;
@@ -412,6 +360,7 @@ class Generator {
   Shape s_;
   Tiling t_;
   int32_t rs_, cs_;
+  std::unique_ptr<uint8_t[]> buffer_;  // the code, then copied into CodePages
   Assembler as_;
 };
 
@@ -420,66 +369,10 @@ class Generator {
 // block). Larger ones are the packed kernels' and the libraries': nothing here is packed, and on
 // mini_gpt_wide's 2048-row products (10^8 multiply-adds) the step ran 5% slower with them
 // although each was as fast or faster timed alone (dev/notes.md, "Generated products").
-inline constexpr size_t kMaxKernelBytes = 64 << 10;
 inline constexpr int64_t kMostMacs = int64_t(1) << 22;
 inline bool takes(int32_t M, int32_t N, int32_t K) {
   return M >= 1 && K >= 1 && N >= 1 && N <= 512 && int64_t(M) * N * K <= kMostMacs;
 }
-
-// The code of every kernel: a reserved range filled page by page (see the file's head).
-class CodePages {
- public:
-  static constexpr size_t kReserved = size_t(16) << 20;
-  ~CodePages() {
-    if (base_) munmap(base_, kReserved);
-  }
-  // Copies `code` in (read-write pages past the sealed ones); null where the system refuses, with
-  // `why` set.
-  uint8_t* place(const std::vector<uint8_t>& code, std::string* why) {
-    if (!base_ && !reserve(why)) return nullptr;
-    if (used_ + code.size() > kReserved) return *why = "16 MB of generated code is full", nullptr;
-    const size_t end = round_page(used_ + code.size());
-    if (end > writable_ && mprotect(base_ + writable_, end - writable_, PROT_READ | PROT_WRITE)) {
-      *why = std::string("mprotect read-write: ") + std::strerror(errno);
-      return nullptr;
-    }
-    writable_ = std::max(writable_, end);
-    uint8_t* at = base_ + used_;
-    std::memcpy(at, code.data(), code.size());
-    used_ += code.size();
-    return at;
-  }
-  // Makes every written page read-execute: before a kernel in them first runs. Later kernels
-  // start on the next page.
-  bool seal(const uint8_t* code, std::string* why) {
-    if (code < base_ + sealed_) return true;
-    const size_t end = round_page(used_);
-    if (mprotect(base_ + sealed_, end - sealed_, PROT_READ | PROT_EXEC)) {
-      *why = std::string("mprotect read-execute: ") + std::strerror(errno);
-      return false;
-    }
-    __builtin___clear_cache(reinterpret_cast<char*>(base_ + sealed_),
-                            reinterpret_cast<char*>(base_ + end));
-    sealed_ = writable_ = used_ = end;
-    return true;
-  }
-  size_t bytes_used() const { return used_; }
-
- private:
-  static size_t round_page(size_t n) {
-    const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    return (n + page - 1) / page * page;
-  }
-  bool reserve(std::string* why) {
-    void* p =
-        mmap(nullptr, kReserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return *why = std::string("mmap: ") + std::strerror(errno), false;
-    base_ = static_cast<uint8_t*>(p);
-    return true;
-  }
-  uint8_t* base_ = nullptr;
-  size_t used_ = 0, writable_ = 0, sealed_ = 0;
-};
 
 // Every kernel made in this process, by shape; made on first request, kept for the process.
 class Registry {
@@ -491,9 +384,9 @@ class Registry {
     if (!refused_.empty() || s.isa == Isa::none) return nullptr;
     auto it = made_.find(s);
     if (it == made_.end()) {
-      std::vector<uint8_t> code = Generator(s).run();
-      if (code.size() > kMaxKernelBytes) return nullptr;
-      uint8_t* at = pages_.place(code, &refused_);
+      const std::vector<uint8_t> code = Generator(s).run();
+      if (code.empty()) return nullptr;  // over kMaxKernelBytes
+      uint8_t* at = pages_.place(code.data(), code.size(), &refused_);
       if (!at) return refuse(), nullptr;
       it = made_.emplace(s, at).first;
       name_for_perf(s, at, code.size());
