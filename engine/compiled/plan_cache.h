@@ -53,13 +53,14 @@
 
 #include "engine/compiled/plan_decisions.h"
 #include "engine/core/tensor.h"
+#include "engine/runtime/isa.h"
 
 namespace bp {
 
 // What a plan depends on besides the graph: the processor and the engine's build. Tests change
 // one field at a time.
 struct PlanMachine {
-  std::string cpu;     // vendor, family, model, stepping and feature flags
+  std::string cpu;     // vendor, family, model, stepping, feature flags, and the ISA level run
   std::string engine;  // kFormat and the binary's build ID
 };
 // How the program is compiled.
@@ -93,8 +94,11 @@ class PlanCache {
       return std::string(h) + "/.cache/backprop-bench";
     return "";
   }
+  // The processor, and the level this process runs on it (engine/runtime/isa.h): a plan timed
+  // at avx512 chose its kernels among AVX-512 ones, so BP_ISA=avx2 is another key.
   static PlanMachine this_machine() {
-    return {cpu_text(), "plan format " + std::to_string(kFormat) + ", build " + build_id()};
+    return {cpu_text() + "isa " + isa_name(isa()) + "\n",
+            "plan format " + std::to_string(kFormat) + ", build " + build_id()};
   }
 
   // An empty dir: off.

@@ -45,7 +45,9 @@ void* memalign(size_t alignment, size_t n) {
   g_allocations++;
   return __libc_memalign(alignment, n);
 }
-int posix_memalign(void** out, size_t alignment, size_t n) {
+// noexcept as glibc and GCC's mm_malloc.h declare it, whichever header a unit includes after this
+// (the x86-64-v2 build's unity file met mm_malloc.h's declaration second, and refused a mismatch).
+int posix_memalign(void** out, size_t alignment, size_t n) noexcept {
   g_allocations++;
   *out = __libc_memalign(alignment, n);
   return *out ? 0 : ENOMEM;

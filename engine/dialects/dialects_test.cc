@@ -126,6 +126,8 @@ TEST(Dialects, EveryKernelMatchesTheEngineInFloat) {
     for (OpFamily f : families_of(run_compiled<double>(c, init)))
       for (const std::string& name : bp::dialects_of<float>(f)) {
         if (!bp::dialect_in_build<float>(f, name)) continue;
+        // in the build, but no code for it on this level (a portable one: x86-64-v2)
+        if (name == "generated" && bp::product_jit::isa() == bp::product_jit::Isa::none) continue;
         std::string error;
         DialectSelector<float> dialects(*bp::parse_dialect_spec<float>(
             std::string(bp::op_family_names[size_t(f)]) + ":" + name, &error));

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,8 +62,17 @@ Isa build_baseline() {
 #endif
 }
 
-bool isa_from(const char* cap, const CpuFeatures& features, Isa* level, std::string* error) {
-  const Isa best = features.best();
+Isa build_best() {
+#if defined(BP_AVX512_UNIT)
+  return Isa::avx512;
+#else
+  return build_baseline();
+#endif
+}
+
+bool isa_from(const char* cap, const CpuFeatures& features, Isa* level, std::string* error,
+              Isa built) {
+  const Isa best = std::min(features.best(), built);
   const std::string valid = best == Isa::avx512 ? "avx2, avx512, native"
                             : best == Isa::avx2 ? "avx2, native"
                                                 : "native";
@@ -79,9 +89,14 @@ bool isa_from(const char* cap, const CpuFeatures& features, Isa* level, std::str
     *error = "'" + std::string(cap) + "' is not a level (valid here: " + valid + ")";
     return false;
   }
-  if (asked > best) {
+  if (asked > features.best()) {
     *error = std::string(cap) + " needs what this processor lacks: " + features.missing(asked) +
              " (valid here: " + valid + ")";
+    return false;
+  }
+  if (asked > built) {
+    *error = std::string(cap) + ": this build holds no kernels above " + isa_name(built) +
+             " (CMakeLists.txt: BP_ARCH; valid here: " + valid + ")";
     return false;
   }
   // Below the build's baseline nothing can run: the whole binary is compiled for it.
@@ -110,8 +125,11 @@ Isa isa() {
 std::string isa_description() {
   const Isa best = cpu_features().best();
   if (isa() == best) return isa_name(best);
-  return std::string(isa_name(isa())) + " (BP_ISA=" + std::getenv("BP_ISA") +
-         " on a processor with " + isa_name(best) + ")";
+  const char* cap = std::getenv("BP_ISA");
+  const std::string why = isa() == build_best() && (!cap || !*cap || !std::strcmp(cap, "native"))
+                              ? std::string("this build's kernels go no higher")
+                              : std::string("BP_ISA=") + cap;
+  return std::string(isa_name(isa())) + " (" + why + " on a processor with " + isa_name(best) + ")";
 }
 
 bool isa_has_dot_bf16() { return isa() == Isa::avx512 && cpu_features().avx512bf16; }

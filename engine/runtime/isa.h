@@ -41,11 +41,18 @@ const CpuFeatures& cpu_features();
 // processor the binary starts on.
 Isa build_baseline();
 
-// The level a cap asks for on a processor with `features`: "native" or empty (or null) is the
-// processor's best; a level it lacks, or an unknown name, is an error with the reason in `error`.
-bool isa_from(const char* cap, const CpuFeatures& features, Isa* level, std::string* error);
+// The highest level this build holds kernels for: avx512 where the AVX-512 unit is built (a
+// baseline of x86-64-v3), else the baseline's (x86-64-v2: portable code only).
+Isa build_best();
 
-// The level this process runs: the processor's best capped by BP_ISA, decided at the first call.
+// The level a cap asks for on a processor with `features`, in a build whose kernels go up to
+// `built`: "native" or empty (or null) is the best both allow; a level the processor lacks, one
+// above `built`, or an unknown name is an error with the reason in `error`.
+bool isa_from(const char* cap, const CpuFeatures& features, Isa* level, std::string* error,
+              Isa built = build_best());
+
+// The level this process runs: the processor's best, capped by the build's (build_best) and by
+// BP_ISA, decided at the first call.
 // A bad BP_ISA stops the process: "BP_ISA: ..." on stderr, exit 2.
 Isa isa();
 // The same, as a result records it: "avx512", or "avx2 (BP_ISA=avx2 on a processor with avx512)".

@@ -42,27 +42,42 @@ TEST(Isa, LevelsFromFeatures) {
 TEST(Isa, CapTakesALevelTheProcessorHas) {
   bp::Isa level = bp::Isa::portable;
   std::string error;
-  ASSERT_TRUE(bp::isa_from(nullptr, avx512_machine(), &level, &error));
+  ASSERT_TRUE(bp::isa_from(nullptr, avx512_machine(), &level, &error, bp::Isa::avx512));
   EXPECT_EQ(level, bp::Isa::avx512);
-  ASSERT_TRUE(bp::isa_from("native", avx2_machine(), &level, &error));
+  ASSERT_TRUE(bp::isa_from("native", avx2_machine(), &level, &error, bp::Isa::avx512));
   EXPECT_EQ(level, bp::Isa::avx2);
-  ASSERT_TRUE(bp::isa_from("avx2", avx512_machine(), &level, &error));
+  ASSERT_TRUE(bp::isa_from("avx2", avx512_machine(), &level, &error, bp::Isa::avx512));
   EXPECT_EQ(level, bp::Isa::avx2);
-  ASSERT_TRUE(bp::isa_from("avx512", avx512_machine(), &level, &error));
+  ASSERT_TRUE(bp::isa_from("avx512", avx512_machine(), &level, &error, bp::Isa::avx512));
   EXPECT_EQ(level, bp::Isa::avx512);
+}
+
+// A build without the AVX-512 unit (x86-64-v2) runs portable code on any processor: native is
+// then portable, and a level above it is refused, saying the build is why.
+TEST(Isa, NoLevelAboveWhatTheBuildHolds) {
+  bp::Isa level = bp::Isa::avx512;
+  std::string error;
+  ASSERT_TRUE(bp::isa_from(nullptr, avx512_machine(), &level, &error, bp::Isa::portable));
+  EXPECT_EQ(level, bp::Isa::portable);
+  EXPECT_FALSE(bp::isa_from("avx2", avx512_machine(), &level, &error, bp::Isa::portable));
+  EXPECT_EQ(error,
+            "avx2: this build holds no kernels above portable (CMakeLists.txt: BP_ARCH; "
+            "valid here: native)");
+  EXPECT_GE(bp::build_best(), bp::build_baseline());
 }
 
 TEST(Isa, CapRefusesWhatTheProcessorLacksInOneLine) {
   bp::Isa level = bp::Isa::portable;
   std::string error;
-  EXPECT_FALSE(bp::isa_from("avx512", avx2_machine(), &level, &error));
+  EXPECT_FALSE(bp::isa_from("avx512", avx2_machine(), &level, &error, bp::Isa::avx512));
   std::printf("  BP_ISA=avx512 on Zen 3: %s\n", error.c_str());
   EXPECT_EQ(error,
             "avx512 needs what this processor lacks: avx512f avx512bw avx512vl avx512dq avx512cd "
             "(valid here: avx2, native)");
-  EXPECT_FALSE(bp::isa_from("avx9", avx512_machine(), &level, &error));
+  EXPECT_FALSE(bp::isa_from("avx9", avx512_machine(), &level, &error, bp::Isa::avx512));
   EXPECT_EQ(error, "'avx9' is not a level (valid here: avx2, avx512, native)");
-  EXPECT_FALSE(bp::isa_from("AVX2", avx512_machine(), &level, &error));  // names are lower case
+  EXPECT_FALSE(bp::isa_from("AVX2", avx512_machine(), &level, &error,
+                            bp::Isa::avx512));  // names are lower case
   EXPECT_EQ(error.find('\n'), std::string::npos);
 }
 

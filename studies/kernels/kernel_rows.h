@@ -31,7 +31,7 @@
 
 #include "engine/compiled/backend.h"
 #include "engine/dialects/dialects.h"
-#include "engine/kernels/products.h"  // FloatVector: the vector the peak loop runs
+#include "engine/kernels/products.h"
 #include "engine/runtime/isa.h"
 #include "engine/runtime/threads.h"
 #include "harness/common/names.h"
@@ -93,26 +93,9 @@ std::vector<MatmulShape> matmul_shapes_of(const InstanceSpec& spec, const Corpus
 // within the vector registers: with AVX2's 16 registers, 16 chains and 2 constants spilled three
 // chains to the stack, and the "peak" read far below the units' (dev/notes.md, "The FMA peak
 // that spilled"). The loop is the level's the process runs (engine/runtime/isa.h), as the kernels
-// judged against it are: 512 bits where it runs AVX-512, the baseline's 256 bits otherwise (the
+// judged against it are: 512 bits where it runs AVX-512, 256 where AVX2, scalar otherwise (the
 // baseline's alone read half the peak on an AVX-512 machine).
-inline constexpr int kFmaChainsBaseline = FloatVector::registers >= 32 ? 16 : 12;
-static_assert(kFmaChainsBaseline + 2 <= FloatVector::registers,
-              "the peak loop's chains must not spill");
-__attribute__((noinline)) inline double fma_peak_loop_baseline(int64_t rounds) {
-  using F = FloatVector;
-  F::V acc[kFmaChainsBaseline];
-  for (int i = 0; i < kFmaChainsBaseline; i++) acc[i] = F::broadcast(float(i) * 1e-3f);
-  const F::V mul = F::broadcast(0.999999f), add = F::broadcast(1e-7f);
-  for (int64_t r = 0; r < rounds; r++)
-    for (int i = 0; i < kFmaChainsBaseline; i++) acc[i] = F::fmadd(acc[i], mul, add);
-  float total = 0, lanes[F::lanes];
-  for (int i = 0; i < kFmaChainsBaseline; i++) {
-    F::store(lanes, acc[i]);
-    for (float x : lanes) total += x;
-  }
-  return double(total);
-}
-inline constexpr int kFmaChainsAvx512 = 16;  // of 32 registers
+inline constexpr int kFmaChainsAvx512 = 16, kFmaChainsAvx2 = 12, kFmaChainsPortable = 8;
 __attribute__((noinline, target("avx512f"))) inline double fma_peak_loop_avx512(int64_t rounds) {
   __m512 acc[kFmaChainsAvx512];
   for (int i = 0; i < kFmaChainsAvx512; i++) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
@@ -123,6 +106,28 @@ __attribute__((noinline, target("avx512f"))) inline double fma_peak_loop_avx512(
   for (int i = 0; i < kFmaChainsAvx512; i++) total += _mm512_reduce_add_ps(acc[i]);
   return double(total);
 }
+__attribute__((noinline, target("avx2,fma"))) inline double fma_peak_loop_avx2(int64_t rounds) {
+  __m256 acc[kFmaChainsAvx2];
+  for (int i = 0; i < kFmaChainsAvx2; i++) acc[i] = _mm256_set1_ps(float(i) * 1e-3f);
+  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+  for (int64_t r = 0; r < rounds; r++)
+    for (int i = 0; i < kFmaChainsAvx2; i++) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
+  float total = 0, lanes[8];
+  for (int i = 0; i < kFmaChainsAvx2; i++) {
+    _mm256_storeu_ps(lanes, acc[i]);
+    for (float x : lanes) total += x;
+  }
+  return double(total);
+}
+__attribute__((noinline)) inline double fma_peak_loop_portable(int64_t rounds) {
+  float acc[kFmaChainsPortable];
+  for (int i = 0; i < kFmaChainsPortable; i++) acc[i] = float(i) * 1e-3f;
+  for (int64_t r = 0; r < rounds; r++)
+    for (int i = 0; i < kFmaChainsPortable; i++) acc[i] = acc[i] * 0.999999f + 1e-7f;
+  float total = 0;
+  for (float x : acc) total += x;
+  return double(total);
+}
 
 // The loop of the level this process runs: the function, and the flops of one of its rounds.
 struct FmaPeak {
@@ -131,9 +136,9 @@ struct FmaPeak {
 };
 inline const FmaPeak& fma_peak() {
   static const FmaPeak peak =
-      isa() >= Isa::avx512
-          ? FmaPeak{fma_peak_loop_avx512, kFmaChainsAvx512 * 16 * 2.0}
-          : FmaPeak{fma_peak_loop_baseline, kFmaChainsBaseline * FloatVector::lanes * 2.0};
+      isa() >= Isa::avx512 ? FmaPeak{fma_peak_loop_avx512, kFmaChainsAvx512 * 16 * 2.0}
+      : isa() >= Isa::avx2 ? FmaPeak{fma_peak_loop_avx2, kFmaChainsAvx2 * 8 * 2.0}
+                           : FmaPeak{fma_peak_loop_portable, kFmaChainsPortable * 2.0};
   return peak;
 }
 
