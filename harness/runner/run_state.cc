@@ -57,6 +57,9 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (reads_corpus) argv.push_back("--data=" + opt.data);
   if (spec.launcher) {  // a data-parallel row: --ranks processes under its launcher
     std::vector<std::string> launch = launcher_argv(spec.launcher, opt.ranks, opt.hostfile);
+    // Ranks on other hosts see none of mpirun's environment but what -x exports: the level's caps.
+    if (!opt.hostfile.empty())
+      for (const std::string& v : cap_environment(backend)) launch.insert(launch.end(), {"-x", v});
     argv.insert(argv.begin(), launch.begin(), launch.end());
     argv.push_back(fmt::format("--ranks={}", opt.ranks));
   }
@@ -114,12 +117,14 @@ std::string RunState::instance_arg(const Selected& s, const std::string& backend
 std::vector<std::string> RunState::child_env(const std::string& backend) const {
   std::vector<std::string> env = {"BACKPROP_BENCH_GIT_SHA=" + git_sha,
                                   "BACKPROP_BENCH_ENVIRONMENT=" + dump_json(environment)};
+  for (std::string& v : cap_environment(backend)) env.push_back(std::move(v));
+  return env;
+}
+std::vector<std::string> RunState::cap_environment(const std::string& backend) const {
   const std::string cpu_flags = environment.contains("cpu_flags")
                                     ? environment["cpu_flags"].get<std::string>()
                                     : proc_cpu_flags();
-  for (std::string& v : isa_cap_environment(isa_of(backend, opt.isa), cpu_flags))
-    env.push_back(std::move(v));
-  return env;
+  return isa_cap_environment(isa_of(backend, opt.isa), cpu_flags);
 }
 
 // Another benchmark on the machine makes this run's timings incomparable: say so, once, and in

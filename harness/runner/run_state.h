@@ -62,6 +62,8 @@ struct RunState {
   std::string instance_arg(const Selected& s, const std::string& backend) const;
   int check_steps(const Selected& s) const;  // a model's training steps in the check
   std::vector<std::string> child_env(const std::string& backend) const;
+  // The instruction-set caps of `backend`'s level ("VAR=value" each; harness/common/isa_cap.h).
+  std::vector<std::string> cap_environment(const std::string& backend) const;
   void note_other_benchmarks();
 
   // ---- benchmarks the runner decides not to run (skipped, out of memory by the estimate) ----

@@ -546,6 +546,22 @@ def test_isa_caps_every_backend_and_says_so(bin_dir, tmp_path):
         assert sums == (None if backend == "engine" else "bfloat16"), (backend, sums)
 
 
+# Ranks on other hosts (--hostfile) get mpirun's environment only as -x exports it: the caps go
+# with them, and the results say so.
+def test_isa_caps_reach_the_ranks_of_a_hostfile(bin_dir, tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost slots=4\n")
+    r = run(bin_dir, tmp_path / "out", "--study", "ranks", "--hostfile", str(hosts), "--isa",
+            "avx2", "--workloads", "mini_gpt", "--sizes", "batch=8", "--backends", "engine_ranks",
+            "--check-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = next(p for p in (tmp_path / "out").iterdir() if p.is_dir() and p.name != "latest")
+    command = (run_dir / "logs" / "engine_ranks.check.log").read_text().splitlines()[0]
+    assert "-x BP_ISA=avx2 -x ATEN_CPU_CAPABILITY=avx2 -x DNNL_MAX_CPU_ISA=AVX2" in command, command
+    context = load(run_dir / "check" / "engine_ranks.json")["context"]
+    assert context["isa_cap"].startswith("BP_ISA=avx2"), context
+
+
 # A level the processor lacks: one line naming what it lacks, exit 2; the study's rows at that
 # level are reported skipped, saying so.
 def test_isa_above_the_processor_is_refused(bin_dir, tmp_path):
