@@ -57,9 +57,12 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (reads_corpus) argv.push_back("--data=" + opt.data);
   if (spec.launcher) {  // a data-parallel row: --ranks processes under its launcher
     std::vector<std::string> launch = launcher_argv(spec.launcher, opt.ranks, opt.hostfile);
-    // Ranks on other hosts see none of mpirun's environment but what -x exports: the level's caps.
-    if (!opt.hostfile.empty())
+    // Ranks on other hosts see none of mpirun's environment but what -x exports: the level's caps
+    // and the commit their results name (each reads its own machine: harness/common/proc.h).
+    if (!opt.hostfile.empty()) {
+      launch.insert(launch.end(), {"-x", "BACKPROP_BENCH_GIT_SHA=" + git_sha});
       for (const std::string& v : cap_environment(backend)) launch.insert(launch.end(), {"-x", v});
+    }
     argv.insert(argv.begin(), launch.begin(), launch.end());
     argv.push_back(fmt::format("--ranks={}", opt.ranks));
   }

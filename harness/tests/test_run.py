@@ -546,8 +546,8 @@ def test_isa_caps_every_backend_and_says_so(bin_dir, tmp_path):
         assert sums == (None if backend == "engine" else "bfloat16"), (backend, sums)
 
 
-# Ranks on other hosts (--hostfile) get mpirun's environment only as -x exports it: the caps go
-# with them, and the results say so.
+# Ranks on other hosts (--hostfile) get mpirun's environment only as -x exports it: the caps and
+# the commit go with them, and the results say so.
 def test_isa_caps_reach_the_ranks_of_a_hostfile(bin_dir, tmp_path):
     hosts = tmp_path / "hosts"
     hosts.write_text("localhost slots=4\n")
@@ -560,6 +560,7 @@ def test_isa_caps_reach_the_ranks_of_a_hostfile(bin_dir, tmp_path):
     assert "-x BP_ISA=avx2 -x ATEN_CPU_CAPABILITY=avx2 -x DNNL_MAX_CPU_ISA=AVX2" in command, command
     context = load(run_dir / "check" / "engine_ranks.json")["context"]
     assert context["isa_cap"].startswith("BP_ISA=avx2"), context
+    assert f"-x BACKPROP_BENCH_GIT_SHA={context['git_sha']}" in command, command
 
 
 # A level the processor lacks: one line naming what it lacks, exit 2; the study's rows at that
