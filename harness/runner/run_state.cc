@@ -246,9 +246,16 @@ std::string RunState::memory_failure_line(const std::string& log) const {
   return "";
 }
 
+// A backend refused its flags: bad input, one line, exit 2. A new run's folder goes with it
+// (nothing in it was measured); a resumed run's stays as it was, every result in it and still
+// INCOMPLETE, to be resumed once the cause is fixed: a resume never deletes what a run measured.
 void RunState::refuse(const std::string& what) {
-  folder.remove();
-  usage_error(what);
+  if (opt.resume.empty()) {
+    folder.remove();
+    usage_error(what);
+  }
+  usage_error(fmt::format("{}; {} is kept as it was (resume it once that is fixed)", what,
+                          folder.dir().string()));
 }
 
 void RunState::make_folders(const std::vector<fs::path>& folders) const {

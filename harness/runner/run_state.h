@@ -87,8 +87,8 @@ struct RunState {
   // or "" for any other end.
   std::string memory_failure_line(const std::string& log) const;
 
-  // Bad input found after the run folder was made (a backend refusing its flags): nothing was
-  // measured, so nothing is left behind.
+  // Bad input found after the run folder was made (a backend refusing its flags): a new run's
+  // folder is removed (nothing was measured), a resumed run's kept as it was (run_state.cc).
   [[noreturn]] void refuse(const std::string& what);
   void make_folders(const std::vector<fs::path>& folders) const;
 };

@@ -330,6 +330,34 @@ def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path, rounds):
     assert sorted(resumed) == sorted(fresh)
 
 
+# A resume never deletes what a run measured: a run stopped in its check, resumed where our
+# backend refuses its flags (a bad BP_SPLIT in the environment), keeps its folder and every file in
+# it, still INCOMPLETE; one line and exit 2, as bad input.
+def test_a_resume_a_backend_refuses_keeps_the_run(bin_dir, tmp_path):
+    runner = subprocess.Popen(
+        [os.path.join(bin_dir, "bench_run"), "--out", str(tmp_path), "--workloads", "tiny_graph",
+         *QUICK, *CPP], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, BACKPROP_BENCH_FAULT="check-hang:tiny_graph/engine"))
+    for _ in range(600):
+        pids = map(int, filter(str.isdigit, os.listdir("/proc")))
+        if any(parent_of(pid) == runner.pid and b"--check_out=" in cmdline(pid) for pid in pids):
+            break
+        time.sleep(0.05)
+    runner.send_signal(signal.SIGINT)
+    runner.communicate(timeout=60)
+    [folder] = run_dirs(tmp_path)
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.name != ".lock")
+    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--resume", str(folder), "--no-plots"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, BP_SPLIT="elems=0"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "engine refused its flags: BP_SPLIT: 'elems=0'" in r.stderr, r.stderr
+    assert f"{folder} is kept as it was" in r.stderr, r.stderr
+    assert (folder / "INCOMPLETE").exists()
+    after = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.name != ".lock")
+    assert set(before) <= set(after), set(before) - set(after)
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "that run finished; there is nothing to resume"),
     (["--filter", "tiny"], "'--filter' cannot be added"),
