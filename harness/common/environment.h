@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/common/json.h"
@@ -34,6 +35,44 @@ inline bool is_instruction_set_flag(const std::string& f) {
                              "vpclmulqdq", "gfni", "sha_ni", "adx", "popcnt", "abm", "movbe"})
     if (f.rfind(prefix, 0) == 0) return true;
   return false;
+}
+
+// The environment variables that change what a backend computes or how fast: ours (BP_SPLIT,
+// BP_BF16_PATH, BP_ISA, ...), and the libraries' threads and instruction sets (OMP_, OPENBLAS_,
+// BLIS_, MKL_, DNNL_, ONEDNN_, LIBXSMM_, ATEN_, GOMP_, KMP_), "NAME=value" sorted, as this process
+// has them. run.json records them; a resume with others is refused (harness/runner/resume.cc).
+inline std::vector<std::string> result_variables(char** env) {
+  static constexpr const char* kPrefixes[] = {"BP_",   "OMP_",  "OPENBLAS_", "BLIS_",
+                                              "MKL_",  "DNNL_", "ONEDNN_",   "LIBXSMM_",
+                                              "ATEN_", "GOMP_", "KMP_"};
+  std::vector<std::string> out;
+  for (char** e = env; e && *e; e++)
+    for (const char* prefix : kPrefixes)
+      if (std::string_view(*e).starts_with(prefix)) {
+        out.emplace_back(*e);
+        break;
+      }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "NAME: a then, b now" for each variable set differently (or only on one side: "unset").
+inline std::vector<std::string> variable_differences(const std::vector<std::string>& then,
+                                                     const std::vector<std::string>& now) {
+  const auto value_of = [](const std::vector<std::string>& list, const std::string& name) {
+    for (const std::string& v : list)
+      if (v.substr(0, v.find('=')) == name) return v.substr(v.find('=') + 1);
+    return std::string("unset");
+  };
+  std::vector<std::string> names, out;
+  for (const auto* list : {&then, &now})
+    for (const std::string& v : *list) names.push_back(v.substr(0, v.find('=')));
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const std::string& n : names)
+    if (value_of(then, n) != value_of(now, n))
+      out.push_back(n + ": " + value_of(then, n) + " then, " + value_of(now, n) + " now");
+  return out;
 }
 
 struct EnvironmentDifferences {

@@ -309,4 +309,22 @@ TEST(IsaCap, LevelsNeedTheirFeaturesAndSetEveryLibrarysVariable) {
   EXPECT_EQ(skylake[4], "LIBXSMM_TARGET=skx");
 }
 
+// The variables a run records and a resume compares: ours and the libraries' (not PATH, not the
+// harness's own test hooks), sorted; a difference named with both values.
+TEST(Environment, VariablesThatChangeResultsAreRecordedAndCompared) {
+  char a[] = "PATH=/bin", b[] = "OMP_NUM_THREADS=2", c[] = "BP_SPLIT=elems=4096",
+       d[] = "BACKPROP_BENCH_FAULT=crash:x", e[] = "OPENBLAS_CORETYPE=Haswell";
+  char* env[] = {a, b, c, d, e, nullptr};
+  const std::vector<std::string> then = bp::result_variables(env);
+  EXPECT_EQ(then, (std::vector<std::string>{"BP_SPLIT=elems=4096", "OMP_NUM_THREADS=2",
+                                            "OPENBLAS_CORETYPE=Haswell"}));
+  EXPECT_TRUE(bp::variable_differences(then, then).empty());
+  const std::vector<std::string> now = {"BP_ISA=avx2", "OMP_NUM_THREADS=2",
+                                        "OPENBLAS_CORETYPE=SkylakeX"};
+  EXPECT_EQ(bp::variable_differences(then, now),
+            (std::vector<std::string>{"BP_ISA: unset then, avx2 now",
+                                      "BP_SPLIT: elems=4096 then, unset now",
+                                      "OPENBLAS_CORETYPE: Haswell then, SkylakeX now"}));
+}
+
 }  // namespace

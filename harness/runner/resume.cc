@@ -7,6 +7,7 @@
 // Stopping (Ctrl-C, SIGTERM): what finished is written (the summary included, the rest marked
 // interrupted), the run stays marked INCOMPLETE, latest stays where it was.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -28,6 +29,18 @@ void reopen_run(RunState& run) {
         fmt::format("git_sha: {} then, {} now", saved["git_sha"].str_or("?"), run.git_sha));
   for (const std::string& d : performance_differences(saved["environment"], run.environment))
     differences.push_back(d);
+  // The variables that change results, as the run had them (runs before they were recorded: not
+  // compared). Another value would make half a run of one setting and half of another.
+  if (saved["variables"].is_array()) {
+    std::vector<std::string> then;
+    for (JsonView v : saved["variables"].elements()) then.push_back(v.str_or(""));
+    const std::vector<std::string> changed = variable_differences(then, result_variables(environ));
+    if (!changed.empty())
+      usage_error(fmt::format(
+          "--resume {}: the environment differs from the run's ({}); resume with it as it was, "
+          "and nothing in the run is lost",
+          run.opt.resume.string(), fmt::join(changed, "; ")));
+  }
   if (!differences.empty() && !run.opt.force)
     usage_error(fmt::format(
         "--resume {}: this run was made on another commit or machine ({}); its numbers and new "

@@ -57,13 +57,15 @@ void create_run_folder(RunState& run) {
       RunFolder::create(run.opt.out, fmt::format("{}-{}-{}", stamp, host, run.git_sha), &error);
   if (!folder) usage_error(error);
   run.folder = std::move(*folder);
-  Json args = Json::array();
+  Json args = Json::array(), variables = Json::array();
   for (const std::string& a : run.opt.args) args.push_back(a);
+  for (const std::string& v : result_variables(environ)) variables.push_back(v);
   write_atomically(run.folder.dir() / "run.json",
                    dump_json(Json::object({{"format_version", kResultFormat},
                                            {"args", std::move(args)},
                                            {"git_sha", run.git_sha},
-                                           {"environment", run.environment}}),
+                                           {"environment", run.environment},
+                                           {"variables", std::move(variables)}}),
                              2, 2) +
                        "\n");
   fmt::print("{}  writing to {}\n",

@@ -330,12 +330,11 @@ def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path, rounds):
     assert sorted(resumed) == sorted(fresh)
 
 
-# A resume never deletes what a run measured: a run stopped in its check, resumed where our
-# backend refuses its flags (a bad BP_SPLIT in the environment), keeps its folder and every file in
-# it, still INCOMPLETE; one line and exit 2, as bad input.
-def test_a_resume_a_backend_refuses_keeps_the_run(bin_dir, tmp_path):
+def stopped_in_its_check(bin_dir, out):
+    """A run of engine and libtorch on tiny_graph, interrupted while the engine's check hangs:
+    its folder, INCOMPLETE."""
     runner = subprocess.Popen(
-        [os.path.join(bin_dir, "bench_run"), "--out", str(tmp_path), "--workloads", "tiny_graph",
+        [os.path.join(bin_dir, "bench_run"), "--out", str(out), "--workloads", "tiny_graph",
          *QUICK, *CPP], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, BACKPROP_BENCH_FAULT="check-hang:tiny_graph/engine"))
     for _ in range(600):
@@ -345,17 +344,45 @@ def test_a_resume_a_backend_refuses_keeps_the_run(bin_dir, tmp_path):
         time.sleep(0.05)
     runner.send_signal(signal.SIGINT)
     runner.communicate(timeout=60)
-    [folder] = run_dirs(tmp_path)
-    before = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.name != ".lock")
-    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "--resume", str(folder), "--no-plots"],
-                       capture_output=True, text=True, timeout=120,
+    [folder] = run_dirs(out)
+    assert (folder / "INCOMPLETE").exists()
+    return folder
+
+
+def files_of(folder):
+    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.name != ".lock")
+
+
+# A resume never deletes what a run measured. Resumed in another environment (a variable that
+# changes results, here BP_SPLIT), it is refused before anything runs; resumed where a backend
+# refuses its flags (a binary that does, from --bin-dir), the folder and every file in it stay,
+# still INCOMPLETE; each is one line and exit 2. (Both deleted the run before.)
+def test_a_refused_resume_keeps_the_run(bin_dir, tmp_path):
+    folder = stopped_in_its_check(bin_dir, tmp_path / "out")
+    before = files_of(folder)
+    resume = [os.path.join(bin_dir, "bench_run"), "--resume", str(folder), "--no-plots"]
+    r = subprocess.run(resume, capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, BP_SPLIT="elems=0"))
     assert r.returncode == 2, r.stdout + r.stderr
-    assert "engine refused its flags: BP_SPLIT: 'elems=0'" in r.stderr, r.stderr
+    assert "the environment differs from the run's (BP_SPLIT: unset then, elems=0 now)" in \
+        r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 2  # the line, and where --help is
+    assert files_of(folder) == before
+
+    refusing = tmp_path / "bin"
+    refusing.mkdir()
+    for name in os.listdir(bin_dir):
+        if name != "bench_engine" and os.access(os.path.join(bin_dir, name), os.X_OK):
+            os.symlink(os.path.join(bin_dir, name), refusing / name)
+    (refusing / "bench_engine").write_text("#!/bin/sh\necho 'error: --frob: refused' >&2\nexit 2\n")
+    (refusing / "bench_engine").chmod(0o755)
+    r = subprocess.run(resume + ["--bin-dir", str(refusing)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "engine refused its flags: error: --frob: refused" in r.stderr, r.stderr
     assert f"{folder} is kept as it was" in r.stderr, r.stderr
     assert (folder / "INCOMPLETE").exists()
-    after = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.name != ".lock")
-    assert set(before) <= set(after), set(before) - set(after)
+    assert set(before) <= set(files_of(folder))
 
 
 @pytest.mark.parametrize("extra, message", [
