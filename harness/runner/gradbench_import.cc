@@ -4,7 +4,9 @@
 #include "harness/runner/gradbench_import.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <ctime>
 #include <ranges>
 
@@ -78,32 +80,47 @@ int import_gradbench_main(const std::vector<std::string>& args) {
   std::error_code ec;
   fs::create_directories(dir / "logs", ec);
   if (ec) import_error(dir.string() + ": cannot create it (" + ec.message() + ")");
-  // An interrupted run stays marked so: its import is as incomplete as it is.
+  // The folder is marked INCOMPLETE until its summary is written (a full disk leaves it so,
+  // never a folder that looks whole); an interrupted run's import stays marked, as its run is.
   const bool incomplete = !into.empty() && fs::exists(into / "INCOMPLETE");
-  for (const char* kept : {"check.json", "processes.json", "run.json", "INCOMPLETE"})
-    if (!into.empty() && fs::exists(into / kept)) fs::copy_file(into / kept, dir / kept, ec);
-  write_atomically(dir / "summary.json", dump_json(summary_json(s), 2, 4) + "\n");
-  std::vector<std::string> log_names;
-  for (const fs::path& log : logs) log_names.push_back(log.string());
-  std::string text = summary_text(s);
-  text += wrapped(fmt::format("imported: {} cell(s) of {} from {}", imported.cells.size(),
-                              fmt::join(imported.versions | std::views::keys, ", "),
-                              fmt::join(log_names, ", ")),
-                  2);
-  if (!imported.left_out.empty()) {
-    text += fmt::format("left out ({}: not among our workloads' gradients):\n",
-                        imported.left_out.size());
-    for (const std::string& l : imported.left_out) text += "  " + wrapped(l, 4);
-  }
-  if (incomplete)
-    text += wrapped(fmt::format("incomplete: {} was interrupted, and so is this import of it; "
-                                "make bench RESUME={} finishes the run",
-                                into.string(), into.string()),
+  try {
+    write_atomically(dir / "INCOMPLETE",
+                     "an import of GradBench's logs that stopped before its summary was written; "
+                     "run the import again\n");
+    for (const char* kept : {"check.json", "processes.json", "run.json", "INCOMPLETE"})
+      if (!into.empty() && fs::exists(into / kept)) {
+        fs::copy_file(into / kept, dir / kept, fs::copy_options::overwrite_existing, ec);
+        if (ec) throw WriteError(dir / kept, ec.value());
+      }
+    write_atomically(dir / "summary.json", dump_json(summary_json(s), 2, 4) + "\n");
+    std::vector<std::string> log_names;
+    for (const fs::path& log : logs) log_names.push_back(log.string());
+    std::string text = summary_text(s);
+    text += wrapped(fmt::format("imported: {} cell(s) of {} from {}", imported.cells.size(),
+                                fmt::join(imported.versions | std::views::keys, ", "),
+                                fmt::join(log_names, ", ")),
                     2);
-  text += fmt::format("results: {}\n", dir.string());
-  write_atomically(dir / "summary.txt", text);
-  fmt::print("{}", text);
-  std::fflush(stdout);
+    if (!imported.left_out.empty()) {
+      text += fmt::format("left out ({}: not among our workloads' gradients):\n",
+                          imported.left_out.size());
+      for (const std::string& l : imported.left_out) text += "  " + wrapped(l, 4);
+    }
+    if (incomplete)
+      text += wrapped(fmt::format("incomplete: {} was interrupted, and so is this import of it; "
+                                  "make bench RESUME={} finishes the run",
+                                  into.string(), into.string()),
+                      2);
+    text += fmt::format("results: {}\n", dir.string());
+    write_atomically(dir / "summary.txt", text);
+    if (!incomplete && unlink((dir / "INCOMPLETE").c_str()) != 0)
+      throw WriteError(dir / "INCOMPLETE", errno);
+    fmt::print("{}", text);
+    std::fflush(stdout);
+  } catch (const WriteError& e) {  // a full disk: one line, the folder left marked
+    fmt::print(stderr, "error: import-gradbench: {}; {} is left marked INCOMPLETE\n", e.what(),
+               dir.string());
+    return 4;
+  }
   const ProcessResult p =
       run_process({"/usr/bin/python3", BP_SOURCE_DIR "/plots/plot.py", dir.string()},
                   (dir / "logs" / "plots.log").string(), 600, {});

@@ -4,6 +4,8 @@ included), GradBench's C++ convention (FILE FUNCTION, run as bin/<module>), and 
 through its own binary."""
 import json
 import os
+import resource
+import signal
 import subprocess
 
 
@@ -217,6 +219,36 @@ def test_import_puts_gradbenchs_tools_beside_our_backends(bin_dir, tmp_path):
                           str(tmp_path / "broken.jsonl"), "--out", str(out)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "broken.jsonl:2: not a GradBench log line" in bad.stderr
+
+
+# On a full disk (files capped at 1000 bytes) an import is one line and exit 4, and its folder
+# stays marked INCOMPLETE rather than looking whole.
+def test_an_import_on_a_full_disk_is_one_line_and_marked(bin_dir, tmp_path):
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+
+    lines = [
+        {"message": {"id": 0, "kind": "start", "eval": "lse"}},
+        {"response": {"id": 0, "tool": "adol-c"}},
+        {"message": {"id": 1, "kind": "evaluate", "module": "lse", "function": "gradient",
+                     "input": {"x": [0.5] * 2500}, "description": "n=2500"}},
+        {"response": {"id": 1, "success": True, "output": [0.0004] * 2500,
+                      "timings": [{"name": "evaluate", "nanoseconds": 300000}]}},
+        {"message": {"id": 2, "kind": "analysis", "of": 1, "valid": True}},
+    ]
+    (tmp_path / "adol-c.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "results"
+    r = subprocess.run([os.path.join(bin_dir, "bench_run"), "import-gradbench",
+                        str(tmp_path / "adol-c.jsonl"), "--out", str(out)],
+                       capture_output=True, text=True, preexec_fn=small_files)
+    assert r.returncode == 4, r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "File too large" in errors[0], r.stderr
+    assert "is left marked INCOMPLETE" in errors[0], errors[0]
+    [folder] = [p for p in out.iterdir() if p.is_dir()]
+    assert (folder / "INCOMPLETE").exists()
+    assert not (folder / "summary.json").exists() and not list(folder.glob("*.tmp"))
 
 
 # --help is help (exit 0, on stdout); a directory given as the input file is one clear line.
