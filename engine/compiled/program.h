@@ -375,7 +375,7 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
     if (const size_t a = rule.aux_elems(shape)) aux[i] = new_buffer(a, false);
     p.out = data[i], p.aux = Ref{aux[i], -1};
     bool recomputable = n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;
-    for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
+    for (int k = 0; k < tensor_op_operands(n.op); k++) {
       p.in[k] = data[n.in[k]];
       const auto& x = g.node_at(n.in[k]);
       if (n.in[k] < P && !x.needs_grad) recomputable = false;  // a slot: bound per step
@@ -418,7 +418,7 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
     // Only what the rule reads: a pointer left null faults at once if the table is wrong.
     if (rule.backward_reads & kReadsOut) p.out = data[i];
     if (rule.backward_reads & kReadsAux) p.aux = Ref{aux[i], -1};
-    for (int k = 0; k < TensorGraph<T>::operand_count(n.op); k++) {
+    for (int k = 0; k < tensor_op_operands(n.op); k++) {
       if (rule.backward_reads & (kReadsIn0 << k)) p.in[k] = data[n.in[k]];
       p.din[k] = grad[n.in[k]];
     }

@@ -47,6 +47,18 @@ inline constexpr const char* tensor_op_names[] = {
     "relu",      "gelu",    "exp",       "log",           "embedding", "sum",       "mean",
     "layernorm", "softmax", "attention", "cross_entropy", "sigmoid",   "logsumexp", "sum_rows"};
 static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
+// The tensor operands an op's node reads (its in[0..n)); the others read one, a leaf none.
+inline constexpr int tensor_op_operands(TensorOp op) {
+  switch (op) {
+    case TensorOp::leaf: return 0;
+    case TensorOp::matmul:
+    case TensorOp::add:
+    case TensorOp::mul: return 2;
+    case TensorOp::linear:
+    case TensorOp::layernorm: return 3;
+    default: return 1;
+  }
+}
 
 // Misuse of the engine's API stops the program with one line, "<where>: <what>" (every class's
 // fail or refuse formats its message and ends here).

@@ -39,6 +39,10 @@
 
 namespace bp {
 
+struct AdamWConfig {  // torch.optim.AdamW's defaults, so both backends run the same update
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
 // The passes over the flat buffers (engine/core/optimizer_passes.h), compiled in each
 // instruction-set unit as the ops are, through the tables of the level the process runs.
 template <class T>

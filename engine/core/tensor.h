@@ -72,10 +72,6 @@ struct Tensor {
   uint32_t step = 0;
 };
 
-struct AdamWConfig {  // torch.optim.AdamW's defaults, so both backends run the same update
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
-};
-
 template <class T>
 class TensorGraph {
  public:
@@ -441,7 +437,7 @@ class TensorGraph {
     a.index = n.index;
     for (int k = 0; k < 3; k++) {
       a.arg[k] = n.arg[k];
-      if (k >= operand_count(n.op)) continue;
+      if (k >= tensor_op_operands(n.op)) continue;
       const Node& x = nodes_[n.in[k]];
       a.in[k] = x.data, a.din[k] = x.grad, a.in_rows[k] = x.rows, a.in_cols[k] = x.cols;
     }
@@ -452,17 +448,6 @@ class TensorGraph {
           a.half[k] = flat_.halves() + param_offsets_[n.in[k]], a.half_given |= 1 << k;
     }
     return a;
-  }
-  static int operand_count(TensorOp op) {
-    switch (op) {
-      case TensorOp::leaf: return 0;
-      case TensorOp::matmul:
-      case TensorOp::add:
-      case TensorOp::mul: return 2;
-      case TensorOp::linear:
-      case TensorOp::layernorm: return 3;
-      default: return 1;
-    }
   }
   size_t num_nodes() const { return nodes_.size(); }
 
@@ -658,7 +643,7 @@ class TensorGraph {
     for (uint32_t i = num_params_; i <= root; i++) {
       const Node& n = nodes_[i];
       if (!n.grad || !rules()[int(n.op)].backward) continue;
-      for (int k = 0; k < operand_count(n.op); k++) {
+      for (int k = 0; k < tensor_op_operands(n.op); k++) {
         const T* g = nodes_[n.in[k]].grad;
         if (!g || g < begin || g >= end) continue;
         const size_t at = size_t(g - begin);  // the parameter whose range holds it
