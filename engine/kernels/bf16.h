@@ -9,10 +9,10 @@
 //   bf16 is exact in float32, so each step is one fused multiply-add; denormal inputs (c's too)
 //   count as zero and denormal results are flushed to zero, as that instruction does.
 // Two paths, chosen at run time in one binary: VDPBF16PS where the processor has AVX512_BF16;
-// elsewhere both operands widened to float32 in the pairs' order and the float32 tiled kernel
-// (engine/kernels/products.h) run with MXCSR's flush-to-zero and denormals-are-zero set. Same bits
-// (engine/kernels/bf16_test.cc holds the scalar model both are checked against, on each path the
-// processor has).
+// elsewhere the float32 tiled kernel (engine/kernels/products.h) over k in the pairs' order, each
+// operand widened to float32 as the kernel packs it, with MXCSR's flush-to-zero and
+// denormals-are-zero set. Same bits (engine/kernels/bf16_test.cc holds the scalar model both are
+// checked against, on each path the processor has).
 #pragma once
 
 #include <algorithm>
@@ -42,10 +42,12 @@ inline float to_float(uint16_t h) {
 inline uint16_t from_float(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
-  const uint32_t exponent = u >> 23 & 0xff, mantissa = u & 0x7fffff;
-  if (exponent == 0) return uint16_t(u >> 16 & 0x8000);  // zero or denormal: a signed zero
-  if (exponent == 0xff) return uint16_t(u >> 16 | (mantissa ? 0x40 : 0));  // inf; NaN quieted
-  return uint16_t((u + 0x7fff + (u >> 16 & 1)) >> 16);  // to nearest, ties to even
+  // Without branches, so that from_floats's loop is vectorized where VCVTNEPS2BF16 is missing.
+  const uint32_t exponent = u & 0x7f800000, mantissa = u & 0x7fffff;
+  const uint32_t zero = u >> 16 & 0x8000;                       // zero or denormal: signed 0
+  const uint32_t special = u >> 16 | (mantissa ? 0x40 : 0);     // inf; NaN quieted
+  const uint32_t rounded = (u + 0x7fff + (u >> 16 & 1)) >> 16;  // to nearest, ties to even
+  return uint16_t(exponent == 0 ? zero : exponent == 0x7f800000 ? special : rounded);
 }
 
 enum class Path { dot_bf16, widened };
@@ -134,65 +136,132 @@ void over_row_bands(int32_t M, int32_t K, int32_t N, F&& f) {
     if (b0 < b1) f(int32_t(b0 * 8), int32_t(std::min<int64_t>(M, b1 * 8)), part);
   });
 }
-// A row of bf16 widened with its pairs swapped, k in the pairs' order: out[j] = x[j ^ 1], zero
-// from K (out has padded_k(K) elements).
-inline void widen_swapped(float* out, const uint16_t* x, int32_t K) {
-  for (int32_t j = 0; j + 1 < K; j += 2) out[j] = to_float(x[j + 1]), out[j + 1] = to_float(x[j]);
-  if (K & 1) out[K - 1] = 0.f, out[K] = to_float(x[K - 1]);
-}
 // A row of bf16 widened as it is.
 inline void widen(float* out, const uint16_t* x, int32_t n) {
   for (int32_t j = 0; j < n; j++) out[j] = to_float(x[j]);
 }
-// Whether every band of rows is tall enough for the tiled kernel to pack (kPackMinRows), which
-// then reads a b stored (N, K) by its rows: bands differ by one band of 8 and a partial one.
-inline bool b_packs_transposed(int32_t M, int32_t K, int32_t N) {
-  return M >= 2 * kPackMinRows * row_band_parts(M, K, N);
+// n elements (n even) from position j0 (even) of a row in the pairs' order: out[j] = x[j0 + j ^ 1].
+// A pair is one 32-bit word, its halves swapped as it is widened (vectorized as it is written).
+inline void widen_pairs(float* out, const uint16_t* x, int32_t j0, int32_t n) {
+  uint32_t* to = reinterpret_cast<uint32_t*>(out);  // float bits
+  for (int32_t j = 0; j < n; j += 2) {
+    uint32_t pair;
+    std::memcpy(&pair, x + j0 + j, 4);
+    to[j] = pair & 0xffff0000u, to[j + 1] = pair << 16;
+  }
 }
-// The widened path: a and b in float32, k in the pairs' order (j = k ^ 1), each widened in the
-// layout it is stored in (rows along k swapped in pairs; rows across k taken in swapped order),
-// a transposed read by strides, b transposed by a copy; then the tiled kernel with
-// flush-to-zero and denormals-are-zero (each thread's MXCSR, restored after).
+// The same for a row of K elements, position j0 on for n positions, zero from K.
+inline void widen_pairs_row(float* out, const uint16_t* x, int32_t K, int32_t j0, int32_t n) {
+  const int32_t whole = std::clamp((K & ~1) - j0, 0, n);  // positions of whole pairs
+  widen_pairs(out, x, j0, whole);
+  for (int32_t j = whole; j < n; j++) {
+    const int32_t k = (j0 + j) ^ 1;
+    out[j] = k < K ? to_float(x[k]) : 0.f;
+  }
+}
+// The widened path: the float32 tiled kernel (engine/kernels/products.h) over blocks of k in the
+// pairs' order (position j is k = j ^ 1, zero from K), its operands widened as it packs them: a
+// block of b into the panels the kernel reads, a band of a's rows into a row-major slice. Nothing
+// is widened whole: the scratch is a pack per thread, and each element of b is widened once per
+// band of threads, each of a once per block of columns. Flush-to-zero and denormals-are-zero are
+// set around it (each thread's MXCSR, restored after).
+struct WidenedBlock {
+  int32_t n0, k0, nc, kc, panels, last_cols, last_width;
+};
+inline WidenedBlock widened_block(int32_t n0, int32_t k0, int32_t N, int32_t Kp) {
+  constexpr int32_t NR = kPanel<float>;
+  const GemmBlock blk = gemm_block(Kp, N);
+  const int32_t nc = std::min(blk.nc, N - n0), kc = std::min(blk.kc, Kp - k0);
+  const int32_t panels = (nc + NR - 1) / NR, last_cols = nc - (panels - 1) * NR;
+  const int32_t last_width = last_cols % (NR / 4) == 0 ? last_cols
+                             : last_cols > NR / 2      ? NR
+                                                       : NR / 2;
+  return {n0, k0, nc, kc, panels, last_cols, last_width};
+}
+// Panel p of the block: kc rows of `width` floats, columns past `cols` zero.
+inline void pack_widened_b(float* pack, float* rows, const Operands& x, int32_t K, int32_t N,
+                           const WidenedBlock& w) {
+  constexpr int32_t NR = kPanel<float>;
+  for (int32_t p = 0; p < w.panels; p++) {
+    const int32_t cols = p + 1 < w.panels ? NR : w.last_cols;
+    const int32_t width = p + 1 < w.panels ? NR : w.last_width, n = w.n0 + p * NR;
+    float* panel = pack + size_t(p) * w.kc * NR;
+    if (!x.trans_b) {
+      for (int32_t kk = 0; kk < w.kc; kk++) {
+        const int32_t k = (w.k0 + kk) ^ 1;
+        float* to = panel + size_t(kk) * width;
+        if (k < K) widen(to, x.b + size_t(k) * N + n, cols);
+        std::fill(to + (k < K ? cols : 0), to + width, 0.f);
+      }
+      continue;
+    }
+    // b stored (N, K): column n + j is a row of it, widened into `rows` and transposed in
+    for (int32_t j = 0; j < width; j++) {
+      float* to = rows + size_t(j) * w.kc;
+      if (j < cols)
+        widen_pairs_row(to, x.b + size_t(n + j) * K, K, w.k0, w.kc);
+      else
+        std::fill_n(to, w.kc, 0.f);
+    }
+    pack_transposed_block(panel, rows, w.kc, 0, 0, w.kc, 1, width, width);
+  }
+}
+// Rows [m, m + rows) of a over the block: row-major (kc apart) from an a stored (M, K); from one
+// stored (K, M), whose rows are along m, k-major (kTileRows apart), each k's rows contiguous.
+inline void widen_a_rows(float* out, const Operands& x, int32_t M, int32_t K, int32_t m,
+                         int32_t rows, const WidenedBlock& w) {
+  if (!x.trans_a) {
+    for (int32_t i = 0; i < rows; i++)
+      widen_pairs_row(out + size_t(i) * w.kc, x.a + size_t(m + i) * K, K, w.k0, w.kc);
+    return;
+  }
+  for (int32_t kk = 0; kk < w.kc; kk++) {
+    const int32_t k = (w.k0 + kk) ^ 1;
+    float* to = out + size_t(kk) * kTileRows;
+    if (k < K)
+      widen(to, x.a + size_t(k) * M + m, rows);
+    else
+      std::fill_n(to, rows, 0.f);
+  }
+}
+// The floats one band of threads needs: the float kernel's pack, a's rows of a block, and a
+// panel's rows of a transposed b.
+inline size_t widened_pack_floats(int32_t K, int32_t N) {
+  const int32_t Kp = padded_k(K);
+  const size_t kc = size_t(gemm_block(Kp, N).kc);
+  return gemm_pack_elems_most(Kp, N) + scratch_round(kc * kTileRows) +
+         scratch_round(kc * kPanel<float>);
+}
 inline void gemm_widened(float* c, const Operands& x, int32_t M, int32_t K, int32_t N,
                          float* scratch, bool fresh) {
   const int32_t Kp = padded_k(K);
-  float* aw = scratch;
-  float* bw = aw + size_t(M) * Kp;
-  float* spare = bw + size_t(Kp) * N;  // b stored (N, K): widened here, then transposed
-  if (!x.trans_a)
-    for (int32_t m = 0; m < M; m++) widen_swapped(aw + size_t(m) * Kp, x.a + size_t(m) * K, K);
-  else
-    for (int32_t j = 0; j < Kp; j++) {  // (Kp, M): row j is a's row k = j ^ 1
-      const int32_t k = j ^ 1;
-      if (k < K)
-        widen(aw + size_t(j) * M, x.a + size_t(k) * M, M);
-      else
-        std::fill_n(aw + size_t(j) * M, M, 0.f);
-    }
-  if (!x.trans_b) {
-    for (int32_t j = 0; j < Kp; j++) {
-      const int32_t k = j ^ 1;
-      if (k < K)
-        widen(bw + size_t(j) * N, x.b + size_t(k) * N, N);
-      else
-        std::fill_n(bw + size_t(j) * N, N, 0.f);
-    }
-  } else if (b_packs_transposed(M, K, N)) {  // the tiled kernel's packing reads b's rows
-    for (int32_t n = 0; n < N; n++) widen_swapped(bw + size_t(n) * Kp, x.b + size_t(n) * K, K);
-  } else {
-    for (int32_t n = 0; n < N; n++) widen_swapped(spare + size_t(n) * Kp, x.b + size_t(n) * K, K);
-    transpose(bw, spare, N, Kp);
-  }
-  const int32_t rs = x.trans_a ? 1 : Kp, cs = x.trans_a ? M : 1;
+  const GemmBlock blk = gemm_block(Kp, N);
   over_row_bands(M, K, N, [&](int32_t r0, int32_t r1, int part) {
 #if defined(__x86_64__)
     const unsigned saved = _mm_getcsr();
     _mm_setcsr(saved | 0x8040);  // FTZ (bit 15), DAZ (bit 6)
 #endif
-    float* pack =
-        spare + (x.trans_b ? size_t(N) * Kp : 0) + size_t(part) * gemm_pack_elems_most(Kp, N);
-    gemm(c + size_t(r0) * N, aw + size_t(r0) * rs, rs, cs, bw, r1 - r0, Kp, N, pack,
-         x.trans_b && b_packs_transposed(M, K, N), fresh);
+    float* pack = scratch + size_t(part) * widened_pack_floats(K, N);
+    float* apack = pack + scratch_round(size_t(blk.kc) * blk.nc);
+    float* arows = pack + gemm_pack_elems_most(Kp, N);
+    float* brows = arows + scratch_round(size_t(blk.kc) * kTileRows);
+    for (int32_t n0 = 0; n0 < N; n0 += blk.nc)
+      for (int32_t k0 = 0; k0 < Kp; k0 += blk.kc) {
+        const WidenedBlock w = widened_block(n0, k0, N, Kp);
+        pack_widened_b(pack, brows, x, K, N, w);
+        for (int32_t m = r0; m < r1; m += kTileRows) {
+          const int32_t rows = std::min(kTileRows, r1 - m);
+          widen_a_rows(arows, x, M, K, m, rows, w);
+          float* cb = c + size_t(m) * N + n0;
+          const int32_t rs = x.trans_a ? 1 : w.kc, cs = x.trans_a ? kTileRows : 1;
+          if (rows <= kTileRows / 2)
+            gemm_band<float, kTileRows / 2>(cb, N, arows, rs, cs, rows, pack, w.kc, w.panels,
+                                            w.last_cols, w.last_width, apack, 0, fresh && k0 == 0);
+          else
+            gemm_band<float, kTileRows>(cb, N, arows, rs, cs, rows, pack, w.kc, w.panels,
+                                        w.last_cols, w.last_width, apack, 0, fresh && k0 == 0);
+        }
+      }
 #if defined(__x86_64__)
     _mm_setcsr(saved);
 #endif
@@ -374,12 +443,11 @@ BP_BF16_TARGET inline void gemm_dot(float* c, const Operands& x, int32_t M, int3
 }  // namespace detail
 
 // Scratch (in floats) that gemm needs for M x K x N on path p.
-inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a, bool trans_b,
+inline size_t gemm_scratch_floats(int32_t M, int32_t K, int32_t N, bool trans_a, bool /*trans_b*/,
                                   Path p) {
   const size_t Kp = size_t(padded_k(K));
-  if (p == Path::widened)  // a and b widened (b twice if transposed), a pack per part
-    return size_t(M) * Kp + Kp * N * (trans_b ? 2 : 1) +
-           size_t(detail::row_band_parts(M, K, N)) * gemm_pack_elems_most(int32_t(Kp), N);
+  if (p == Path::widened)  // a pack per part
+    return size_t(detail::row_band_parts(M, K, N)) * detail::widened_pack_floats(K, N);
   // a block of b's pairs, 16 columns a panel (32 bits each); a transposed, interleaved in pairs
   return packed_block_floats(K, N) + (trans_a ? size_t(M) * Kp / 2 : 0);
 }

@@ -111,9 +111,12 @@ TEST(Bf16, ConversionRoundsToNearestEvenFlushesDenormalsAndKeepsNaN) {
 TEST(Bf16, ProductsAreTheInstructionsArithmeticOnEveryPath) {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
-  const int shapes[][3] = {{2, 0, 5},    {1, 1, 1},    {1, 2, 1},     {3, 5, 7},    {8, 4, 16},
-                           {8, 7, 32},   {9, 9, 33},   {17, 24, 72},  {8, 96, 24},  {13, 31, 47},
-                           {64, 64, 64}, {19, 67, 40}, {16, 130, 48}, {9, 300, 40}, {20, 517, 33}};
+  // the last two past one block of the widened path's packs: three blocks of k, and two of k by
+  // two of columns
+  const int shapes[][3] = {{2, 0, 5},      {1, 1, 1},    {1, 2, 1},     {3, 5, 7},    {8, 4, 16},
+                           {8, 7, 32},     {9, 9, 33},   {17, 24, 72},  {8, 96, 24},  {13, 31, 47},
+                           {64, 64, 64},   {19, 67, 40}, {16, 130, 48}, {9, 300, 40}, {20, 517, 33},
+                           {10, 601, 260}, {7, 301, 700}};
   double worst = 0;
   for (const auto& s : shapes) {
     const int M = s[0], K = s[1], N = s[2];

@@ -418,7 +418,7 @@ inline void gemm_band(T* c, int32_t ldc, const T* a, int32_t rs, int32_t cs, int
                       T* apack, int32_t ldb_in_place, bool fresh, const T* b_rows = nullptr,
                       int32_t ldb_rows = 0) {
   constexpr int32_t NR = kPanel<T>;
-  if (rows < MR || rs == 1) {
+  if (rows < MR || (rs == 1 && cs != MR)) {  // (rs 1, cs MR: packed already)
     for (int32_t k = 0; k < kc; k++)
       for (int32_t i = 0; i < MR; i++)
         apack[size_t(k) * MR + i] = i < rows ? a[size_t(i) * rs + size_t(k) * cs] : T(0);
