@@ -232,7 +232,7 @@ struct CompiledBackendOf : EngineTensorInputs {
                "called twice in one step (every gradient would be added twice); call "
                "end_step() between steps");
     }
-    if (!ran_forward) program.forward();
+    if (!ran_forward) graph.refresh_halves(), program.forward();
     program.start_gradients(gradients_zeroed);
     gradients_zeroed = false;
     if (graph.gradients_listened_to())  // data parallel: each gradient summed once it is final
@@ -268,7 +268,7 @@ struct CompiledBackendOf : EngineTensorInputs {
     check_handle(loss, "loss_value");
     if (loss.id != root)
       refuse("loss_value", "of node %u; the program's loss is node %u", loss.id, root);
-    if (!ran_forward) program.forward(), ran_forward = true;
+    if (!ran_forward) graph.refresh_halves(), program.forward(), ran_forward = true;
     return loss_over_ranks ? loss_over_ranks(program.loss()) : program.loss();
   }
   void read_grad(Tensor p, std::span<R> out) const {

@@ -3,9 +3,10 @@
 // the instructions' model in engine/kernels/bf16_test.cc), forward and backward, activations and
 // parameters as operands, with and without ReLU, written fresh or added to; within the bound
 // bf16's unit roundoff gives of the same product in double; the parameters' bf16 copies are the
-// values rounded after every update and unchanged by a skipped one; the compiled mode is the
-// eager engine under bf16 bit for bit on every model workload; and each model's step-0 loss and
-// gradients are within docs/correctness.md's bf16 tolerance of float32's. Misuse is one line.
+// values rounded after every update and unchanged by a skipped one, and made again after a write
+// through data(); the compiled mode is the eager engine under bf16 bit for bit on every model
+// workload; and each model's step-0 loss and gradients are within docs/correctness.md's bf16
+// tolerance of float32's. Misuse is one line.
 //   build/engine_tests --gtest_filter='Bf16Ops*:Bf16Models*'
 #include "engine/core/ops_bf16.h"
 
@@ -200,6 +201,46 @@ TEST(Bf16Ops, TheOptimizerKeepsEachParametersBf16CopyAndSkipsExactly) {
   EXPECT_EQ(g.skipped_steps(), 1);
   EXPECT_EQ(std::memcmp(values.data(), g.flat_values(), values.size() * 4), 0);
   EXPECT_EQ(std::memcmp(halves.data(), g.flat_halves(), halves.size() * 2), 0);
+}
+
+// A parameter written through data() is what the products read under bf16 too: its bf16 copy is
+// made again before the next op, eager and compiled (after the capture, and when the program runs
+// again). The step's loss is that of a graph made with the written values, bit for bit; a NaN
+// written in reaches the loss.
+template <class Backend>
+std::vector<double> losses_writing_at_step_one(const std::vector<float>& w0,
+                                               const std::vector<float>& written,
+                                               const std::vector<float>& x_values) {
+  Backend be;
+  be.graph.set_precision(Precision::bf16);
+  const Tensor w = be.param(7, 9, w0), x = be.constant(5, 9, x_values);
+  std::vector<double> losses;
+  for (int step = 0; step < 3; step++) {
+    if (step == 1) std::copy(written.begin(), written.end(), be.graph.data(w));
+    be.zero_grad();
+    const Tensor loss = be.sum(be.tanh(be.linear(x, w)));
+    be.backward(loss);
+    losses.push_back(be.loss_value(loss));
+    be.end_step();
+  }
+  return losses;
+}
+template <class Backend>
+void expect_written_parameters_reach_the_products(const char* name) {
+  std::mt19937 rng(5);
+  const std::vector<float> w0 = random_floats(63, rng), x = random_floats(45, rng);
+  std::vector<float> written(63, 100.f);
+  const double want = losses_writing_at_step_one<Backend>(written, written, x)[0];
+  const std::vector<double> got = losses_writing_at_step_one<Backend>(w0, written, x);
+  EXPECT_FALSE(same_bits(got[0], want)) << name << ": the test writes other values";
+  EXPECT_TRUE(same_bits(got[1], want)) << name << " " << got[1] << " against " << want;
+  EXPECT_TRUE(same_bits(got[2], want)) << name << " " << got[2] << " against " << want;
+  written[3] = std::nanf("");
+  EXPECT_TRUE(std::isnan(losses_writing_at_step_one<Backend>(w0, written, x)[1])) << name;
+}
+TEST(Bf16Ops, AParameterWrittenThroughDataReachesTheProducts) {
+  expect_written_parameters_reach_the_products<bp::EngineBackend>("eager");
+  expect_written_parameters_reach_the_products<bp::CompiledBackend>("compiled");
 }
 
 // Under bf16 the compiled mode runs the same rules as the eager engine in the same order: the

@@ -395,7 +395,18 @@ class TensorGraph {
     if (i >= nodes_.size()) fail("node_at", "position %zu of %zu nodes", i, nodes_.size());
     return nodes_[i];
   }
-  T* data(Tensor t) const { return nodes_[checked(t, "data")].data; }
+  // A node's values, to read, or a parameter's to write. Under bf16 the products read each
+  // parameter's bf16 copy: after data() hands out a parameter's values, the copies are made again
+  // before the next op runs (refresh_halves), so a write through it reaches them.
+  T* data(Tensor t) const {
+    const uint32_t i = checked(t, "data");
+    halves_stale_ |= precision_ == Precision::bf16 && is_trained_param(i);
+    return nodes_[i].data;
+  }
+  void refresh_halves() {
+    if constexpr (std::is_same_v<T, float>)
+      if (halves_stale_) flat_.make_half(), halves_stale_ = false;
+  }
   // A parameter's gradient copied out; `out` must hold exactly its values.
   void read_grad(Tensor t, std::span<T> out) const {
     const Node& p = nodes_[checked(t, "read_grad")];
@@ -444,7 +455,7 @@ class TensorGraph {
     if (precision_ == Precision::bf16) a.precision = Precision::bf16;
     if (precision_ == Precision::bf16 && runs_bf16(n.op)) {
       for (int k = 0; k < 2; k++)  // a trained parameter's bf16 copy (a view of one is not)
-        if (n.in[k] < param_offsets_.size() && param_offsets_[n.in[k]] != SIZE_MAX)
+        if (is_trained_param(n.in[k]))
           a.half[k] = flat_.halves() + param_offsets_[n.in[k]], a.half_given |= 1 << k;
     }
     return a;
@@ -476,6 +487,9 @@ class TensorGraph {
 
  private:
   static size_t numel(const Node& n) { return size_t(n.rows) * n.cols; }
+  bool is_trained_param(uint32_t i) const {
+    return i < param_offsets_.size() && param_offsets_[i] != SIZE_MAX;
+  }
 
   static uint32_t next_serial() {  // 0 is never a graph's serial: it marks an empty handle
     static std::atomic<uint32_t> serial{0};
@@ -624,6 +638,7 @@ class TensorGraph {
   Tensor forward_last() {
     Node& n = nodes_.back();
     if (record_only_) return last();
+    refresh_halves();
     const OpRule<T>& rule = rules()[int(n.op)];
     OpArgs<T> a = args_of(n);
     if (const size_t aux = rule.aux_elems(a)) n.aux = a.aux = step_.alloc(aux);
@@ -678,6 +693,7 @@ class TensorGraph {
   FlatParams<T> flat_;                 // trained parameters, gradients, optimizer state
   std::vector<size_t> param_offsets_;  // persistent node -> its offset in flat_ (SIZE_MAX: none)
   bool started_ = false;               // the first step began: no more parameters
+  mutable bool halves_stale_ = false;  // data() gave out a parameter's values under bf16
   struct Final {
     uint32_t param, after;
   };
