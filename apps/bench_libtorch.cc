@@ -109,6 +109,10 @@ static void wait_passively_in_openmp(char** argv) {
   std::exit(1);
 }
 
+// Under mpirun, the rank dies with it, asked before libtorch's 2-3 s of start
+// (harness/common/proc.h).
+BP_RANK_DIES_WITH_ITS_LAUNCHER
+
 int main(int argc, char** argv) {
   wait_passively_in_openmp(argv);
   using bp::LibtorchBackend;
@@ -145,7 +149,6 @@ int main(int argc, char** argv) {
   const std::optional<bp::MpirunRank> launched = bp::mpirun_rank();
   static std::unique_ptr<bp::GlooRanks> gloo;
   if (launched) {
-    bp::die_with_parent();
     bp::rank_progress().answer_sigusr1(launched->rank);
     gloo = std::make_unique<bp::GlooRanks>(*launched);
   }

@@ -165,12 +165,15 @@ void refuse_ranks_that_differ(int argc, char** argv, const bp::dist::Ranks& mpi)
 
 }  // namespace
 
+// The rank dies with mpirun (or its daemon on another host), asked at its start
+// (harness/common/proc.h).
+BP_RANK_DIES_WITH_ITS_LAUNCHER
+
 int main(int argc, char** argv) {
   // A rank's communication thread shares the cores with its compute: Open MPI's waits yield the
   // core rather than spin on it (mini_gpt_wide 32 at 2 ranks on 2 cores: 38.9 against 35.1 ms,
   // dev/notes.md, "Data parallel on two cores"), unless the user's environment says otherwise.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
-  bp::die_with_parent();  // mpirun (or its daemon on another host)
   bp::dist::Ranks mpi(&argc, &argv);
   refuse_ranks_that_differ(argc, argv, mpi);
   bp::rank_progress().answer_sigusr1(mpi.rank());  // mpirun passes the runner's on

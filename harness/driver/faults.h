@@ -7,8 +7,9 @@
 // `check-hang`, `wrong` (adds 1 to every value and loss reported), `nan` (makes them NaN) or
 // `reset` (adds 1 only to the repeated step's). Data-parallel ranks: `rank-crash` and `rank-hang`
 // make the last rank abort, or stop answering, at its third timed step (the runner must end the
-// row, name the rank and leave no process). baselines/pytorch/pytorch_bench.py reads the same
-// variable.
+// row, name the rank and leave no process); `slow-start` holds every rank 4 s before main, as a
+// slow library start would (harness/common/proc.h: a launcher killed then takes its ranks).
+// baselines/pytorch/pytorch_bench.py reads the same variable.
 #pragma once
 
 #include <fmt/format.h>

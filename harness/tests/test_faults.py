@@ -432,7 +432,9 @@ def ranks_left():
     for _ in range(30):
         out = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
         left = [line for line in out.splitlines() if not line.startswith("Z") and
-                ("bench_ranks" in line or "mpirun" in line) and "ps -eo" not in line]
+                ("bench_ranks" in line or "bench_libtorch --ranks" in line or
+                 os.path.basename((line.split() + ["", ""])[1]) == "mpirun") and
+                "ps -eo" not in line]
         if not left:
             return []
         time.sleep(0.1)
@@ -456,6 +458,67 @@ def test_a_rank_that_dies_or_hangs_ends_its_row_named(bin_dir, tmp_path, kind):
         assert failed["wall_seconds"] < 20
     assert rows[("engine", "char_mlp")]["status"] == "ok"
     assert not ranks_left()
+
+
+@pytest.mark.parametrize("program", ["bench_ranks", "bench_libtorch"])
+def test_ranks_go_with_an_mpirun_killed_while_they_start(bin_dir, program):
+    """mpirun killed while its ranks are still starting (libtorch's 2-3 s on a cold machine, stood
+    for by the slow-start fault): the ranks go with it, asked of the kernel before any library
+    started, not left to finish and write into a run that has ended."""
+    launch = ["mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        launch.append("--allow-run-as-root")
+    mpirun = subprocess.Popen(
+        [*launch, os.path.join(bin_dir, program), "--ranks=2", "--instance=workload=char_mlp,size=64"],
+        env=dict(os.environ, BACKPROP_BENCH_FAULT="slow-start:any"), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):  # both ranks started
+        out = subprocess.run(["pgrep", "-c", "-x", program], capture_output=True, text=True)
+        if out.stdout.strip() == "2":
+            break
+        time.sleep(0.05)
+    mpirun.kill()
+    mpirun.wait()
+    assert not ranks_left(), f"{program}'s ranks outlived mpirun"
+
+
+def children_of(pid):
+    """Live processes whose parent is pid."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and parent_of(int(entry)) == pid:
+            kids.append(int(entry))
+    return kids
+
+
+def test_torchrun_workers_go_with_a_killed_torchrun(tmp_path):
+    """torchrun killed by SIGKILL (as the runner's own death takes it) while its workers start:
+    they go with it, where they would have hung on in the benchmark the fault hangs."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "baselines", "pytorch",
+                          "pytorch_bench.py")
+    torchrun = subprocess.Popen(
+        ["torchrun", "--standalone", "--redirects", "1", "--tee", "1", "--nproc_per_node=2",
+         "--log_dir", str(tmp_path), script, "--ranks=2", "--data=/usr/share/dict/words",
+         "--instance=workload=char_mlp,size=64"],
+        env=dict(os.environ, BACKPROP_BENCH_FAULT="hang:char_mlp"), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = []
+    for _ in range(300):  # torchrun's agent starts its two workers
+        workers = children_of(torchrun.pid)
+        if len(workers) == 2:
+            break
+        time.sleep(0.05)
+    assert len(workers) == 2, "torchrun started no workers"
+    torchrun.kill()  # the agent alone: its workers are told nothing
+    torchrun.wait()
+    for _ in range(50):
+        left = [w for w in workers if parent_of(w) is not None]
+        if not left:
+            break
+        time.sleep(0.1)
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left, "torchrun's workers outlived it"
 
 
 def test_ranks_refused_in_one_line(bin_dir, tmp_path):
