@@ -482,6 +482,35 @@ def test_ranks_go_with_an_mpirun_killed_while_they_start(bin_dir, program):
     assert not ranks_left(), f"{program}'s ranks outlived mpirun"
 
 
+@pytest.mark.parametrize("program", ["bench_ranks", "bench_libtorch"])
+def test_a_data_parallel_check_on_a_full_disk_ends_in_one_line(bin_dir, tmp_path, program):
+    """Rank 0's check file on a full disk (a file-size limit) after its first record: every rank
+    still makes every record (a check's steps are collective: a rank 0 that stopped left the
+    other waiting in its all-reduce forever), and rank 0 says it in one line, exit 1, no file."""
+    launch = ["mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        launch.append("--allow-run-as-root")
+    instance = "--instance=workload=char_mlp,size=64"
+    argv = [*launch, os.path.join(bin_dir, program), "--ranks=2", instance]
+    one = tmp_path / "one.json"
+    subprocess.run(argv + [f"--check_out={one}"], check=True, capture_output=True, timeout=60)
+    limit = one.stat().st_size - 100  # the context and most of one record
+
+    # the ranks alone under the limit (mpirun's own shared-memory files would meet it first)
+    full_disk = ["/usr/bin/python3", "-c",
+                 "import os, resource, signal, sys; "
+                 f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
+                 "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"]
+    full = tmp_path / "full.json"
+    ranks = argv[len(launch):]
+    r = subprocess.run([*launch, "--mca", "btl", "self,tcp", *full_disk, *ranks, instance,
+                        f"--check_out={full}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert f"error: --check_out={full}: cannot write: File too large" in r.stderr, r.stderr
+    assert not full.exists() and not (tmp_path / "full.json.tmp").exists()
+
+
 def children_of(pid):
     """Live processes whose parent is pid."""
     kids = []
