@@ -310,11 +310,11 @@ inline int write_check_records(const std::string& path, const ContextPairs& cont
   for (const auto& [key, value] : context) head[key] = value;
   fmt::print(out, "{{\"context\": {},\n \"records\": [", dump_json(head));
   for (size_t i = 0; i < jobs.size(); i++) {
+    failed(std::fflush(out) == 0);  // the records so far on disk before a check that may crash
     // Every rank makes every record, a full disk or not: a check's steps are collective, and a
     // rank that stopped making them would leave the others waiting for it forever.
     const auto record = jobs[i].check();
-    if (!failed(std::fflush(out) == 0))
-      fmt::print(out, "{}\n  {}", i ? "," : "", dump_json(record));
+    if (!err) fmt::print(out, "{}\n  {}", i ? "," : "", dump_json(record));
   }
   fmt::print(out, "\n]}}\n");
   failed(std::fflush(out) == 0 && (in_place || fsync(fileno(out)) == 0));
