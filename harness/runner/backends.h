@@ -49,6 +49,9 @@ struct BackendSpec {
   // A variant at an instruction-set level of its own ("avx2", "avx512"), whatever --isa says;
   // reported skipped on a processor without it.
   const char* isa = nullptr;
+  // Why it runs in float32 only, where it does: under --precision bf16 it is reported skipped with
+  // this, and the rest of the run goes on.
+  const char* fp32_only = nullptr;
   // Times something while it sets up (the compiled mode its kernels, multistage its writes,
   // Revolve and multistage a plain sweep to weigh their recomputation against): its setup runs
   // alone (harness/runner/process.h, Turns).

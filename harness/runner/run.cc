@@ -175,6 +175,10 @@ int bench_run_main(int argc, char** argv) {
         run.decide_not_to_run(s, b, "skipped",
                               fmt::format("it runs at {}, and this processor lacks {}",
                                           isa_of(b, run.opt.isa), lacks));
+  for (const Selected& s : run.selected)  // a variant in float32 only, under bf16
+    for (const auto& [b, name] : s.names)
+      if (const char* why = spec_of(b).fp32_only; why && run.opt.bf16)
+        run.decide_not_to_run(s, b, "skipped", fmt::format("float32 only: {}", why));
   try {
     return run_main(run);
   } catch (const WriteError& e) {  // a full disk: stop, keeping every file as last written

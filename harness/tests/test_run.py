@@ -563,6 +563,20 @@ def test_isa_caps_reach_the_ranks_of_a_hostfile(bin_dir, tmp_path):
     assert f"-x BACKPROP_BENCH_GIT_SHA={context['git_sha']}" in command, command
 
 
+# A row in float32 only (the sharded optimizer) under --precision bf16: reported skipped with why,
+# the row beside it run; the run is kept, not refused.
+def test_a_float32_only_row_under_bf16_is_skipped_with_why(bin_dir, tmp_path):
+    r = run(bin_dir, tmp_path, "--study", "ranks", "--precision", "bf16", "--workloads",
+            "mini_gpt", "--sizes", "batch=8", "--backends", "compiled_ranks,compiled_zero",
+            "--check-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "latest")
+    results = {x["backend"]: x for x in load(run_dir / "check.json")["results"]}
+    assert results["compiled_zero"]["status"] == "skipped", results
+    assert "float32 only: the sharded optimizer" in results["compiled_zero"]["message"], results
+    assert results["compiled_ranks"]["status"] in ("ok", "unverified"), results
+
+
 # A level the processor lacks: one line naming what it lacks, exit 2; the study's rows at that
 # level are reported skipped, saying so.
 def test_isa_above_the_processor_is_refused(bin_dir, tmp_path):

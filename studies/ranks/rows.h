@@ -35,6 +35,7 @@ inline constexpr BackendSpec kRanksRows[] = {
      .mode_flags = "--mode=compiled --zero=1",
      .threaded = true,
      .only_workloads = "mini_gpt,mini_gpt_wide",
+     .fp32_only = "the sharded optimizer gathers no bf16 copy of the weights (--zero=1 is float32)",
      .color = "#7fbc41",
      .marker = "P",
      .launcher = "mpirun"},
