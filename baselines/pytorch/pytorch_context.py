@@ -64,7 +64,9 @@ def context(flags, corpus):
         "precision": "bf16" if flags["bf16"] else "fp32",
         "isa": aten_isa(), "isa_cap": isa_cap_in_effect(),
         "cpus": str(len(os.sched_getaffinity(0))),
-        "oversubscribed": "yes" if flags["threads"] > len(os.sched_getaffinity(0)) else "no",
+        # every rank on this host (torchrun's LOCAL_WORLD_SIZE) runs the threads
+        "oversubscribed": "yes" if flags["threads"] * int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        > len(os.sched_getaffinity(0)) else "no",
         "warmup_steps": str(flags["warmup_steps"]),
         "compiler": f"CPython {platform.python_version()} (/usr/bin/python3)",
         "cxx_flags": "n/a (Python; PyTorch as Debian built it)", "cpu_model": cpuinfo("model name"),

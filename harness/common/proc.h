@@ -98,6 +98,12 @@ inline std::vector<std::pair<std::string, std::string>> proc_cpuinfo() {
 }
 
 // The CPUs this process may run on (its affinity mask): more threads than this oversubscribe.
+// This host's ranks of a data-parallel run, as its launcher says (mpirun, torchrun); else 1.
+inline int ranks_on_this_host() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  return 1;
+}
 inline int process_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;

@@ -275,7 +275,8 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
       {"precision", flags.bf16 ? "bf16" : "fp32"},
       {"isa_cap", isa_cap_in_effect()},
       {"cpus", std::to_string(process_cpus())},
-      {"oversubscribed", flags.threads > process_cpus() ? "yes" : "no"},
+      // every rank on this host runs the threads
+      {"oversubscribed", flags.threads * ranks_on_this_host() > process_cpus() ? "yes" : "no"},
       {"warmup_steps", std::to_string(flags.warmup_steps)},
       {"compiler", "g++ " __VERSION__},
       {"cxx_flags", BP_CXX_FLAGS},

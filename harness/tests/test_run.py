@@ -577,6 +577,21 @@ def test_a_float32_only_row_under_bf16_is_skipped_with_why(bin_dir, tmp_path):
     assert results["compiled_ranks"]["status"] in ("ok", "unverified"), results
 
 
+# Ranks x threads beyond the CPUs: said before the run, and every rank's result says
+# oversubscribed (each rank runs the threads).
+def test_ranks_times_threads_beyond_the_cpus_is_oversubscribed(bin_dir, tmp_path):
+    one_cpu = min(os.sched_getaffinity(0))
+    r = subprocess.run(["taskset", "-c", str(one_cpu), os.path.join(bin_dir, "bench_run"),
+                        "--out", str(tmp_path), "--study", "ranks", "--ranks", "2", "--workloads",
+                        "mini_gpt", "--sizes", "batch=8", "--backends", "engine_ranks",
+                        "--check-only"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning: --ranks 2 x --threads 1 on 1 CPUs: the data-parallel rows are " \
+           "oversubscribed" in r.stderr, r.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "latest")
+    assert load(run_dir / "check" / "engine_ranks.json")["context"]["oversubscribed"] == "yes"
+
+
 # A level the processor lacks: one line naming what it lacks, exit 2; the study's rows at that
 # level are reported skipped, saying so.
 def test_isa_above_the_processor_is_refused(bin_dir, tmp_path):
