@@ -25,16 +25,27 @@ constexpr const char* kScratchPrefix = "bench_run.memory.";
 
 }  // namespace
 
-void remove_orphaned_probe_folders() {
-  const fs::path tmp = fs::temp_directory_path();
+// The data-parallel rows' temporary folder: in /dev/shm where there is one (Open MPI's shared
+// memory goes there anyway), else the temporary folder.
+fs::path ranks_scratch_parent() {
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(tmp, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(kScratchPrefix, 0) != 0) continue;
-    const std::optional<int64_t> pid =
-        parse_whole(fields(name.substr(std::strlen(kScratchPrefix)), '.')[0]);
-    if (pid && kill(pid_t(*pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
-  }
+  return fs::is_directory("/dev/shm", ec) && access("/dev/shm", W_OK | X_OK) == 0
+             ? fs::path("/dev/shm")
+             : fs::temp_directory_path();
+}
+
+void remove_orphaned_scratch_folders() {
+  std::error_code ec;
+  for (const fs::path& dir : {fs::temp_directory_path(), ranks_scratch_parent()})
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      std::string_view rest;
+      for (const char* prefix : {kScratchPrefix, kRanksScratchPrefix})
+        if (name.rfind(prefix, 0) == 0) rest = std::string_view(name).substr(std::strlen(prefix));
+      if (rest.empty()) continue;
+      const std::optional<int64_t> pid = parse_whole(fields(std::string(rest), '.')[0]);
+      if (pid && kill(pid_t(*pid), 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+    }
 }
 
 namespace {

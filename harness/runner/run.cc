@@ -83,7 +83,21 @@ int run_main(RunState& run) {
   run.load_start = load_average_1min();
   for (const auto& [key, value] : proc_environment()) run.environment[key] = value;
   run.git_sha = source_git_sha();
-  remove_orphaned_probe_folders();
+  remove_orphaned_scratch_folders();
+  struct RanksScratch {  // made for the data-parallel rows, removed however run_main returns
+    std::string folder;
+    ~RanksScratch() {
+      std::error_code ec;
+      if (!folder.empty()) fs::remove_all(folder, ec);
+    }
+  } ranks_scratch;
+  if (std::any_of(run.opt.backends.begin(), run.opt.backends.end(),
+                  [](const std::string& b) { return spec_of(b).launcher; })) {
+    std::string folder =
+        ranks_scratch_parent() / (kRanksScratchPrefix + std::to_string(getpid()) + ".XXXXXX");
+    if (!mkdtemp(folder.data())) throw WriteError(ranks_scratch_parent(), errno);
+    run.ranks_scratch = ranks_scratch.folder = folder;
+  }
   if (run.opt.resume.empty()) {
     estimate_memory(run);
     if (g_interrupted) {  // while estimating: no run folder yet, nothing measured

@@ -121,6 +121,11 @@ std::vector<std::string> RunState::child_env(const std::string& backend) const {
   std::vector<std::string> env = {"BACKPROP_BENCH_GIT_SHA=" + git_sha,
                                   "BACKPROP_BENCH_ENVIRONMENT=" + dump_json(environment)};
   for (std::string& v : cap_environment(backend)) env.push_back(std::move(v));
+  if (const char* launcher = spec_of(backend).launcher; launcher && !ranks_scratch.empty()) {
+    env.push_back("TMPDIR=" + ranks_scratch);
+    if (std::string_view(launcher) == "mpirun")
+      env.push_back("OMPI_MCA_btl_vader_backing_directory=" + ranks_scratch);
+  }
   return env;
 }
 std::vector<std::string> RunState::cap_environment(const std::string& backend) const {

@@ -52,6 +52,10 @@ struct RunState {
   std::map<std::string, Json> finished;  // --resume: "benchmark#round" -> its last bench process
   std::map<std::string, Json> contexts;  // backend -> the context its result files carry
   int failures = 0;
+  // The data-parallel rows' TMPDIR and Open MPI's shared-memory folder, removed at the run's end:
+  // mpirun left 8 MB of /dev/shm and a session folder behind each timed-out row, torchrun a
+  // /tmp/torchelastic_* folder behind every launch.
+  std::string ranks_scratch;
 
   // ---- starting backend processes (run_state.cc) ----
   std::string program(const std::string& backend) const;
@@ -96,7 +100,10 @@ struct RunState {
 // The phases (each in its own .cc file).
 void estimate_memory(RunState& run);
 // The probe folders of runners that were killed before they could remove them.
-void remove_orphaned_probe_folders();
+// The scratch folders of runners that died: the memory probes', the data-parallel rows'.
+void remove_orphaned_scratch_folders();
+inline constexpr const char* kRanksScratchPrefix = "bench_run.ranks.";
+std::filesystem::path ranks_scratch_parent();
 bool check_phase(RunState& run);  // true if every backend agreed everywhere
 void bench_phase(RunState& run);
 void summary_phase(RunState& run);

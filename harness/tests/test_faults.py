@@ -441,8 +441,22 @@ def ranks_left():
     return left
 
 
+def launcher_leftovers():
+    """What launchers leave in the shared folders: Open MPI's shared memory and session folders,
+    torchrun's torchelastic_* folders, the runner's data-parallel scratch."""
+    found = set()
+    for folder, prefixes in (("/dev/shm", ("",)),
+                             ("/tmp", ("torchelastic_", "bench_run.ranks."))):
+        if os.path.isdir(folder):
+            found |= {f"{folder}/{n}" for n in os.listdir(folder) if n.startswith(prefixes)}
+    for session in (p for p in os.listdir("/tmp") if p.startswith("ompi.")):
+        found |= {f"/tmp/{session}/{n}" for n in os.listdir(f"/tmp/{session}")}
+    return found
+
+
 @pytest.mark.parametrize("kind", ["rank-crash", "rank-hang"])
 def test_a_rank_that_dies_or_hangs_ends_its_row_named(bin_dir, tmp_path, kind):
+    before = launcher_leftovers()
     r = run(bin_dir, tmp_path, "--ranks", "2", "--backends", "engine,engine_ranks",
             "--workloads", "char_mlp", "--sizes", "hidden=64", "--timeout", "8", *QUICK,
             env={"BACKPROP_BENCH_FAULT": f"{kind}:char_mlp/engine_ranks"})
@@ -458,6 +472,15 @@ def test_a_rank_that_dies_or_hangs_ends_its_row_named(bin_dir, tmp_path, kind):
         assert failed["wall_seconds"] < 20
     assert rows[("engine", "char_mlp")]["status"] == "ok"
     assert not ranks_left()
+    assert not launcher_leftovers() - before  # mpirun killed: its shared memory, its session
+
+
+def test_torchrun_leaves_no_folder_behind(bin_dir, tmp_path):
+    before = launcher_leftovers()
+    r = run(bin_dir, tmp_path, "--study", "ranks", "--backends", "pytorch_ranks", "--workloads",
+            "char_mlp", "--sizes", "hidden=64", "--check-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not launcher_leftovers() - before
 
 
 @pytest.mark.parametrize("program", ["bench_ranks", "bench_libtorch"])
