@@ -177,6 +177,18 @@ int tool_main(int argc, char** argv, bool (*elsewhere)(std::string_view) = nullp
   for (std::string line; std::getline(std::cin, line);) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line
     std::cout << session.reply(line) << std::endl;  // flushed: the eval waits for it
+    if (!std::cout) {  // a full disk, a closed or unwritable stdout: the eval would wait forever
+      std::fprintf(stderr, "error: stdout: cannot write the reply to message %s: %s\n",
+                   line.substr(0, 40).c_str(), std::strerror(errno ? errno : EIO));
+      return 1;
+    }
+  }
+  if (std::cin.bad()) {  // getline could not hold the line (memory) or read it (stdin failed)
+    std::fprintf(stderr,
+                 "error: stdin: a message could not be read (a line larger than this process's "
+                 "memory, or a read error): %s; the session ends\n",
+                 std::strerror(errno ? errno : ENOMEM));
+    return 1;
   }
   return 0;
 }

@@ -15,6 +15,7 @@
 // and the session goes on.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -120,7 +121,8 @@ inline Runs runs_of(JsonView input) {
   return r;
 }
 // Stops at kMaxRuns runs even before min_seconds (a run of a microsecond would otherwise make 6
-// * 10^8 timings in ten minutes).
+// * 10^8 timings in ten minutes), and refuses after the first run a min_runs whose runs would
+// take past kMaxSeconds (det at ell = 12, 12 s a run: 10^5 runs were two weeks).
 template <class Fn>
 void repeat(const Runs& runs, Evaluation& e, Fn&& once) {
   double seconds = 0;
@@ -130,6 +132,15 @@ void repeat(const Runs& runs, Evaluation& e, Fn&& once) {
     const int64_t took = now_ns() - start;
     e.time("evaluate", took);
     seconds += double(took) * 1e-9;
+    if (i == 0 && seconds * double(runs.min_runs) > kMaxSeconds) {
+      char why[200];
+      std::snprintf(why, sizeof why,
+                    "min_runs: %lld runs of %.3g s (the first) would take %.0f s, past the %.0f s "
+                    "an evaluation may take; at most %lld at this size",
+                    (long long)runs.min_runs, seconds, seconds * double(runs.min_runs), kMaxSeconds,
+                    (long long)std::max(1.0, std::floor(kMaxSeconds / seconds)));
+      bad_input(why);
+    }
   }
 }
 

@@ -329,3 +329,39 @@ def test_an_import_takes_nothing_on_trust(bin_dir, tmp_path):
     r = subprocess.run([bench_run, "import-gradbench", str(tmp_path / "good.jsonl"), "--into",
                         "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 2 and "--into takes a folder, not --out" in r.stderr, r.stderr
+
+
+# A session that cannot read a message (a line larger than its memory) or write a reply (a full
+# disk behind stdout) says so in one line and exits 1: GradBench's eval would otherwise wait.
+def test_an_unreadable_message_or_unwritable_reply_is_one_line(bin_dir, tmp_path):
+    tool = os.path.join(bin_dir, "bp_gradbench")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([tool], input='{"id": 0, "kind": "start"}\n', stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("error: stdout: cannot write the reply to message") and \
+        "No space left on device" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+    def small_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20))
+
+    huge = b'{"id": 0, "kind": "' + b"x" * (300 << 20) + b'"}\n'
+    r = subprocess.run([tool], input=huge, capture_output=True, preexec_fn=small_memory,
+                       timeout=60)
+    assert r.returncode == 1 and r.stdout == b"", r.stderr
+    assert r.stderr.startswith(b"error: stdin: a message could not be read"), r.stderr
+
+
+# A min_runs whose runs would take past the ten minutes an evaluation may take is refused after
+# the first run, in the reply, saying how many fit; the session goes on.
+def test_min_runs_past_ten_minutes_is_refused_after_one_run(bin_dir):
+    big = our_input(bin_dir, "det", 9)  # some 20 ms a run: 10^5 runs would be half an hour
+    big["min_runs"] = 100000
+    replies, _ = run_session(bin_dir, [
+        '{"id": 0, "kind": "define", "module": "det"}',
+        json.dumps({"id": 1, "kind": "evaluate", "module": "det", "function": "gradient",
+                    "input": big}),
+        '{"id": 2, "kind": "define", "module": "det"}'])
+    assert replies[1]["id"] == 1 and replies[1].get("success") is False, replies[1]
+    assert "min_runs: 100000 runs of" in replies[1]["error"] and "at most" in replies[1]["error"]
+    assert replies[2] == {"id": 2, "success": True}, replies[2]
