@@ -109,6 +109,29 @@ static void wait_passively_in_openmp(char** argv) {
   std::exit(1);
 }
 
+// As bench_ranks does: every rank started with one command, or rank 0 names the first that was
+// not and every rank exits 2 (their all-reduces would sum unlike steps into losses judged ok).
+// Rank r's hash, 53 bits so that a double holds it exactly, summed over the ranks with the
+// others' zeros.
+void refuse_ranks_that_differ(int argc, char** argv, bp::GlooRanks& gloo) {
+  const std::string mine = bp::rank_launch_identity(argc, argv);
+  const double hash = double(bp::fnv1a_hash(mine) >> 11);
+  const auto of_rank = [&](int r) { return gloo.over_ranks(gloo.rank() == r ? hash : 0.0); };
+  const double first_rank = of_rank(0);
+  int first = 0;
+  for (int r = 1; r < gloo.size() && !first; r++)
+    if (of_rank(r) != first_rank) first = r;
+  if (!first) return;
+  if (gloo.rank() == 0)
+    std::fprintf(stderr,
+                 "error: rank %d was started with another binary or options than rank 0: start "
+                 "every rank with one command (rank 0: %s)\n",
+                 first, mine.c_str());
+  std::fflush(stderr);
+  gloo.barrier();  // rank 0 has said it before any rank exits
+  std::exit(2);
+}
+
 // Under mpirun, the rank dies with it, asked before libtorch's 2-3 s of start
 // (harness/common/proc.h).
 BP_RANK_DIES_WITH_ITS_LAUNCHER
@@ -151,6 +174,7 @@ int main(int argc, char** argv) {
   if (launched) {
     bp::rank_progress().answer_sigusr1(launched->rank);
     gloo = std::make_unique<bp::GlooRanks>(*launched);
+    refuse_ranks_that_differ(argc, argv, *gloo);
   }
   hooks.world = [] { return gloo ? bp::Shard{gloo->rank(), gloo->size()} : bp::Shard{0, 1}; };
   if (gloo) {

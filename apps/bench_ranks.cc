@@ -11,10 +11,8 @@
 //
 //   mpirun -n 2 build/bench_ranks --ranks=2 --instance=workload=char_mlp,size=1024
 //   (as root: --allow-run-as-root; more ranks than cores: --oversubscribe)
-#include <fmt/chrono.h>
 #include <malloc.h>
 #include <mpi.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -128,16 +126,8 @@ int run_ranks(int argc, char** argv, const bp::dist::Ranks& mpi, const char* ver
 // hashed, compared with rank 0's; a rank that differs is named by rank 0 in one line, and every
 // rank exits 2.
 void refuse_ranks_that_differ(int argc, char** argv, const bp::dist::Ranks& mpi) {
-  std::string mine;
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  struct stat st {};
-  if (n > 0 && stat((exe[n] = 0, exe), &st) == 0)
-    mine = fmt::format("{} ({} bytes, {:%Y-%m-%d %H:%M:%S})", exe, st.st_size,
-                       fmt::localtime(st.st_mtime));
-  for (int i = 1; i < argc; i++) mine += std::string(" ") + argv[i];
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : mine) hash = (hash ^ c) * 1099511628211ull;
+  const std::string mine = bp::rank_launch_identity(argc, argv);
+  uint64_t hash = bp::fnv1a_hash(mine);
   std::vector<uint64_t> all(size_t(mpi.size()));
   MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
   int first = 0;

@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -98,6 +100,28 @@ inline std::vector<std::pair<std::string, std::string>> proc_cpuinfo() {
 }
 
 // The CPUs this process may run on (its affinity mask): more threads than this oversubscribe.
+// What every rank of one data-parallel run must share: the binary (its path, size and time) and
+// the arguments (apps/bench_ranks.cc, apps/bench_libtorch.cc compare it over the ranks).
+inline std::string rank_launch_identity(int argc, char** argv) {
+  std::string mine;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  struct stat st {};
+  if (n > 0 && stat((exe[n] = 0, exe), &st) == 0) {
+    std::tm local{};
+    char when[32] = "";
+    if (localtime_r(&st.st_mtime, &local)) std::strftime(when, sizeof when, "%F %T", &local);
+    mine = std::string(exe) + " (" + std::to_string(st.st_size) + " bytes, " + when + ")";
+  }
+  for (int i = 1; i < argc; i++) mine += std::string(" ") + argv[i];
+  return mine;
+}
+inline uint64_t fnv1a_hash(std::string_view s) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : s) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
 // This host's ranks of a data-parallel run, as its launcher says (mpirun, torchrun); else 1.
 inline int ranks_on_this_host() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"})

@@ -181,6 +181,10 @@ def main():
     ok &= refused(MPIRUN + ["-n", "1", f"{BUILD}/bench_ranks", "--ranks=2", "--iterations=5", ":",
                             "-n", "1", f"{BUILD}/bench_ranks", "--ranks=2", "--iterations=6"],
                   "rank 1 was started with another binary or options than rank 0")
+    ok &= refused(MPIRUN + ["-n", "1", f"{BUILD}/bench_libtorch", "--ranks=2", "--iterations=5",
+                            ":", "-n", "1", f"{BUILD}/bench_libtorch", "--ranks=2",
+                            "--iterations=6"],
+                  "rank 1 was started with another binary or options than rank 0")
     sys.exit(0 if ok else 1)
 
 
