@@ -131,8 +131,8 @@ inline EnvironmentDifferences run_differences(const RunForCompare& a, const RunF
   EnvironmentDifferences d = environment_differences(a.summary()["machine"]["environment"],
                                                      b.summary()["machine"]["environment"]);
   std::vector<std::string>& out = d.decisive;
-  for (const char* option :
-       {"threads", "isa", "repetitions", "rounds", "min_time", "warmup_steps", "data"})
+  for (const char* option : {"threads", "precision", "ranks", "hostfile", "isa", "repetitions",
+                             "rounds", "min_time", "warmup_steps", "data"})
     if (dump_json(a.summary()["options"][option]) != dump_json(b.summary()["options"][option]))
       out.push_back(fmt::format("option {}: {} vs {}", option,
                                 dump_json(a.summary()["options"][option]),

@@ -109,6 +109,7 @@ def test_a_corrupt_result_file_is_named_and_skipped(bin_dir, one_run, tmp_path):
     ("machine", "the runs differ in what their numbers depend on (cpu_family: {family} vs 1"),
     ("force-in-make", "add --force (make compare ... FORCE=1) to compare anyway"),
     ("options", "option repetitions: 10 vs 12"),
+    ("precision", 'option precision: "fp32" vs "bf16"'),
     ("one", "compare: needs two runs, a baseline and a new one (given 1)"),
     ("bad-summary", "summary.json: unreadable"),
 ])
@@ -127,6 +128,8 @@ def test_bad_input_is_one_clear_line(bin_dir, one_run, tmp_path, case, message):
         edit_summary(b, lambda s: s["machine"]["environment"].update(cpu_family="1"))
     elif case == "options":
         edit_summary(b, lambda s: s["options"].update(repetitions=12))
+    elif case == "precision":  # an fp32 run against a bf16 one is no regression to report
+        edit_summary(b, lambda s: s["options"].update(precision="bf16"))
     elif case == "one":
         args = [one_run]
     elif case == "bad-summary":
