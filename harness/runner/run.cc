@@ -124,6 +124,14 @@ int run_main(RunState& run) {
   run.folder.finished();
   run.folder.point_latest_here();
   if (run.opt.plots) plot_phase(run);
+  if (g_interrupted) {  // while drawing: every result is whole and the run finished, not its
+                        // figures
+    fmt::print(stderr,
+               "interrupted ({}) while drawing the plots: the results are whole; draw them with: "
+               "make plots RUN={}\n",
+               strsignal(g_interrupted), run.folder.dir().string());
+    return 128 + g_interrupted;
+  }
   return run.failures ? 3 : 0;
 }
 

@@ -68,7 +68,7 @@ void plot_phase(const RunState& run) {
                   log, 600, {});
   std::vector<std::string> lines = fields(read_file(log), '\n');
   for (size_t i = 1; i < lines.size(); i++) fmt::print("{}\n", lines[i]);
-  if (!p.ok())
+  if (!p.ok() && !g_interrupted)  // interrupted: run_main says it
     fmt::print(stderr, "plots failed ({}); the results are intact, retry with: make plots RUN={}\n",
                p.failure(), run.folder.dir().string());
 }

@@ -277,6 +277,30 @@ def start_and_interrupt(bin_dir, out, args, fault, when):
     return runner.returncode, err
 
 
+# Ctrl-C while the plots are drawn: the run finished, its results whole, and the exit status says
+# the interruption (130, as --help promises), with the command that draws them.
+def test_ctrl_c_during_the_plots_exits_130(bin_dir, tmp_path):
+    runner = subprocess.Popen(
+        [os.path.join(bin_dir, "bench_run"), "--out", str(tmp_path), "--workloads", "tiny_graph",
+         "--backends", "engine", "--repetitions", "2", "--min-time", "0.01", "--rounds", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for _ in range(1200):  # the plotting process started
+        pids = map(int, filter(str.isdigit, os.listdir("/proc")))
+        if any(parent_of(pid) == runner.pid and b"plots/plot.py" in cmdline(pid) for pid in pids):
+            break
+        time.sleep(0.05)
+    else:
+        runner.kill()
+        pytest.fail("the plots never started")
+    runner.send_signal(signal.SIGINT)
+    _, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, err
+    assert "interrupted (Interrupt) while drawing the plots: the results are whole" in err, err
+    assert "make plots RUN=" in err and "plots failed" not in err, err
+    [folder] = run_dirs(tmp_path)
+    assert (folder / "summary.json").exists() and not (folder / "INCOMPLETE").exists()
+
+
 # Ctrl-C mid-run: the benchmarks stop at once, what finished is written with a summary, the run is
 # marked INCOMPLETE and says how to resume; --resume then runs only what is missing, and the
 # summary is that of an uninterrupted run. With two rounds, interrupted in the first, a benchmark
