@@ -450,15 +450,25 @@ def parent_of(pid):
 
 # Data-parallel rows (the study ranks): a rank that dies or hangs ends its row, named, and no rank
 # is left behind; the row beside it keeps its result.
-def ranks_left():
-    """Live ranks or launchers, after a few seconds for the kernel to end them (a rank goes when
-    its mpirun does: PR_SET_PDEATHSIG) and for init to reap them."""
+def ranks_left(fault):
+    """Live ranks or launchers of this test (their environment holds BACKPROP_BENCH_FAULT=fault:
+    another test's may run beside it), after a few seconds for the kernel to end them (a rank goes
+    when its mpirun does: PR_SET_PDEATHSIG) and for init to reap them."""
+    marker = f"BACKPROP_BENCH_FAULT={fault}".encode() + b"\0"
+
+    def ours(pid):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                return marker in f.read()
+        except OSError:
+            return False
     for _ in range(30):
-        out = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
-        left = [line for line in out.splitlines() if not line.startswith("Z") and
+        out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True,
+                             text=True).stdout
+        left = [line for line in out.splitlines()[1:] if line.split()[1][:1] != "Z" and
                 ("bench_ranks" in line or "bench_libtorch --ranks" in line or
-                 os.path.basename((line.split() + ["", ""])[1]) == "mpirun") and
-                "ps -eo" not in line]
+                 os.path.basename((line.split() + ["", "", ""])[2]) == "mpirun") and
+                ours(int(line.split()[0]))]
         if not left:
             return []
         time.sleep(0.1)
@@ -495,7 +505,7 @@ def test_a_rank_that_dies_or_hangs_ends_its_row_named(bin_dir, tmp_path, kind):
         assert "rank 1: between timed steps, 3 done" in failed["message"], failed["message"]
         assert failed["wall_seconds"] < 20
     assert rows[("engine", "char_mlp")]["status"] == "ok"
-    assert not ranks_left()
+    assert not ranks_left(f"{kind}:char_mlp/engine_ranks")
     assert not launcher_leftovers() - before  # mpirun killed: its shared memory, its session
 
 
@@ -515,18 +525,18 @@ def test_ranks_go_with_an_mpirun_killed_while_they_start(bin_dir, program):
     launch = ["mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none"]
     if os.geteuid() == 0:
         launch.append("--allow-run-as-root")
+    fault = f"slow-start:{program}-{os.getpid()}"
     mpirun = subprocess.Popen(
         [*launch, os.path.join(bin_dir, program), "--ranks=2", "--instance=workload=char_mlp,size=64"],
-        env=dict(os.environ, BACKPROP_BENCH_FAULT="slow-start:any"), start_new_session=True,
+        env=dict(os.environ, BACKPROP_BENCH_FAULT=fault), start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):  # both ranks started
-        out = subprocess.run(["pgrep", "-c", "-x", program], capture_output=True, text=True)
-        if out.stdout.strip() == "2":
+        if len(children_of(mpirun.pid)) >= 2:
             break
         time.sleep(0.05)
     mpirun.kill()
     mpirun.wait()
-    assert not ranks_left(), f"{program}'s ranks outlived mpirun"
+    assert not ranks_left(fault), f"{program}'s ranks outlived mpirun"
 
 
 @pytest.mark.parametrize("program", ["bench_ranks", "bench_libtorch"])
