@@ -124,8 +124,7 @@ int run_main(RunState& run) {
   run.folder.finished();
   run.folder.point_latest_here();
   if (run.opt.plots) plot_phase(run);
-  if (g_interrupted) {  // while drawing: every result is whole and the run finished, not its
-                        // figures
+  if (g_interrupted) {  // while drawing: the run finished, its figures did not
     fmt::print(stderr,
                "interrupted ({}) while drawing the plots: the results are whole; draw them with: "
                "make plots RUN={}\n",
