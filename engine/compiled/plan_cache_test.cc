@@ -30,11 +30,22 @@ namespace plan_cache_test {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the test's temporary folder.
+// A fresh directory under the test's temporary folder, removed when the process that made it
+// ends (a forked child ends with _exit, and a child's exit would not be the maker's).
 std::string fresh_dir(const std::string& name) {
+  static struct Made {
+    pid_t maker = getpid();
+    std::vector<fs::path> dirs;
+    ~Made() {
+      std::error_code ec;
+      if (getpid() == maker)
+        for (const fs::path& d : dirs) fs::remove_all(d, ec);
+    }
+  } made;
   const fs::path p =
       fs::path(testing::TempDir()) / ("plan_cache_" + name + "_" + std::to_string(getpid()));
   fs::remove_all(p);
+  made.dirs.push_back(p);
   return p.string();
 }
 
@@ -254,6 +265,31 @@ std::string with_words(std::string payload, const char* word,
   return payload.replace(begin, end - begin, line);
 }
 
+// The payload with the kernels' line `pick` chose among them rewritten by `change` (the line's
+// words: the chosen dialect, how many were timed, then each dialect and its seconds).
+std::string with_kernel_line(std::string payload,
+                             size_t (*pick)(const std::vector<std::vector<std::string>>&),
+                             void (*change)(std::vector<std::string>&)) {
+  const size_t begin = payload.find("\nkernels ") + 1, first = payload.find('\n', begin) + 1;
+  const size_t end = payload.find("\nleft_out ");
+  std::vector<std::vector<std::string>> lines;
+  std::istringstream in(payload.substr(first, end - first));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    lines.emplace_back();
+    for (std::string w; words >> w;) lines.back().push_back(w);
+  }
+  const size_t i = pick(lines);
+  if (i >= lines.size()) return payload;  // nothing to change: the test fails on its message
+  change(lines[i]);
+  std::string text;
+  for (const auto& line : lines) {
+    for (size_t w = 0; w < line.size(); w++) text += (w ? " " : "") + line[w];
+    text += "\n";
+  }
+  return payload.replace(first, end + 1 - first, text);
+}
+
 // A plan whose checksum holds but whose decisions are hostile: each is found before the arena is
 // touched, one line, a cold compile bitwise the first, and the file written again.
 TEST(PlanCache, AHostilePlanWithAValidChecksumIsOneLineIgnoredAndRewritten) {
@@ -315,6 +351,41 @@ TEST(PlanCache, AHostilePlanWithAValidChecksumIsOneLineIgnoredAndRewritten) {
         write(p, s);
       },
       "truncated");
+  // Another kernel of the build named for an op: its timings choose another, or (untimed) the
+  // priority rule does. Taken, it would run other arithmetic than the cold compile's.
+  damaged(
+      "timed_kernel_renamed",
+      [](const fs::path& p) {
+        rewrite_payload(p, [](std::string s) {
+          return with_kernel_line(
+              s,
+              [](const std::vector<std::vector<std::string>>& lines) {
+                for (size_t i = 0; i < lines.size(); i++)
+                  if (lines[i].size() > 4) return i;  // the first op timed among two or more
+                return lines.size();
+              },
+              [](std::vector<std::string>& w) {
+                size_t slowest = 2;
+                for (size_t d = 2; d + 1 < w.size(); d += 2)
+                  if (std::stod(w[d + 1]) > std::stod(w[slowest + 1])) slowest = d;
+                w[0] = w[slowest];
+              });
+        });
+      },
+      "where its timings choose");
+  damaged(
+      "untimed_kernel_renamed",
+      [](const fs::path& p) {
+        rewrite_payload(p, [](std::string s) {
+          return with_kernel_line(
+              s,
+              [](const std::vector<std::vector<std::string>>& lines) {
+                return lines.size() - 1;  // the loss (cross_entropy: engine, then reference)
+              },
+              [](std::vector<std::string>& w) { w[0] = "reference"; });
+        });
+      },
+      "reference where engine comes first");
   damaged(
       "cut_in_its_header",
       [](const fs::path& p) {

@@ -249,8 +249,9 @@ class Program {
                DialectSelector<T>& dialects);
 
   // The given decisions' kernel for the next op: by dialect name among the op's kernels of this
-  // build, and able to run its shape.
-  KernelChoice<T> given_choice(TensorOp op, const OpArgs<T>& shape) const {
+  // build, able to run its shape, and the one `dialects` would have chosen with its timings.
+  KernelChoice<T> given_choice(TensorOp op, const OpArgs<T>& shape,
+                               const DialectSelector<T>& dialects) const {
     const size_t i = kernels_.size() - 1;
     if (i >= given_->kernels.size())
       throw PlanMismatch{"more ops than the plan's " + std::to_string(given_->kernels.size())};
@@ -270,6 +271,8 @@ class Program {
       if (!k) throw PlanMismatch{"op " + std::to_string(i) + ": no kernel " + dialect};
       choice.seconds.push_back({k->dialect, s});
     }
+    if (const std::string why = dialects.why_not_chosen(op, shape, choice); !why.empty())
+      throw PlanMismatch{"op " + std::to_string(i) + " (" + shape_text(op, shape) + "): " + why};
     return choice;
   }
 
@@ -368,7 +371,8 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
     if (n.needs_grad) grad[i] = {new_buffer(numel(n), true), -1};
     const OpArgs<T> shape = shapes_of(g, n);
     kernels_.push_back({i, n.op, program_ir::shape_of(shape), {}});
-    kernels_.back().choice = given_ ? given_choice(n.op, shape) : dialects.choose(n.op, shape);
+    kernels_.back().choice =
+        given_ ? given_choice(n.op, shape, dialects) : dialects.choose(n.op, shape);
     const Kernel<T>& kernel = *kernels_.back().choice.kernel;
     kernel_of[i] = &kernel;
     Pending p{kernel.forward, kernels_.back().shape, {}, {}, {}, {}, {}, {}, n.op, false, i};

@@ -149,6 +149,12 @@ class DialectSelector {
 
   // `a` carries the node's shapes, arguments and indices (pointers to data are not read).
   KernelChoice<T> choose(TensorOp op, const OpArgs<T>& a);
+  // Why `c` is a choice choose() could not have made for `op` on `a` under this spec, empty if it
+  // could: a forced dialect, else with timings the near-tie rule's pick among them (or among the
+  // kernels that run no library's), else the first kernel in priority order that can run. A plan
+  // cache's decisions are checked so (its checksum finds damage, not an edit): nothing is timed
+  // and no library is opened.
+  std::string why_not_chosen(TensorOp op, const OpArgs<T>& a, const KernelChoice<T>& c) const;
 
  private:
   // Auto's verdicts shared by the processes of a run: a shape measured by one process (the
@@ -453,6 +459,40 @@ auto DialectSelector<T>::choose(TensorOp op, const OpArgs<T>& a) -> KernelChoice
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   publish_verdict(key, measured[key]);
   return measured[key];
+}
+
+template <class T>
+std::string DialectSelector<T>::why_not_chosen(TensorOp op, const OpArgs<T>& a,
+                                               const KernelChoice<T>& c) const {
+  if (bf16_op(op, a)) return c.kernel == bf16_kernel_of<T>(op) ? "" : "not the bf16 kernel";
+  const std::string chosen = c.kernel->dialect;
+  const OpFamily f = family_of(op);
+  if (f != OpFamily::count && !spec_.forced[size_t(f)].empty())
+    return chosen == spec_.forced[size_t(f)]
+               ? ""
+               : chosen + " where " + spec_.forced[size_t(f)] + " is forced";
+  if (c.kernel->library && !libraries_) return chosen + " runs a library, which is left out";
+  if (!c.seconds.empty()) {
+    if (!spec_.timed) return chosen + " with timings, where the priority rule chooses";
+    double fastest = 1e300;
+    for (const auto& [d, sec] : c.seconds) fastest = std::min(fastest, sec);
+    const Kernel<T>* near_tie = nullptr;
+    for (const auto& [d, sec] : c.seconds)  // in priority order, as time_candidates lists them
+      if (!near_tie && sec <= fastest * (1 + kNearTie)) near_tie = kernel_named(op, d);
+    if (c.kernel == near_tie || c.kernel == fastest_without_libraries(op, c)) return "";
+    return chosen + " where its timings choose " + (near_tie ? near_tie->dialect : "none");
+  }
+  std::vector<const Kernel<T>*> in_build;
+  for (const Kernel<T>& k : kernels_of<T>(op))
+    if (k.in_build && (libraries_ || !k.library)) in_build.push_back(&k);
+  std::stable_sort(in_build.begin(), in_build.end(),
+                   [](auto* x, auto* y) { return x->priority > y->priority; });
+  for (const Kernel<T>* k : in_build) {
+    if (k == c.kernel) return "";
+    // A library kernel above it may have refused the shape when asked (can_run opens it).
+    if (!k->library && k->available(a)) return chosen + " where " + k->dialect + " comes first";
+  }
+  return chosen + " is not a kernel this program may choose";
 }
 
 template <class T>
