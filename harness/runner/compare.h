@@ -21,7 +21,7 @@
 // listed; the differences that only inform (microcode, other CPU flags, the kernel release) are
 // said (harness/common/environment.h). Writes <out>/<baseline>-vs-<new>.json and .txt (never over
 // an earlier comparison's), and plots/compare.py draws <baseline>-vs-<new>.png. Exit status: 0
-// nothing slower or broken; 1 something is (a CI gate); 2 bad input.
+// nothing slower or broken; 1 something is (a CI gate); 2 bad input, or no benchmark in common.
 //   build/bench_run compare results/<baseline> results/<new-run> [--threshold 10] [--force]
 //   Tests: harness/tests/test_compare.py.
 #pragma once
@@ -213,9 +213,10 @@ inline std::string change_text(double ratio) {
 }
 
 struct CompareReport {
-  std::string text;         // the table and the verdict line
-  Json json;                // the same, for plots/compare.py and for scripts
-  bool gate_fails = false;  // something slower or broken
+  std::string text;               // the table and the verdict line
+  Json json;                      // the same, for plots/compare.py and for scripts
+  bool gate_fails = false;        // something slower or broken
+  bool nothing_compared = false;  // no benchmark in both runs: no verdict, exit 2
 };
 
 // The compared benchmarks as the table's lines and as JSON rows, and how many got each verdict.
@@ -292,6 +293,7 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
   CompareTable table = compare_table(changes);
   CompareReport r;
   r.gate_fails = table.count["slower"] + table.count["broken"] > 0;
+  r.nothing_compared = changes.empty();
   r.text = compare_header(a, b, differences) + "\n" + table.text;
   if (only_a || only_b)
     r.text +=
@@ -314,7 +316,10 @@ inline CompareReport compare_report(const RunForCompare& a, const RunForCompare&
   r.text += fmt::format(
       "\n{}: {} benchmarks in both runs: {}{} (slower or faster: the change's interval, at {:.1f}% "
       "or more, lies wholly beyond the threshold of {:.0f}%)\n",
-      r.gate_fails ? "SLOWER" : "OK", changes.size(), fmt::join(parts, ", "),
+      r.gate_fails         ? "SLOWER"
+      : r.nothing_compared ? "NOTHING COMPARED"
+                           : "OK",
+      changes.size(), fmt::join(parts, ", "),
       skipped.empty() ? "" : fmt::format("; {} result file(s) unreadable, skipped", skipped.size()),
       level * 100, threshold * 100);
   Json decisive = Json::array(), informative = Json::array();
@@ -354,7 +359,7 @@ inline const char* kCompareUsage =
   --no-plots           do not draw the plot (plots/compare.py)
 Per benchmark: new / baseline of the median time with its interval, and a verdict for the new
 run (faster, slower, same; broken: ran in the baseline, failed in the new run). Exit status: 0
-nothing slower or broken; 1 something is; 2 bad input.
+nothing slower or broken; 1 something is; 2 bad input, or no benchmark in both runs.
 )";
 
 // One line on stderr, exit 2, as bench_run's own bad input.
@@ -483,6 +488,13 @@ inline int compare_main(const std::vector<std::string>& args, const std::string&
       compare_report(loaded[0], loaded[1], changes, o.threshold, differences);
   const std::string stem = write_comparison(o, id_a, id_b, report, plotter);
   fmt::print("written: {}\n", (o.out / (stem + ".txt")).string());
+  if (report.nothing_compared) {
+    fmt::print(stderr,
+               "error: compare: {} and {} hold no benchmark in common (other workloads, sizes or "
+               "backends): nothing was compared, so there is no verdict\n",
+               o.runs[0].string(), o.runs[1].string());
+    return 2;
+  }
   return report.gate_fails ? 1 : 0;
 }
 

@@ -197,6 +197,21 @@ def test_only_what_both_hold_is_compared_and_a_summary_alone_suffices(bin_dir, o
     assert "not in the new run:" not in r.stdout and "OK: 4 benchmarks in both runs: 4 same" in r.stdout
 
 
+# Two runs of other workloads have nothing to compare: no "OK" for a gate to pass on, exit 2.
+def test_runs_with_nothing_in_common_have_no_verdict(bin_dir, one_run, tmp_path):
+    b = copy_of(one_run, tmp_path)
+    edit_summary(b, lambda s: [row.update(workload=row["workload"] + "_other",
+                                          instance=row["instance"] + "_other")
+                               for row in s["rows"]])
+    for backend in ("engine", "libtorch"):
+        shutil.rmtree(b / backend)
+    r = compare(bin_dir, one_run, b, "--no-plots", out=tmp_path / "cmp")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "NOTHING COMPARED: 0 benchmarks in both runs" in r.stdout, r.stdout
+    assert "OK" not in r.stdout, r.stdout
+    assert r.stderr.count("\n") == 1 and "hold no benchmark in common" in r.stderr, r.stderr
+
+
 def test_different_machines_compare_with_force_and_say_so(bin_dir, one_run, tmp_path):
     b = copy_of(one_run, tmp_path)
     edit_summary(b, lambda s: s["machine"]["environment"].update(cpu_stepping="9"))
