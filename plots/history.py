@@ -7,8 +7,10 @@ figure per workload, history_<phase>_<workload>.png in <results>/history/: a pan
 line per backend, each run's median with its interval as an error bar. Runs are ordered by their
 commit's place in the repository's history (git rev-list; a commit not in it goes by its date),
 then by the time they ran, as airspeed velocity does. A change of processor between two runs is
-marked on every panel, since a median moves with it whatever the code did. What cannot be read
-is named on one line each and skipped.
+marked on every panel, since a median moves with it whatever the code did. Runs made under other
+conditions (precision, threads, instruction set, ranks) are never joined into one line: each
+backend has a line per condition, named in its legend when the history holds more than one. What
+cannot be read is named on one line each and skipped.
 
     /usr/bin/python3 plots/history.py results      # or: make history
 Tests: plots/tests/test_plots.py.
@@ -87,12 +89,28 @@ def processor(summary):
     return f"family {env.get('cpu_family', '?')} model {env.get('cpu_model_number', '?')}"
 
 
+def condition(summary):
+    """What a run's times depend on besides the code and the processor, as a short label:
+    precision, threads, instruction set, and ranks for a data-parallel run."""
+    o = summary.get("options") or {}
+    threads = o.get("threads", 1)
+    parts = [str(o.get("precision", "fp32")), f"{threads} thread{'s' if threads != 1 else ''}",
+             str(o.get("isa", "?"))]
+    if o.get("study") == "ranks" or o.get("hostfile"):
+        parts.append(f"{o.get('ranks', 1)} ranks")
+    return ", ".join(parts)
+
+
+LINE_STYLES = ["-", "--", "-.", ":"]
+
+
 def figures(runs):
     """{file name: figure}, one per workload present in any run."""
     runs = ordered(runs)
     ticks = [f"{s['machine']['git_sha']}\n{s['run_id'][:8]}" for s, _ in runs]
     changes = [i for i in range(1, len(runs)) if processor(runs[i][0]) != processor(runs[i - 1][0])]
-    workloads = {}  # (phase, workload) -> {instance: {backend: [(x, median, lo, hi)]}}
+    conditions = sorted({condition(s) for s, _ in runs})
+    workloads = {}  # (phase, workload) -> {instance: {(backend, condition): [(x, m, lo, hi)]}}
     for x, (summary, _) in enumerate(runs):
         for row in summary["rows"]:
             panels = workloads.setdefault((row["phase"], row["workload"]), {})
@@ -101,7 +119,8 @@ def figures(runs):
                     continue
                 lo, hi = cell.get("median_interval_seconds") or [None, None]
                 m = cell["median_seconds"]
-                panels.setdefault(row["instance"], {}).setdefault(backend, []).append(
+                panels.setdefault(row["instance"], {}).setdefault(
+                    (backend, condition(summary)), []).append(
                     (x, m, m if lo is None else lo, m if hi is None else hi))
     out = {}
     for (phase, workload), panels in workloads.items():
@@ -110,13 +129,14 @@ def figures(runs):
         fig, axes = plt.subplots(len(panels), 1, figsize=(max(6, 1.2 * len(runs) + 3),
                                                           1.1 + 2.2 * len(panels)), squeeze=False)
         for ax, (instance, lines) in zip(axes[:, 0], panels.items()):
-            for backend, points in lines.items():
+            for (backend, cond), points in lines.items():
                 xs, ms, los, his = zip(*points)
                 ax.errorbar(xs, [m * 1e6 for m in ms],
                             yerr=[[(m - lo) * 1e6 for m, lo in zip(ms, los)],
                                   [(hi - m) * 1e6 for m, hi in zip(ms, his)]],
-                            fmt="o-", color=color_of(runs[-1][0], backend), markersize=3, capsize=2,
-                            label=backend)
+                            fmt="o", linestyle=LINE_STYLES[conditions.index(cond) % 4],
+                            color=color_of(runs[-1][0], backend), markersize=3, capsize=2,
+                            label=backend if len(conditions) == 1 else f"{backend} ({cond})")
             for i in changes:
                 ax.axvline(i - 0.5, color="black", linestyle=":", linewidth=1)
             ax.set_yscale("log")
@@ -128,6 +148,8 @@ def figures(runs):
             ax.grid(alpha=0.3)
         axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
         note = "runs in commit order (short sha, date); median with its interval"
+        if len(conditions) == 1:
+            note += f"; every run at {conditions[0]}"
         if changes:
             note += "; dotted: the processor changed (" + ", ".join(
                 f"{processor(runs[i - 1][0])} -> {processor(runs[i][0])}" for i in changes) + ")"

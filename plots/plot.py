@@ -164,12 +164,22 @@ def finish(fig, run, note=None, legend_axes=None):
                 handles.append(h), labels.append(lab)
     right = 1.0
     if handles and axes is not None:  # at the right edge; the axes end where it begins
-        legend = fig.legend(handles, labels, loc="upper right",
-                            bbox_to_anchor=(0.995, 1 - 0.45 / height),
-                            fontsize=8, borderaxespad=0, frameon=False)
-        fig.canvas.draw()
-        box = legend.get_window_extent(fig.canvas.get_renderer())
+        # in as many columns as it takes to end above the notes (a short figure of many series
+        # would otherwise run past its bottom edge)
+        room = (1 - 0.45 / height - y - 0.01) * fig.bbox.height
+        for columns in range(1, 5):
+            legend = fig.legend(handles, labels, loc="upper right",
+                                bbox_to_anchor=(0.995, 1 - 0.45 / height), ncol=columns,
+                                fontsize=8, borderaxespad=0, frameon=False)
+            fig.canvas.draw()
+            box = legend.get_window_extent(fig.canvas.get_renderer())
+            if box.height <= room or columns == 4:
+                break
+            legend.remove()
         right = 1 - box.width / fig.bbox.width - 0.015
+    if fig._suptitle:  # its band at the top, the same 0.4 in however tall the figure is
+        fig._suptitle.set_y(1 - 0.08 / height)
+        fig._suptitle.set_va("top")
     top = 1 - 0.4 / height if fig._suptitle else 1  # the figure's title keeps its own band
     fig.tight_layout(rect=(0, y + 0.01, right, top))
     return fig
@@ -254,7 +264,9 @@ def dot_panels(run, series, point_of, xlabel, title, labels=False, log=True, not
         ticks = [i * (len(series) + 1) + (len(series) - 1) / 2 for i in range(len(instances))]
         ax.set_yticks(ticks, [label(i) for i in instances], fontsize=8)
         ax.set_ylim(len(instances) * (len(series) + 1) - 1, -1)
-        ax.set_title(family, fontsize=9, loc="left")
+        # a tall figure is read panel by panel: each says its unit, and its ticks top and bottom
+        ax.set_title(f"{family}: {xlabel}", fontsize=9, loc="left")
+        ax.tick_params(axis="x", top=True, labeltop=len(panels) > 1, labelsize=7)
         ax.grid(axis="x", which="major", alpha=0.3)
         if reference_line is not None:
             ax.axvline(reference_line, color="black", linewidth=0.8)

@@ -368,6 +368,33 @@ def test_history_of_runs_by_commit(tmp_path, capsys):
     assert history.main(["history.py", str(tmp_path / "nope")]) == 2
 
 
+# A bf16 run and a two-thread run are not points on the float32 runs' line: a line per condition.
+def test_history_never_joins_runs_of_other_conditions(tmp_path):
+    import history
+    results = tmp_path / "results"
+    for run_id, precision, threads in [("20261101T000000Z", "fp32", 1),
+                                       ("20261102T000000Z", "bf16", 1),
+                                       ("20261103T000000Z", "fp32", 1),
+                                       ("20261104T000000Z", "fp32", 2)]:
+        s = summary(TIMES, FOUR)
+        s["run_id"], s["machine"]["git_sha"] = run_id, "0000000"
+        s["options"] = {"precision": precision, "threads": threads, "isa": "avx2"}
+        (results / run_id).mkdir(parents=True)
+        (results / run_id / "summary.json").write_text(json.dumps(s))
+    runs, _ = history.load_runs(str(results))
+    fig = history.figures(runs)["history_step_mlp_width.png"]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "engine (fp32, 1 thread, avx2)" in legend and "engine (bf16, 1 thread, avx2)" in legend
+    assert "engine (fp32, 2 threads, avx2)" in legend
+    for ax in fig.axes:
+        points = {}
+        for line in ax.lines:
+            if len(line.get_xdata()):
+                points.setdefault(line.get_linestyle(), set()).update(line.get_xdata())
+        assert {0, 2} in [p for p in points.values()], points  # the two fp32 one-thread runs
+    assert_nothing_covers_data(fig)
+
+
 def test_the_budget_figure_is_the_compiled_modes_counters_on_a_linear_axis(tmp_path):
     times = {"step/mini_gpt_wide/batch:1": {"engine": 5e-3, "compiled": 4e-3,
                                             "compiled_budget": 4.4e-3}}
@@ -511,3 +538,29 @@ def test_colours_come_from_the_run(tmp_path):
     assert engine
     for container in engine:
         assert matplotlib.colors.to_hex(container.lines[0].get_color()) == "#123456"
+
+
+# A short figure of many series (GradBench's figure with one eval and six series): the legend
+# takes columns rather than running past the figure's bottom edge.
+def test_a_legend_of_many_series_stays_inside_a_short_figure(tmp_path):
+    import importlib.util
+    backends = ["engine", "compiled", "libtorch", "adolc", "gradbench_pytorch_tool",
+                "gradbench_tensorflow_tool"]
+    times = {f"grad/lse/elements:{n}": {b: 1e-4 * (i + 1) * n / 2500 for i, b in enumerate(backends)}
+             for n in (2500, 40000)}
+    times.update({f"grad/lse_tensor/elements:{n}": {"engine": 2e-5 * n / 2500,
+                                                    "compiled": 1e-5 * n / 2500}
+                  for n in (2500, 40000)})
+    s = summary(times, backends)
+    for row in s["rows"]:
+        row["family"] = "GradBench evals"
+    run = write(tmp_path, s)
+    spec = importlib.util.spec_from_file_location(
+        "gradbench_figure", os.path.join(plot.STUDIES, "gradbench", "figure.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fig = module.gradbench_figure(run)
+    assert fig is not None and len(fig.legends[0].get_texts()) == plot.MAX_SERIES
+    assert_readable(fig)
+    fig.set_dpi(110)  # as plot.save writes it: text measured at one resolution, drawn at another
+    assert_readable(fig)
