@@ -149,7 +149,12 @@ int main(int argc, char** argv) {
     torch::set_num_interop_threads(1);
     blas_threads = set_openblas_threads(n);
   };
-  hooks.context = {{"blas", resolved_blas()}, {"isa", aten_isa()}};
+  hooks.context = {
+      {"blas", resolved_blas()},
+      {"isa", aten_isa()},
+      {"bf16_products", onednn_takes_bf16() ? "onednn (sums in float32)"
+                                            : "aten (sums in bfloat16: no AVX-512 BW/VL/DQ, or "
+                                              "capped below avx512)"}};
   hooks.late_context = [] {
     return std::vector<std::pair<std::string, std::string>>{
         {"blas_threads", std::to_string(blas_threads)},

@@ -8,6 +8,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import socket
 import sys
 
@@ -44,6 +45,13 @@ def aten_isa():
     return "unknown"
 
 
+def address_space_limit():
+    """This process's cap on its address space (bench_run's --memory-limit, a data-parallel row's
+    share of it per rank): bytes, or "none"."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return "none" if soft == resource.RLIM_INFINITY else str(soft)
+
+
 def context(flags, corpus):
     mode = {"pytorch": "eager",
             "torchscript": "torch.jit.script (scalar graphs, recurrent models) / torch.jit.trace "
@@ -68,6 +76,9 @@ def context(flags, corpus):
         "oversubscribed": "yes" if flags["threads"] * int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         > len(os.sched_getaffinity(0)) else "no",
         "warmup_steps": str(flags["warmup_steps"]),
+        "address_space_limit": address_space_limit(),
+        "bf16_products": "onednn (sums in float32)" if onednn_takes_bf16() else
+        "aten (sums in bfloat16: no AVX-512 BW/VL/DQ, or capped below avx512)",
         "compiler": f"CPython {platform.python_version()} (/usr/bin/python3)",
         "cxx_flags": "n/a (Python; PyTorch as Debian built it)", "cpu_model": cpuinfo("model name"),
         "git_sha": os.environ.get("BACKPROP_BENCH_GIT_SHA", "unknown (not run by bench_run)"),

@@ -64,7 +64,16 @@ struct CheckJob {
   std::string backend, file, log;
   std::vector<std::string> argv;
   size_t count = 0, decided = 0;  // instances it checks; the runner's own records
+  std::string as;                 // whose records these are ("": the backend's)
+  const std::string& key() const { return as.empty() ? backend : as; }
 };
+
+// Under --precision=bf16 every row runs in bf16, and a model has no answer of its own: its bf16
+// rows can split two against two with no one to say who is right. The reference backend checks
+// once more in float32 (the same program without --precision=bf16), and the judge holds the bf16
+// rows against it and one another, as in a run that mixes precisions (judge.h, 3). Its verdict is
+// in check.json under this name; it has no column and no benchmark.
+constexpr const char* kFloat32Twin = "float32_reference";
 
 using Records = std::map<std::string, std::map<std::string, Json>>;  // backend -> name -> record
 
@@ -108,13 +117,39 @@ std::vector<CheckJob> plan_checks(RunState& run, Records& records) {
     }
     jobs.push_back(std::move(job));
   }
+  const std::string& ref = run.opt.backends.front();
+  if (run.opt.bf16 && !backend_in_bf16(ref) && !spec_of(ref).launcher) {
+    CheckJob twin{ref,
+                  "check/" + std::string(kFloat32Twin) + ".json",
+                  "logs/" + std::string(kFloat32Twin) + ".check.log",
+                  {}};
+    twin.as = kFloat32Twin;
+    bool reads_corpus = false;
+    for (const Selected& s : run.selected)
+      reads_corpus |= s.names.count(ref) && s.workload->corpus.context;
+    for (std::string& a : run.command(ref, reads_corpus))
+      if (a != "--precision=bf16") twin.argv.push_back(std::move(a));
+    twin.argv.push_back("--check_out=" + (run.folder.dir() / twin.file).string());
+    for (const Selected& s : run.selected)
+      if (s.names.count(ref) && !run.not_run_record(s, ref))
+        twin.argv.push_back(run.instance_arg(s, ref)), twin.count++;
+    if (!run.opt.resume.empty()) {  // reported whole by the interrupted run: not run again
+      Records done;
+      done[kFloat32Twin] = read_check_records(run.folder.dir() / twin.file);
+      if (done[kFloat32Twin].size() == twin.count) {
+        records[kFloat32Twin] = std::move(done[kFloat32Twin]);
+        twin.count = 0;
+      }
+    }
+    if (twin.count) jobs.push_back(std::move(twin));
+  }
   return jobs;
 }
 
 // What a check process that ended says: its records, its line, its process record.
 void check_ended(RunState& run, const CheckJob& job, const ProcessResult& p, Records& records,
                  std::map<std::string, std::string>& died, bool one_at_a_time) {
-  const std::string& b = job.backend;
+  const std::string& b = job.key();
   records[b] = read_check_records(run.folder.dir() / job.file);
   run.add_not_run(b, records[b]);
   std::string status = "ok", message;
@@ -155,10 +190,10 @@ bool run_checks(RunState& run, const std::vector<CheckJob>& jobs, Records& recor
     while (next < jobs.size() && alive.size() < size_t(run.opt.jobs) && !g_interrupted) {
       const CheckJob& job = jobs[next++];
       run.note_other_benchmarks();  // its warning before the line below, never inside it
-      if (one_at_a_time) fmt::print("check {:<11} ", job.backend), std::fflush(stdout);
+      if (one_at_a_time) fmt::print("check {:<11} ", job.key()), std::fflush(stdout);
       alive.emplace_back(&job, std::make_unique<Child>(
                                    job.argv, (run.folder.dir() / job.log).string(), run.opt.timeout,
-                                   run.child_env(job.backend), run.opt.memory_limit));
+                                   run.child_env(job.backend), run.memory_limit_of(job.backend)));
     }
     if (g_interrupted && alive.empty()) return false;
     bool any = false;
@@ -217,7 +252,7 @@ struct CheckTally {
       else if (unverified[b])
         line += fmt::format("; {} unverified (nothing to compare with)", unverified[b]);
       if (!c.worst_at.empty())
-        line += fmt::format("; closest to its tolerance: {:.2e} (tolerance {:.0e}) vs {} at {} {}",
+        line += fmt::format("; closest to its tolerance: {:.2e} (tolerance {:.3g}) vs {} at {} {}",
                             c.max_rel_diff, c.tolerance, c.reference, at, c.worst_at);
       fmt::print("{}", wrapped(line + (problems[b].empty()
                                            ? ""
@@ -253,6 +288,14 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
                     died.count(b) ? died[b] + " before reporting it" : "not reported"});
       bf16.push_back(run.opt.bf16 || backend_in_bf16(b));
     }
+    const std::string& ref = run.opt.backends.front();
+    if (auto twin = records.find(kFloat32Twin); twin != records.end() && s.names.count(ref)) {
+      auto r = twin->second.find(s.names.at(ref));
+      in.insert(in.begin(), {kFloat32Twin, r == twin->second.end() ? nullptr : &r->second,
+                             died.count(kFloat32Twin) ? died[kFloat32Twin] + " before reporting it"
+                                                      : "not reported"});
+      bf16.insert(bf16.begin(), false);
+    }
     // A study may train longer in its check (amp: 200 steps, its loss curves); the judge compares
     // the workload's own first steps, as every run does: further on, right backends drift apart
     // (by step 200 in float32, 1.2% on mini_gpt_wide 32, 6.8% on char_rnn_wide 100).
@@ -275,6 +318,10 @@ bool judge_all(RunState& run, Records& records, std::map<std::string, std::strin
     std::vector<Verdict> verdicts = judge_instance(checked, in, bf16, has_plain ? &plain : nullptr);
     verdicts.insert(verdicts.end(), unjudged.begin(), unjudged.end());
     for (const Verdict& v : verdicts) {
+      if (v.backend == kFloat32Twin) {  // no column: its verdict in check.json alone
+        results.push_back(verdict_json(s.id, v));
+        continue;
+      }
       run.verdicts[s.id][v.backend] = v;
       tally.add(s.id, v);
       results.push_back(verdict_json(s.id, v));

@@ -93,6 +93,7 @@ int import_gradbench_main(const std::vector<std::string>& args) {
         if (ec) throw WriteError(dir / kept, ec.value());
       }
     write_atomically(dir / "summary.json", dump_json(summary_json(s), 2, 4) + "\n");
+    write_atomically(dir / "summary.csv", summary_csv(s));
     std::vector<std::string> log_names;
     for (const fs::path& log : logs) log_names.push_back(log.string());
     std::string text = summary_text(s);

@@ -87,16 +87,18 @@ inline Numbers record_numbers(const WorkloadInfo& w, JsonView record) {
                  : step_numbers(w, record["step"]);
 }
 
-// The largest relative difference of `got` from `ref` (below `floor`, absolute) into *worst, and
-// where it is; NaN anywhere is the largest. "" if they do not have the same numbers.
+// The largest relative difference between `ref` and `got` (over the larger magnitude of the two,
+// as Python's math.isclose: the same figure whichever is the reference; below `floor`, absolute)
+// into *worst, and where it is; NaN anywhere is the largest. "" if they do not have the same
+// numbers.
 inline std::string worst_difference(const Numbers& ref, const Numbers& got, double floor,
                                     double* worst) {
   if (ref.values.size() != got.values.size()) return "";
   std::string at = ref.labels.empty() ? "" : ref.labels[0];
   *worst = 0;
   for (size_t i = 0; i < ref.values.size(); i++) {
-    const double d =
-        std::fabs(got.values[i] - ref.values[i]) / std::max(floor, std::fabs(ref.values[i]));
+    const double d = std::fabs(got.values[i] - ref.values[i]) /
+                     std::max(floor, std::max(std::fabs(ref.values[i]), std::fabs(got.values[i])));
     if (!(d <= *worst)) *worst = d, at = ref.labels[i];  // a NaN takes the place and stays
   }
   return at;
@@ -153,7 +155,7 @@ inline std::string self_check(const WorkloadInfo& w, JsonView record,
       if (!(d <= worst)) worst = d, at = fmt::format("grads[{}]", i);
     }
     if (!(worst <= w.known.tolerance))
-      return fmt::format("off the known answer by {:.3g} at {} (tolerance {:.0e})", worst, at,
+      return fmt::format("off the known answer by {:.3g} at {} (tolerance {:.3g})", worst, at,
                          w.known.tolerance);
   }
   if (plain) {
@@ -177,7 +179,7 @@ inline std::string self_check(const WorkloadInfo& w, JsonView record,
       if (!(d <= worst)) worst = d, at = truth.labels[i];
     }
     if (!(worst <= kFiniteDifferenceTolerance))
-      return fmt::format("off finite differences by {:.3g} at {} (tolerance {:.0e})", worst, at,
+      return fmt::format("off finite differences by {:.3g} at {} (tolerance {:.3g})", worst, at,
                          kFiniteDifferenceTolerance);
   }
   return "";
@@ -290,7 +292,7 @@ inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
                               answer.empty() ? "" : fmt::format(" (each holds to {})", answer));
     } else if (j != ref && !(diff[ref][j] <= w.tolerance.rel)) {
       v.status = "wrong";
-      v.message = fmt::format("differs from {} (who agree) by {:.3g} at {} (tolerance {:.0e})",
+      v.message = fmt::format("differs from {} (who agree) by {:.3g} at {} (tolerance {:.3g})",
                               fmt::join(group, ", "), v.max_rel_diff, v.worst_at, v.tolerance);
     } else {
       v.is_reference = j == ref;
@@ -333,8 +335,11 @@ inline std::vector<Verdict> judge_instance(const WorkloadInfo& w,
   const std::vector<Verdict> fp32 = judge_instance(w, group[kFloat32], plain);
   for (size_t k = 0; k < fp32.size(); k++) out[at[kFloat32][k]] = fp32[k];
   size_t reference = SIZE_MAX;
+  // The float32 reference: ok, or the only float32 row that passed its own check (unverified,
+  // with no other to agree: a --precision=bf16 run's float32 twin, check_phase.cc).
   for (size_t k = 0; k < fp32.size(); k++)
-    if (fp32[k].is_reference && fp32[k].status == "ok") reference = k;
+    if (fp32[k].is_reference && (fp32[k].status == "ok" || fp32[k].status == "unverified"))
+      reference = k;
   for (const Group g : {kBf16, kBf16Sums}) {
     std::vector<BackendRecord>& lower = group[g];
     if (lower.empty()) continue;

@@ -185,6 +185,54 @@ TEST(Results, RatiosCrossoversAndTheirText) {
   EXPECT_NE(flagged.find("~ wide: the 93.8% interval of the median"), std::string::npos) << flagged;
 }
 
+// Under --precision bf16 the summary says which bf16 path each backend took on this processor.
+TEST(Results, ABf16SummarySaysEachBackendsPath) {
+  bp::Summary s;
+  s.run_id = "r1", s.reference = "engine";
+  s.backends = {"engine", "compiled", "libtorch"};
+  s.threads = {{"engine", 1}, {"compiled", 1}, {"libtorch", 1}};
+  s.options = bp::Json::object({{"precision", "bf16"}, {"isa", "avx2"}});
+  s.contexts = bp::Json::object(
+      {{"engine", bp::Json::object({{"bf16_products", "widened"}})},
+       {"compiled", bp::Json::object({{"bf16_products", "widened"}})},
+       {"libtorch", bp::Json::object({{"bf16_products", "aten (sums in bfloat16)"}})}});
+  std::string text = bp::machine_lines(s);
+  for (size_t at; (at = text.find("\n  ")) != std::string::npos;) text.replace(at, 3, " ");
+  EXPECT_NE(text.find("bf16 products: aten (sums in bfloat16) (libtorch); widened (engine, "
+                      "compiled)"),
+            std::string::npos)
+      << text;
+}
+
+// summary.csv: a line per benchmark in the run's backend order, a skipped one with its reason;
+// a field with a comma, a quote or a line break quoted (RFC 4180), a missing number empty.
+TEST(Results, SummaryCsvHasALinePerBenchmarkAndQuotesWhatItMust) {
+  bp::Summary s;
+  s.run_id = "r1", s.reference = "engine";
+  s.backends = {"engine", "libtorch"};
+  s.threads = {{"engine", 1}, {"libtorch", 1}};
+  s.options = bp::Json::object({{"precision", "bf16"}, {"isa", "avx2"}});
+  const bp::WorkloadInfo& w = workload("mlp_width");
+  bp::SummaryRow row{bp::instance_id(w, 16), &w, 16, {}};
+  row.cells["engine"].status = "ok";
+  row.cells["engine"].median_seconds = 0.25;
+  row.cells["libtorch"].status = "skipped";
+  row.cells["libtorch"].message = "needs \"torch\", a bf16\nCPU";
+  s.rows.push_back(row);
+  const std::string csv = bp::summary_csv(s);
+  const std::vector<std::string> lines = bp::fields(csv, '\n');
+  ASSERT_EQ(lines.size(), 4u) << csv;  // the header, engine, libtorch over two lines
+  EXPECT_EQ(lines[0].rfind("run_id,instance,phase,workload,", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1],
+            "r1,step/mlp_width/width:16,step,mlp_width,width,16,engine,ok,yes,1,bf16,"
+            "avx2,0.25,,,,0,1,,,,,\r")
+      << csv;
+  EXPECT_NE(
+      csv.find(",skipped,yes,1,bf16,avx2,,,,,0,,,,,,\"needs \"\"torch\"\", a bf16\nCPU\"\r\n"),
+      std::string::npos)
+      << csv;
+}
+
 // However many backends a run has, the summary stays within 120 columns: backends that do not
 // fit go to a further block of columns, each time block starting again with the reference.
 TEST(Results, SummaryFitsIn120ColumnsWithEveryBackend) {

@@ -196,6 +196,63 @@ inline Json summary_json(const Summary& s) {
                        {"intervals", s.intervals}});
 }
 
+// summary.csv: the run's table for a spreadsheet or pandas, one line per benchmark (an instance
+// on a backend), skipped and failed ones included with their reason; the conditions every result
+// depends on (threads, precision, instruction set) are columns, so that two runs' files
+// concatenated stay apart. RFC 4180: a comma, a quote or a line break puts the field in quotes,
+// its quotes doubled; a number is written to round trip (%.17g), a missing one left empty.
+inline std::string csv_field(const std::string& f) {
+  if (f.find_first_of(",\"\r\n") == std::string::npos) return f;
+  std::string quoted = "\"";
+  for (char c : f) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+inline std::string summary_csv(const Summary& s) {
+  auto number = [](double x) { return std::isfinite(x) ? fmt::format("{:.17g}", x) : ""; };
+  const JsonView options(s.options);
+  const std::string precision = options["precision"].str_or("fp32"),
+                    isa = options["isa"].str_or("");
+  std::string out =
+      "run_id,instance,phase,workload,size_key,size,backend,status,verified,threads,precision,"
+      "isa,median_seconds,interval_lo_seconds,interval_hi_seconds,interval_level,repetitions,"
+      "ratio_to_reference,ratio_lo,ratio_hi,max_rss_bytes,items_per_second,message\r\n";
+  for (const SummaryRow& row : s.rows)
+    for (const std::string& backend : s.backends) {
+      const auto cell = row.cells.find(backend);
+      if (cell == row.cells.end()) continue;
+      const Cell& c = cell->second;
+      const Summary::Ratio r = s.ratio_of(row, backend);
+      const auto threads = s.threads.find(backend);
+      const std::vector<std::string> fields = {
+          s.run_id,
+          row.instance,
+          std::string(row.workload->phase),
+          std::string(row.workload->name),
+          std::string(row.workload->sizes.key),
+          std::to_string(row.size),
+          backend,
+          c.status,
+          c.verified ? "yes" : "no",
+          threads == s.threads.end() ? "" : std::to_string(threads->second),
+          precision,
+          isa,
+          number(c.median_seconds),
+          number(c.interval.lo),
+          number(c.interval.hi),
+          number(c.interval.level),
+          std::to_string(c.repetition_seconds.size()),
+          number(r.value),
+          number(r.lo),
+          number(r.hi),
+          number(c.max_rss_bytes),
+          number(c.items_per_second),
+          c.message};
+      for (size_t i = 0; i < fields.size(); i++) out += (i ? "," : "") + csv_field(fields[i]);
+      out += "\r\n";
+    }
+  return out;
+}
+
 // The kernel rows of bench_compiled --kernel_rows (studies/kernels/kernel_rows.h), per op shape:
 // each dialect's median seconds, the one auto chose in its setup, and how auto's choice compares
 // with the fastest here; then the FMA peak; and each dialect's GFLOP/s per thread as a fraction of

@@ -1,5 +1,6 @@
 // harness/runner/summary_phase.cc: the end of a run: summary.json (what plots/plot.py draws),
-// summary.txt (the same tables for people, printed too), then the figures and report.html.
+// summary.csv (one line per benchmark, for a spreadsheet), summary.txt (the same tables for
+// people, printed too), then the figures and report.html.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ void summary_phase(RunState& run) {
     s.rows.push_back(std::move(row));
   }
   write_atomically(run.folder.dir() / "summary.json", dump_json(summary_json(s), 2, 4) + "\n");
+  write_atomically(run.folder.dir() / "summary.csv", summary_csv(s));
   std::string text = summary_text(s);
   if (!run.others.empty())
     text += "\n" + wrapped(fmt::format("warning: other benchmarks ran on this machine during this "

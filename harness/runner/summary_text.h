@@ -95,8 +95,8 @@ inline std::string machine_lines(const Summary& s) {
                        ? 0
                        : int(std::count(affinity.begin(), affinity.end(), ',')) + 1;
   if (cpus > 0 && !by_threads.empty() && by_threads.rbegin()->first > cpus)
-    threads +=
-        fmt::format(" (oversubscribed: {} threads on {} CPUs)", by_threads.rbegin()->first, cpus);
+    threads += fmt::format(" (oversubscribed: {} threads on {} CPU{})", by_threads.rbegin()->first,
+                           cpus, cpus == 1 ? "" : "s");
   if (const std::string isa = JsonView(s.options)["isa"].str_or(""); !isa.empty()) {
     const bool own = std::any_of(s.backends.begin(), s.backends.end(), [](const std::string& b) {
       return find_backend(b) && find_backend(b)->isa;  // the study isa's variants
@@ -107,8 +107,19 @@ inline std::string machine_lines(const Summary& s) {
       threads += isa == "native" ? ", each _avx2 or _avx512 row at its own level"
                                  : " but the _avx2 and _avx512 rows, at their own";
   }
-  if (JsonView(s.options)["precision"].str_or("fp32") == "bf16")
+  if (JsonView(s.options)["precision"].str_or("fp32") == "bf16") {
     threads += "; precision bf16 (mixed: bf16 products, float32 weights and optimizer)";
+    // Which bf16 path each backend takes on this processor (its context's bf16_products): a
+    // widened or bf16-summing path is another computation, at another speed.
+    std::map<std::string, std::vector<std::string>> paths;
+    for (const std::string& b : s.backends)
+      if (const std::string p = JsonView(s.contexts)[b]["bf16_products"].str_or(""); !p.empty())
+        paths[p].push_back(b);
+    std::vector<std::string> said;
+    for (const auto& [path, list] : paths)
+      said.push_back(fmt::format("{} ({})", path, fmt::join(list, ", ")));
+    if (!said.empty()) threads += fmt::format("; bf16 products: {}", fmt::join(said, "; "));
+  }
   return wrapped(fmt::format("summary of {} (study {}); {}", s.run_id, s.study, threads), 2) +
          wrapped(fmt::format("machine: {} ({} family {} model {} stepping {}), CPUs {} of {}, "
                              "kernel {}, governor {}",

@@ -6,6 +6,7 @@ backend binary must still run on its own with Google Benchmark's flags. What goe
 hangs, wrong answers, a full disk, an interrupted run) is test_faults.py's.
     ctest -R harness_pytest --output-on-failure     or     /usr/bin/python3 -m pytest harness/tests
 """
+import csv
 import json
 import os
 import re
@@ -117,6 +118,16 @@ def test_short_run_writes_everything_and_draws_it(bin_dir, tmp_path):
         assert cell["ratio_to_reference"] == pytest.approx(statistics.median(pairs), rel=1e-9)
     check = load(latest / "check.json")
     assert {c["status"] for c in check["results"]} == {"ok"}
+    # summary.csv: a line per benchmark, the same numbers, read by Python's csv module
+    with open(latest / "summary.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len(by_cell)
+    for line in table:
+        cell = by_cell[(line["backend"], line["instance"])]
+        assert line["status"] == cell["status"] and line["precision"] == "fp32"
+        assert float(line["median_seconds"]) == cell["median_seconds"]
+        assert float(line["ratio_to_reference"]) == cell["ratio_to_reference"]
+        assert int(line["repetitions"]) == len(cell["repetition_seconds"])
     text = (latest / "summary.txt").read_text()
     assert "grad/scalar_chain/nodes:100" in text and "crossovers" in text
     assert "its time over engine's" in text
@@ -520,6 +531,13 @@ def test_precision_bf16_runs_the_models_and_skips_the_scalar_graphs(bin_dir, tmp
         model = checks[(backend, "step/mlp_width/width:16")]
         assert model["status"] == "ok", model
     assert checks[("libtorch", "step/mlp_width/width:16")]["tolerance"] == 8 / 256
+    # the float32 twin of the reference (engine without --precision=bf16): in check.json, the
+    # bf16 rows held to it, no column of its own
+    twin = checks[("float32_reference", "step/mlp_width/width:16")]
+    assert twin["status"] == "unverified" and twin["is_reference"], twin
+    assert checks[("engine", "step/mlp_width/width:16")]["reference"] == "float32_reference"
+    command = (run_dir / "logs" / "float32_reference.check.log").read_text().splitlines()[0]
+    assert "bench_engine" in command and "--precision=bf16" not in command, command
 
 
 def cpu_flags():
@@ -584,12 +602,15 @@ def test_ranks_times_threads_beyond_the_cpus_is_oversubscribed(bin_dir, tmp_path
     r = subprocess.run(["taskset", "-c", str(one_cpu), os.path.join(bin_dir, "bench_run"),
                         "--out", str(tmp_path), "--study", "ranks", "--ranks", "2", "--workloads",
                         "mini_gpt", "--sizes", "batch=8", "--backends", "engine_ranks",
-                        "--check-only"], capture_output=True, text=True, timeout=600)
+                        "--memory-limit", "6G", "--check-only"],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "warning: --ranks 2 x --threads 1 on 1 CPUs: the data-parallel rows are " \
+    assert "warning: --ranks 2 x --threads 1 on 1 CPU: the data-parallel rows are " \
            "oversubscribed" in r.stderr, r.stderr
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and p.name != "latest")
-    assert load(run_dir / "check" / "engine_ranks.json")["context"]["oversubscribed"] == "yes"
+    context = load(run_dir / "check" / "engine_ranks.json")["context"]
+    assert context["oversubscribed"] == "yes"
+    assert context["address_space_limit"] == str(3 << 30), "the two ranks share --memory-limit"
 
 
 # A level the processor lacks: one line naming what it lacks, exit 2; the study's rows at that
