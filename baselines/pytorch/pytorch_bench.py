@@ -86,6 +86,7 @@ os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 import contextlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import signal  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -338,12 +339,15 @@ def fault(kind, name, checking=False):
 
 
 def fail_as_the_last_rank(name):
-    """rank-crash and rank-hang (harness/driver/faults.h): the last rank aborts or stops."""
-    crash = fault("rank-crash", name)
-    print(f"BACKPROP_BENCH_FAULT: rank {RANKS.rank} {'crashing' if crash else 'hanging'} in "
-          f"{name}", file=sys.stderr, flush=True)
+    """rank-crash, rank-hang and rank-stop (harness/driver/faults.h): the last rank aborts, loops
+    outside its steps, or stops itself (SIGSTOP)."""
+    crash, stop = fault("rank-crash", name), fault("rank-stop", name)
+    doing = "crashing" if crash else "stopping itself" if stop else "hanging"
+    print(f"BACKPROP_BENCH_FAULT: rank {RANKS.rank} {doing} in {name}", file=sys.stderr, flush=True)
     if crash:
         os.abort()
+    if stop:
+        os.kill(os.getpid(), signal.SIGSTOP)
     while True:
         time.sleep(1)
 
@@ -557,7 +561,7 @@ def timed_runs(spec, flags, corpus):
         if flags["take_turns"]:
             wait_for_turn()
         last_rank_fails = RANKS.n > 1 and RANKS.rank == RANKS.n - 1 and (
-            fault("rank-crash", name) or fault("rank-hang", name))
+            fault("rank-crash", name) or fault("rank-hang", name) or fault("rank-stop", name))
         iterations, start_real, start_cpu = 0, time.perf_counter(), time.process_time()
         while True:
             RANKS.progress = 2 * iterations + 1

@@ -215,6 +215,28 @@ inline long proc_parent_of(long pid) {
   return ppid;
 }
 
+// A process's state letter, from /proc/<pid>/stat: R running, S sleeping, D in an uninterruptible
+// wait, T stopped by a signal, t stopped by a debugger, Z a zombie; 0 if it is gone.
+inline char proc_state_of(long pid) {
+  const std::string line = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = line.rfind(')');
+  char state = 0;
+  if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %c", &state);
+  return state;
+}
+// `name`'s value in the environment `pid` started with; "" without one (or the process gone).
+inline std::string proc_environ_value(long pid, std::string_view name) {
+  const std::string env = read_proc_file("/proc/" + std::to_string(pid) + "/environ");
+  for (size_t at = 0; at < env.size();) {
+    const size_t end = std::min(env.find('\0', at), env.size());
+    const std::string_view entry(env.data() + at, end - at);
+    if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=')
+      return std::string(entry.substr(name.size() + 1));
+    at = end + 1;
+  }
+  return "";
+}
+
 // The programs whose processes are benchmarks: the runner and every backend's.
 inline constexpr std::string_view kBenchmarkPrograms[] = {"bench_run",      "bench_engine",
                                                           "bench_compiled", "bench_libtorch",

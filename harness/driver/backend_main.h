@@ -18,6 +18,7 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -264,6 +265,14 @@ DriverFlags parse_backend_flags(int& argc, char** argv, const BackendHooks<B>& h
   return flags;
 }
 
+// This process's cap on its address space (bench_run's --memory-limit, a data-parallel row's
+// share of it per rank): bytes, or "none".
+inline std::string address_space_limit_text() {
+  rlimit cap{};
+  if (getrlimit(RLIMIT_AS, &cap) != 0 || cap.rlim_cur == RLIM_INFINITY) return "none";
+  return std::to_string(uint64_t(cap.rlim_cur));
+}
+
 // What every result of this process says about where its numbers come from.
 template <class B>
 ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& flags) {
@@ -278,6 +287,7 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
       // every rank on this host runs the threads
       {"oversubscribed", flags.threads * ranks_on_this_host() > process_cpus() ? "yes" : "no"},
       {"warmup_steps", std::to_string(flags.warmup_steps)},
+      {"address_space_limit", address_space_limit_text()},
       {"compiler", "g++ " __VERSION__},
       {"cxx_flags", BP_CXX_FLAGS},
       {"cpu_model", proc_cpu_model()},

@@ -5,9 +5,10 @@
 // `crash`, `hang`, `oom` or `slowN` while benchmarking (`slowN` runs every timed step N times,
 // 2 to 100: a regression `bench_run compare` must catch), or, during the check, `check-crash`,
 // `check-hang`, `wrong` (adds 1 to every value and loss reported), `nan` (makes them NaN) or
-// `reset` (adds 1 only to the repeated step's). Data-parallel ranks: `rank-crash` and `rank-hang`
-// make the last rank abort, or stop answering, at its third timed step (the runner must end the
-// row, name the rank and leave no process); `slow-start` holds every rank 4 s before main, as a
+// `reset` (adds 1 only to the repeated step's). Data-parallel ranks: `rank-crash`, `rank-hang`
+// and `rank-stop` make the last rank abort, loop outside its steps, or stop itself (SIGSTOP: it
+// can answer nothing) at its third timed step (the runner must end the row, name the rank and
+// leave no process); `slow-start` holds every rank 4 s before main, as a
 // slow library start would (harness/common/proc.h: a launcher killed then takes its ranks).
 // baselines/pytorch/pytorch_bench.py reads the same variable.
 #pragma once
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -62,14 +64,21 @@ inline std::string inject_fault(const std::string& name, bool checking) {
   return kind;
 }
 
-// rank-crash and rank-hang, on the last rank (workloads/data.h's process_shard) alone.
+// rank-crash, rank-hang and rank-stop, on the last rank (workloads/data.h's process_shard) alone.
+inline bool is_rank_fault(const std::string& fault) {
+  return fault == "rank-crash" || fault == "rank-hang" || fault == "rank-stop";
+}
 inline void fail_as_the_last_rank(const std::string& fault, const std::string& name) {
   const Shard& me = process_shard();
   if (me.rank != me.ranks - 1) return;
   fmt::print(stderr, "BACKPROP_BENCH_FAULT: rank {} {} in {}\n", me.rank,
-             fault == "rank-crash" ? "crashing" : "hanging", name);
+             fault == "rank-crash"  ? "crashing"
+             : fault == "rank-stop" ? "stopping itself"
+                                    : "hanging",
+             name);
   std::fflush(stderr);
   if (fault == "rank-crash") std::abort();
+  if (fault == "rank-stop") raise(SIGSTOP);
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 

@@ -169,7 +169,7 @@ void bench_steps(benchmark::State& state, const BackendProcess<B>& p, const Inst
     p.configure(setup->backend);
     setup->run = p.template make_run<W>(setup->backend, size);
   }
-  const bool rank_fault = fault == "rank-crash" || fault == "rank-hang";
+  const bool rank_fault = is_rank_fault(fault);
   auto timed = [&](auto step) {
     if (fresh)
       for (int i = 0; i < p.flags.warmup_steps; i++) step();

@@ -117,8 +117,19 @@ bool reuse_finished_row(RunState& run, const std::vector<Running>& running, int 
 
 // At a timeout each rank said where it was (harness/driver/rank_progress.h): "rank R: in timed
 // step N" (waiting there for the others, as a step waits on every rank) or "rank R: between timed
-// steps, N done". The rank furthest behind is the one that stopped, if it alone is.
-std::string rank_that_stopped(const std::string& log) {
+// steps, N done". A rank stopped by a signal (SIGSTOP, a debugger) can say nothing: the runner
+// read every rank's state before it asked (ranks_at_timeout), and such a rank is the one named,
+// not the furthest behind of those that answered, who were waiting for it. Otherwise the rank
+// furthest behind is the one that stopped, if it alone is.
+std::string rank_that_stopped(const std::string& log, const std::vector<RankAtTimeout>& ranks) {
+  std::vector<std::string> stopped;
+  for (const RankAtTimeout& r : ranks)
+    if (r.state == 'T' || r.state == 't')
+      stopped.push_back(fmt::format(
+          "rank {} (pid {}) was stopped ({}) and could not answer", r.rank.empty() ? "?" : r.rank,
+          r.pid, r.state == 'T' ? "by a signal: SIGSTOP, SIGTSTP or a debugger" : "by a debugger"));
+  if (!stopped.empty())
+    return fmt::format("{}; the others waited for it", fmt::join(stopped, "; "));
   std::vector<std::pair<int64_t, std::string>> seen;  // (how far, its line)
   for (const std::string& line : split(log, '\n')) {
     long rank = -1, step = -1;
@@ -139,7 +150,8 @@ std::string rank_that_stopped(const std::string& log) {
 // with PID ... exited on signal 6"; torchrun: a block per failed rank, "rank : 1 (local_rank: 1)"
 // then "exitcode : -6", the rank a signal ended first, as the others fail after it), or, timed out,
 // that the ranks waited on one another until the runner ended them all.
-std::string ranks_failure(const RunState& run, const Running& r, bool timed_out) {
+std::string ranks_failure(const RunState& run, const Running& r, const ProcessResult& p) {
+  const bool timed_out = p.timed_out;
   const char* launcher = spec_of(r.backend).launcher;
   if (!launcher) return "";
   const auto trim = [](std::string t) {
@@ -166,7 +178,8 @@ std::string ranks_failure(const RunState& run, const Running& r, bool timed_out)
   if (!signalled.empty()) said = signalled;
   if (!said.empty()) return fmt::format("; {} of {} ranks: {}", launcher, run.opt.ranks, said);
   if (!timed_out) return "";
-  if (const std::string stopped = rank_that_stopped(read_file(run.folder.dir() / r.log));
+  if (const std::string stopped =
+          rank_that_stopped(read_file(run.folder.dir() / r.log), p.ranks_at_timeout);
       !stopped.empty())
     return fmt::format("; {} of {} ranks: {}", launcher, run.opt.ranks, stopped);
   return fmt::format(
@@ -199,15 +212,17 @@ Json process_ended(RunState& run, const Selected& s, Running& r, Cell& c) {
     std::string said;
     for (const std::string& line : split(read_file(run.folder.dir() / r.log), '\n'))
       if (line.rfind("out of memory: ", 0) == 0) said = ": " + line.substr(15);
-    c.message = fmt::format("out of memory at {} under the limit of {}{} (see {})", s.id,
-                            human_bytes(double(run.opt.memory_limit)), said, r.log);
+    c.message = fmt::format("out of memory at {} under the limit of {}{}{} (see {})", s.id,
+                            human_bytes(double(run.memory_limit_of(r.backend))),
+                            spec_of(r.backend).launcher ? " a process" : "", said, r.log);
   } else if (const std::string line = p.ok() ? "" : run.memory_failure_line(r.log); !line.empty()) {
     c.status = "out_of_memory";
-    c.message = fmt::format("could not start under the memory limit of {}: {} (see {})",
-                            human_bytes(double(run.opt.memory_limit)), line, r.log);
+    c.message = fmt::format("could not start under the memory limit of {}{}: {} (see {})",
+                            human_bytes(double(run.memory_limit_of(r.backend))),
+                            spec_of(r.backend).launcher ? " a process" : "", line, r.log);
   } else if (!p.ok()) {
     c.status = p.timed_out ? "timeout" : "failed";
-    c.message = p.failure() + ranks_failure(run, r, p.timed_out) + " (see " + r.log + ")";
+    c.message = p.failure() + ranks_failure(run, r, p) + " (see " + r.log + ")";
     if (p.signal == SIGKILL && !p.timed_out)  // not sent by the runner
       c.message += fmt::format(
           "; a SIGKILL the runner did not send: most likely the kernel's out-of-memory killer "
@@ -237,7 +252,8 @@ std::map<std::string, Cell> bench_row(RunState& run, const Selected& s, int roun
     run.make_folders({run.folder.dir() / r.backend, run.folder.dir() / "logs" / r.backend});
     run.note_other_benchmarks();
     r.child = std::make_unique<Child>(r.argv, (run.folder.dir() / r.log).string(), run.opt.timeout,
-                                      run.child_env(r.backend), run.opt.memory_limit, takes_turns);
+                                      run.child_env(r.backend), run.memory_limit_of(r.backend),
+                                      takes_turns);
   };
   Turns turns;
   for (Running& r : running)

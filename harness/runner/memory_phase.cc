@@ -90,7 +90,7 @@ void estimate_memory(RunState& run) {
                                         .name = "probe",
                                         .check_steps = s.workload->model ? 1 : 0}));
           const ProcessResult p = run_process(argv, scratch + "/probe.log", run.opt.timeout,
-                                              run.child_env(b), run.opt.memory_limit);
+                                              run.child_env(b), run.memory_limit_of(b));
           const std::string status = p.ok() ? probe_status(scratch + "/probe.json")
                                      : p.exit_code == kExitOutOfMemory ? "out_of_memory"
                                                                        : p.failure();

@@ -78,7 +78,8 @@ inline const char* kUsage =
                        two warm-up steps and one round, and says so
   --timeout S          seconds before a backend process is killed (default 600)
   --memory-limit SIZE  address space of each backend process, e.g. 8G or 512M (default: 90% of
-                       the memory available when the run starts); a size beyond a workload's
+                       the memory available when the run starts; a data-parallel row's ranks
+                       on this machine share it evenly); a size beyond a workload's
                        defaults is first estimated from three smaller ones, and not run above it
   --force              no memory estimate: every size runs, capped by --memory-limit
   --check-only         run the correctness check only; exit 1 if any backend disagrees

@@ -36,7 +36,15 @@
 
 namespace bp {
 
+// A launcher's rank as the runner found it at the row's timeout, before it asked where it was.
+struct RankAtTimeout {
+  long pid = 0;
+  std::string rank;  // OMPI_COMM_WORLD_RANK (mpirun) or RANK (torchrun); "" if neither
+  char state = 0;    // proc_state_of: T or t, stopped, cannot answer
+};
+
 struct ProcessResult {
+  std::vector<RankAtTimeout> ranks_at_timeout;  // asks_children_ only
   int exit_code = -1, signal = 0;
   bool timed_out = false, started = true, interrupted = false;
   double wall_seconds = 0;
@@ -340,7 +348,12 @@ class Child {
     if (own_seconds() > timeout_ && !timed_out_) {
       timed_out_ = true;
       if (asks_children_) {  // data-parallel ranks: each says where it is, in the log
-        for (long child : proc_children_of(pid_)) kill(pid_t(child), SIGUSR1);
+        for (long child : proc_children_of(pid_)) {
+          std::string rank = proc_environ_value(child, "OMPI_COMM_WORLD_RANK");
+          if (rank.empty()) rank = proc_environ_value(child, "RANK");
+          ranks_at_timeout_.push_back({child, rank, proc_state_of(child)});
+          kill(pid_t(child), SIGUSR1);
+        }
         std::this_thread::sleep_for(std::chrono::seconds(1));
       }
       kill_group();
@@ -362,6 +375,7 @@ class Child {
     close_pipes();  // a child still waiting for its turn reads end-of-file and stops
     while (!ended()) std::this_thread::sleep_for(std::chrono::milliseconds(timed_out_ ? 1 : 10));
     r.timed_out = timed_out_;
+    r.ranks_at_timeout = ranks_at_timeout_;
     r.interrupted = g_interrupted != 0 && !(WIFEXITED(status_) && WEXITSTATUS(status_) == 0);
     r.wall_seconds = wall_seconds_;
     r.max_rss_bytes = int64_t(usage_.ru_maxrss) * 1024;  // Linux reports kilobytes
@@ -402,6 +416,7 @@ class Child {
   int slot_ = -1, go_fd_ = -1, ready_fd_ = -1, status_ = 0;
   rusage usage_{};
   bool reaped_ = false, timed_out_ = false, asks_children_ = false;
+  std::vector<RankAtTimeout> ranks_at_timeout_;
 };
 
 // One process, start to end.

@@ -176,16 +176,16 @@ int bench_run_main(int argc, char** argv) {
   for (const std::string& line : unused_sizes) fmt::print(stderr, "warning: {}\n", line);
   if (run.opt.threads > process_cpus())
     fmt::print(stderr,
-               "warning: --threads {} on {} CPUs: every backend is oversubscribed, and its times "
-               "measure that\n",
-               run.opt.threads, process_cpus());
+               "warning: --threads {} on {} CPU{}: every backend is oversubscribed, and its "
+               "times measure that\n",
+               run.opt.threads, process_cpus(), process_cpus() == 1 ? "" : "s");
   const bool data_parallel = std::any_of(run.opt.backends.begin(), run.opt.backends.end(),
                                          [](const std::string& b) { return spec_of(b).launcher; });
   if (data_parallel && run.opt.hostfile.empty() && run.opt.ranks * run.opt.threads > process_cpus())
     fmt::print(stderr,
-               "warning: --ranks {} x --threads {} on {} CPUs: the data-parallel rows are "
+               "warning: --ranks {} x --threads {} on {} CPU{}: the data-parallel rows are "
                "oversubscribed, and their times measure that\n",
-               run.opt.ranks, run.opt.threads, process_cpus());
+               run.opt.ranks, run.opt.threads, process_cpus(), process_cpus() == 1 ? "" : "s");
   // A variant none of whose workloads is selected has no column in any table.
   std::erase_if(run.opt.backends, [&](const std::string& b) {
     return std::none_of(selected->begin(), selected->end(),

@@ -66,6 +66,13 @@ struct RunState {
   std::string instance_arg(const Selected& s, const std::string& backend) const;
   int check_steps(const Selected& s) const;  // a model's training steps in the check
   std::vector<std::string> child_env(const std::string& backend) const;
+  // The address space of each of `backend`'s processes: --memory-limit, shared by the ranks of
+  // a data-parallel row on one machine (each rank inherits the launcher's cap).
+  int64_t memory_limit_of(const std::string& backend) const {
+    return spec_of(backend).launcher && opt.hostfile.empty() && opt.ranks > 1
+               ? opt.memory_limit / opt.ranks
+               : opt.memory_limit;
+  }
   // The instruction-set caps of `backend`'s level ("VAR=value" each; harness/common/isa_cap.h).
   std::vector<std::string> cap_environment(const std::string& backend) const;
   void note_other_benchmarks();

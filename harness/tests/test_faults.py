@@ -488,7 +488,7 @@ def launcher_leftovers():
     return found
 
 
-@pytest.mark.parametrize("kind", ["rank-crash", "rank-hang"])
+@pytest.mark.parametrize("kind", ["rank-crash", "rank-hang", "rank-stop"])
 def test_a_rank_that_dies_or_hangs_ends_its_row_named(bin_dir, tmp_path, kind):
     before = launcher_leftovers()
     r = run(bin_dir, tmp_path, "--ranks", "2", "--backends", "engine,engine_ranks",
@@ -500,9 +500,15 @@ def test_a_rank_that_dies_or_hangs_ends_its_row_named(bin_dir, tmp_path, kind):
     if kind == "rank-crash":  # mpirun's own words name it
         assert failed["status"] == "failed", failed
         assert "mpirun of 2 ranks: process rank 1" in failed["message"], failed["message"]
-    else:  # each rank said where it was when the timeout came; rank 1 had stopped
+    elif kind == "rank-hang":  # each rank said where it was when the timeout came
         assert failed["status"] == "timeout", failed
         assert "rank 1: between timed steps, 3 done" in failed["message"], failed["message"]
+        assert failed["wall_seconds"] < 20
+    else:  # a stopped rank answers nothing: the runner saw its state, and names it, not rank 0
+        assert failed["status"] == "timeout", failed
+        assert "rank 1 (pid " in failed["message"] and "was stopped" in failed["message"], \
+            failed["message"]
+        assert "rank 0" not in failed["message"], failed["message"]
         assert failed["wall_seconds"] < 20
     assert rows[("engine", "char_mlp")]["status"] == "ok"
     assert not ranks_left(f"{kind}:char_mlp/engine_ranks")
