@@ -33,6 +33,8 @@ figcaption { font-size: 12px; color: #555; }
 .banner { padding: 0.5em 0.8em; border-radius: 4px; background: #e3f4e1; }
 .banner.noisy { background: #fff4d6; } .banner.bad { background: #fde0dc; }
 td.name { text-align: left; white-space: nowrap; }
+th:first-child, td.name { position: sticky; left: 0; background: #fff; }
+td.tie { color: #888; }
 """
 
 
@@ -82,10 +84,26 @@ def table(head, rows, classes=None):
     return "\n".join(out) + "</table></div>"
 
 
+def planned(c):
+    """A cell not run by design: skipped (a backend that does not run the workload, a size out of
+    its sweep), or estimated above the memory limit before it ran. Not a failure."""
+    return c["status"] == "skipped" or (
+        c["status"] == "out_of_memory" and c.get("message", "").startswith("not run: estimated"))
+
+
+def mostly_wide(s):
+    """(wide, ok): how many medians have an interval wider than 10% of them. When they are most,
+    the machine was noisy: one banner says so, and no cell is marked (a mark on every cell says
+    nothing)."""
+    ok = [c for row in s["rows"] for c in row["backends"].values() if c["status"] == "ok"]
+    return sum(1 for c in ok if c.get("wide")), len(ok)
+
+
 def summary_section(s):
     backends, ref = s["backends"], s["reference"]
-    head = ["instance"] + backends + [f"{b}/{ref}" for b in backends if b != ref]
-    rows, classes = [], []
+    wide, ok = mostly_wide(s)
+    mark_wide = not (ok and wide * 2 > ok)
+    times, time_classes, ratios, ratio_classes = [], [], [], []
     for row in s["rows"]:
         cells, cls = [esc(row["instance"])], ["name"]  # never wrapped inside a name
         for b in backends:
@@ -93,14 +111,17 @@ def summary_section(s):
             if c is None:
                 cells.append("-"), cls.append("")
             elif c["status"] != "ok":
-                cells.append(esc(c["status"].replace("_", " "))), cls.append("bad")
+                cells.append(esc(c["status"].replace("_", " ")))
+                cls.append("" if planned(c) else "bad")
             else:
                 lo, hi = c.get("median_interval_seconds") or [None, None]
                 interval = (f"<br><span class='interval'>{esc(human_time(lo))} to "
                             f"{esc(human_time(hi))}</span>" if lo is not None else "")
                 mark = "" if c.get("verified", True) else " ?"
                 cells.append(esc(human_time(c["median_seconds"]) + mark) + interval)
-                cls.append("wide" if c.get("wide") else "")
+                cls.append("wide" if mark_wide and c.get("wide") else "")
+        times.append(cells), time_classes.append(cls)
+        cells, cls = [esc(row["instance"])], ["name"]
         for b in backends:
             if b == ref:
                 continue
@@ -110,8 +131,9 @@ def summary_section(s):
             interval = (f"<br><span class='interval'>{human_ratio(lo)} to {human_ratio(hi)}"
                         "</span>" if lo is not None else "")
             cells.append("-" if r is None else human_ratio(r) + interval)
-            cls.append("")
-        rows.append(cells), classes.append(cls)
+            # an interval holding 1: this run cannot say which of the two is faster
+            cls.append("tie" if lo is not None and hi is not None and lo <= 1 <= hi else "")
+        ratios.append(cells), ratio_classes.append(cls)
     memory = [[esc(row["instance"])] + [
         esc(f"{c['max_rss_bytes'] / 1e6:.1f} MB") if c and c.get("max_rss_bytes") else "-"
         for c in (row["backends"].get(b) for b in backends)] for row in s["rows"]]
@@ -120,11 +142,18 @@ def summary_section(s):
             f"faster from {esc(c['size_key'])}={c['from']}" if c["from"] is not None
             else f"not faster up to {esc(c['size_key'])}={c['largest']}") + "</li>"
         for c in s.get("crossovers", []))
-    return (f"<h2>Median time per step, and ratio to {esc(ref)}</h2>"
-            "<p>Each median with its interval under it (order statistics of the repetitions); a "
-            "yellow cell's interval is wider than 10% of its median; each ratio with its interval "
-            "(from the repetitions' pairs: the backends of a row took turns); ? unverified.</p>"
-            + table(head, rows, classes)
+    others = [b for b in backends if b != ref]
+    return ("<h2>Median time per step</h2>"
+            "<p>Each median with its interval under it (order statistics of the repetitions)"
+            + ("; a yellow cell's interval is wider than 10% of its median" if mark_wide else "")
+            + "; ? unverified; a red cell did not run as it should (see Failures).</p>"
+            + table(["instance"] + backends, times, time_classes)
+            + f"<h2>Time over {esc(ref)}'s</h2>"
+            "<p>Each ratio with its interval (from the repetitions' pairs: the backends of a row "
+            f"took turns); below 1x faster than {esc(ref)}; grey: the interval holds 1x, so this "
+            "run cannot say which is faster.</p>"
+            + (table(["instance"] + [f"{b}/{ref}" for b in others], ratios, ratio_classes)
+               if others else "<p>One backend: no ratio.</p>")
             + "<h2>Peak RSS of each benchmark's process</h2>"
             + table(["instance"] + backends, memory,
                     [["name"] + [""] * len(backends)] * len(memory))
@@ -167,7 +196,7 @@ def check_section(run_dir):
         rel = c.get("max_rel_diff")
         rows.append([esc(c["instance"]), esc(c["backend"]), esc(c["status"]),
                      esc(c.get("reference", "")), "-" if rel is None else f"{rel:.2e}",
-                     f"{c.get('tolerance', 0):.0e}", esc(c.get("message", ""))])
+                     f"{c.get('tolerance', 0):.3g}", esc(c.get("message", ""))])
         classes.append(["text", "", "" if c["status"] in ("ok", "skipped") else "bad", "", "",
                         "", "text"])
     return ("<h2>Correctness check</h2>" + (table(["instance", "backend", "status", "reference",
@@ -209,8 +238,10 @@ def report(run_dir):
     s = load(os.path.join(run_dir, "summary.json"))
     if not s or "rows" not in s:
         raise ValueError(f"{run_dir}/summary.json missing or unreadable")
-    statuses = [c["status"] for row in s["rows"] for c in row["backends"].values()]
-    failed = [x for x in statuses if x not in ("ok", "skipped")]
+    cells = [c for row in s["rows"] for c in row["backends"].values()]
+    statuses = [c["status"] for c in cells]
+    failed = [c["status"] for c in cells if c["status"] != "ok" and not planned(c)]
+    not_run = sum(1 for c in cells if c["status"] != "ok" and planned(c))
     m = s["machine"] or {}  # none in a run imported from GradBench's logs alone
     env = m.get("environment", {})
     others = m.get("other_benchmarks") or []
@@ -225,18 +256,36 @@ def report(run_dir):
             warnings.append(load_saying(os.path.join(run_dir, name))[1])
     bad = failed or warnings  # a failure, another benchmark, a file unreadable: red
     # Wide intervals on most cells: the numbers are there, but a loaded machine made them.
-    ok_cells = [c for row in s["rows"] for c in row["backends"].values() if c["status"] == "ok"]
-    wide = sum(1 for c in ok_cells if c.get("wide"))
-    if ok_cells and wide * 2 > len(ok_cells):
-        warnings.append(f"{wide} of {len(ok_cells)} medians have an interval wider than 10%: "
+    wide, ok = mostly_wide(s)
+    if ok and wide * 2 > ok:
+        warnings.append(f"{wide} of {ok} medians have an interval wider than 10%: "
                         "the machine was noisy (load, other processes); compare ratios within "
                         "this run, or run again on a quieter machine or with more repetitions")
     level = " bad" if bad else " noisy" if warnings else ""
     banner = (f"<p class='banner{level}'>{len(statuses)} benchmarks: "
               f"{statuses.count('ok')} ran"
+              + (f", {not_run} not run by design (skipped, or estimated above the memory limit)"
+                 if not_run else "")
               + (f", {len(failed)} did not ({esc(', '.join(sorted(set(failed))))})" if failed
                  else "") + "".join(f"<br>{esc(w)}" for w in warnings) + "</p>")
-    threads = ", ".join(f"{b} {n}" for b, n in s["threads"].items())
+    by_threads = {}
+    for b, n in s["threads"].items():
+        by_threads.setdefault(n, []).append(b)
+    threads = "; ".join(f"{n} thread{'s' if n != 1 else ''}: {', '.join(bs)}"
+                        for n, bs in sorted(by_threads.items()))
+    o = s.get("options") or {}
+    conditions = [f"precision {o.get('precision', 'fp32')}",
+                  f"instruction set {o.get('isa', '?')}"]
+    if o.get("study") == "ranks" or o.get("hostfile"):
+        conditions.append(f"{o.get('ranks', 1)} ranks")
+    if o.get("precision") == "bf16":  # which bf16 path each backend took on this processor
+        paths = {}
+        for b, ctx in (s.get("backend_contexts") or {}).items():
+            if ctx.get("bf16_products"):
+                paths.setdefault(ctx["bf16_products"], []).append(b)
+        if paths:
+            conditions.append("bf16 products: " + "; ".join(
+                f"{p} ({', '.join(bs)})" for p, bs in sorted(paths.items())))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>backprop-bench run {esc(s['run_id'])}</title><style>{STYLE}</style></head>
@@ -244,7 +293,9 @@ def report(run_dir):
 <h1>backprop-bench run {esc(s['run_id'])}</h1>
 <p>git {esc(m.get('git_sha', '?'))}; {esc(m.get('cpu_model', '?'))} (family
 {esc(env.get('cpu_family', '?'))} model {esc(env.get('cpu_model_number', '?'))} stepping
-{esc(env.get('cpu_stepping', '?'))}), {esc(m.get('cpus', '?'))} CPUs; threads: {esc(threads)}</p>
+{esc(env.get('cpu_stepping', '?'))}), {esc(m.get('cpus', '?'))} CPUs; study
+{esc(s.get('study', 'main'))}</p>
+<p>Every backend at {esc(', '.join(conditions))}; {esc(threads)}</p>
 {banner}
 {summary_section(s)}
 {figures_section(run_dir)}

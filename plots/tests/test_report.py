@@ -174,3 +174,26 @@ def test_figures_in_order_ratios_readable_names_whole_noise_said(run_dir):
     noisy = report.report(str(run_dir))
     assert "medians have an interval wider than 10%: the machine was noisy" in noisy
     assert "class='banner bad'" in noisy or "class='banner noisy'" in noisy
+
+
+# The conditions every number depends on are in the page's header (a bf16 run says so, and which
+# bf16 path each backend took); a cell not run by design (skipped, or estimated above the memory
+# limit) is no failure: no red banner, no red cell; times and ratios are two tables.
+def test_the_header_says_the_conditions_and_planned_skips_are_not_failures(tmp_path):
+    s = summary({k: v for k, v in TIMES.items() if "failed" not in v.values()}, FOUR)
+    s["options"] = {"precision": "bf16", "isa": "avx2", "study": "main"}
+    s["backend_contexts"] = {"engine": {"bf16_products": "widened"},
+                             "libtorch": {"bf16_products": "aten (sums in bfloat16)"}}
+    row = s["rows"][0]["backends"]
+    row["libtorch"] = {"status": "skipped", "message": "not in libtorch's default sweep"}
+    row["pytorch"] = {"status": "out_of_memory",
+                      "message": "not run: estimated above the limit of 1.0 GB (2.0 GB)"}
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    (tmp_path / "check.json").write_text(json.dumps({"results": []}))
+    (tmp_path / "processes.json").write_text(json.dumps({"processes": []}))
+    page = report.report(str(tmp_path))
+    assert "precision bf16, instruction set avx2" in page, page
+    assert "bf16 products: aten (sums in bfloat16) (libtorch); widened (engine)" in page
+    assert "class='banner bad'" not in page and "<td class='bad'>" not in page
+    assert "2 not run by design" in page
+    assert "<h2>Median time per step</h2>" in page and "<h2>Time over engine's</h2>" in page
