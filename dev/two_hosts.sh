@@ -16,14 +16,28 @@
 # subnet for its own connections and the ranks', and this script as its launch agent in place of
 # ssh (`agent HOST CMD`: CMD in HOST's namespace, under that host's name). So a benchmark's command
 # is the same as on one host, with --hostfile: bench_run passes it on (bench_run --hostfile).
+#
+# What `up` makes is removed again if it fails half way (a RATE tc refuses) or is interrupted, and
+# `overlap` removes it however it ends (Ctrl-C included: dash runs no EXIT trap on a signal, so each
+# signal exits, which runs it). The host file is this script's own: it starts with MARK, and a file
+# at $HOSTS that does not (or is not a regular file) is neither overwritten nor removed.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 HOSTS=${HOSTS:-/tmp/backprop-bench-two-hosts}
+MARK="# host file of dev/two_hosts.sh"
 ns_of() { case "$1" in 10.77.0.1) echo bp-host0 ;; 10.77.0.2) echo bp-host1 ;; *) echo "$1" ;; esac; }
+ours() { [ -f "$HOSTS" ] && [ ! -L "$HOSTS" ] && [ "$(head -n 1 "$HOSTS")" = "$MARK" ]; }
+on_signals_exit() { trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 129' HUP; }
 
 up() {
   rate=$1
+  if [ -e "$HOSTS" ] || [ -L "$HOSTS" ]; then
+    ours || { echo "two_hosts.sh: $HOSTS exists and is not this script's host file;" \
+                   "set HOSTS to another path" >&2; exit 2; }
+  fi
   down 2>/dev/null || true
+  trap 'down 2>/dev/null' EXIT  # until the link is whole
+  on_signals_exit
   for ns in bp-host0 bp-host1; do ip netns add $ns; ip -n $ns link set lo up; done
   ip link add bpveth0 type veth peer name bpveth1
   ip link set bpveth0 netns bp-host0
@@ -37,12 +51,13 @@ up() {
     ip netns exec $ns tc qdisc add dev bpnet root tbf rate "$rate" burst 4mb latency 50ms
     i=$((i + 1))
   done
-  printf '10.77.0.1 slots=1\n10.77.0.2 slots=1\n' > "$HOSTS"
+  (set -C; printf '%s\n10.77.0.1 slots=1\n10.77.0.2 slots=1\n' "$MARK" > "$HOSTS")
+  trap - EXIT
 }
 
 down() {
   for ns in bp-host0 bp-host1; do ip netns del $ns 2>/dev/null || true; done
-  rm -f "$HOSTS"
+  if ours; then rm -f "$HOSTS"; fi
 }
 
 run() {
@@ -69,6 +84,7 @@ overlap() {
   BUILD=${BUILD:-build}
   up "$rate"
   trap down EXIT
+  on_signals_exit
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   step() { grep -o 'step/[^ ]*  *[0-9.]* us' | awk '{print $2 / 1000}'; }
   echo "link $rate each way, 2 hosts of 1 rank, weak scaling, ms a step (median of 5 runs of 20):"
