@@ -95,7 +95,7 @@ struct CompiledBackendOf : EngineTensorInputs {
   uint32_t cursor = 0;         // ops replayed in this step
   bool ran_forward = false, ran_backward = false;
   // Rematerialisation (engine/compiled/program.h): the planned arena's budget, in bytes, or as a
-  // fraction of the plan's peak without one (0: no budget).
+  // fraction of the arena the program plans without one, at its threads (0: no budget).
   size_t budget_bytes = 0;
   double budget_fraction = 0;
   DialectSpec dialects;  // how kernels are chosen (engine/dialects/dialects.h); priority unless set

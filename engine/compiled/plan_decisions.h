@@ -29,7 +29,7 @@ struct ArenaBudget {
 };
 
 // A budget no plan of this program meets: the smallest arena this planner placed by recomputation
-// (a budget it meets), and the plan's peak without any.
+// (a budget it meets), and the arena the program plans without a budget.
 struct BudgetError {
   size_t budget, smallest, unbudgeted;
 };

@@ -588,15 +588,30 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   first_node_ = P;
   const uint32_t N = root + 1;
   Emitted e = emit(g, root, dialects);
-  size_t budget = limit.bytes;
-  // A fraction so small it rounds to no bytes is still a budget (one no plan meets), never none.
-  if (limit.fraction > 0)
-    budget = std::max<size_t>(
-        1, size_t(limit.fraction * double(program_ir::lower_bound_of(lower(e, {})))));
-  budget_bytes_ = budget;
   std::vector<uint32_t> recomputed;
   Lowered l;
   std::vector<int32_t> slot;
+  size_t budget = limit.bytes, free_arena = 0;
+  // Under a budget, first the arena this program plans without one, at its own threads and with
+  // its own fusion: a fraction is of that arena (so a budget never exceeds the plan it would have
+  // had, whatever the thread count), and a budget no plan meets is told against it. A fraction
+  // so small it rounds to no bytes is still a budget (one no plan meets), never none.
+  if (limit.bytes > 0 || limit.fraction > 0) {
+    size_t unused = 0, reached = 0;
+    if (limit.free_recomputation)
+      recomputed = choose_recomputation(
+          e, buffers_, first_node_,
+          [&](const Emitted& em, const std::vector<uint32_t>& r) { return lower(em, r); }, 0,
+          &unused, &reached);
+    l = lower(e, recomputed);
+    waves_.group(l, e.loss_buffer, threads_, false);
+    fuse(l, e.loss_buffer, limit.fuse);
+    std::vector<PlannedBuffer> free_buffers = program_ir::lifetimes(l, &slot);
+    free_arena = plan_memory(free_buffers, waves_.time_slots(l)).arena_bytes;
+    if (limit.fraction > 0)
+      budget = std::max<size_t>(1, size_t(limit.fraction * double(free_arena)));
+  }
+  budget_bytes_ = budget;
   // The choice aims at the lower bound; placement can need a little more. Then aim lower by
   // the excess and choose again (a few times at most), or give up with the smallest arena
   // placed, which as a budget is met.
@@ -653,7 +668,7 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
     smallest = std::min(smallest, plan_.arena_bytes);
     if (!budget || plan_.arena_bytes <= budget) break;
     if (reached > target || attempt == 8 || plan_.arena_bytes - budget >= target)
-      throw BudgetError{budget, smallest, unbudgeted};
+      throw BudgetError{budget, smallest, free_arena};
     target -= plan_.arena_bytes - budget;
   }
   plan_.recomputed_nodes = recomputed.size();
