@@ -169,9 +169,9 @@ def test_a_run_by_another_user_keeps_its_git_sha(bin_dir):
 # Ctrl-C during the check still writes the summary, the rest marked interrupted.
 def test_ctrl_c_during_the_check_writes_the_summary(bin_dir, tmp_path):
     runner = bench_run(bin_dir, "--out", tmp_path, "--workloads", "tiny_graph", *QUICK, *CPP,
-                       env=dict(os.environ, BACKPROP_BENCH_FAULT="check-hang:tiny_graph/libtorch"))
+                       env=dict(os.environ, BACKPROP_BENCH_FAULT="check-hang:tiny_graph/compiled"))
     wait_for_child(runner, "--check_out=")
-    wait_for_child(runner, "bench_libtorch")
+    wait_for_child(runner, "bench_compiled")
     runner.send_signal(signal.SIGINT)
     _, err = runner.communicate(timeout=60)
     assert runner.returncode == 130, err

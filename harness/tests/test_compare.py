@@ -84,7 +84,7 @@ def test_a_benchmark_that_broke_fails_the_gate(bin_dir, one_run, tmp_path):
     b = copy_of(one_run, tmp_path)
 
     def break_one(s):
-        cell = s["rows"][1]["backends"]["libtorch"]
+        cell = s["rows"][1]["backends"]["compiled"]
         cell.update(status="failed", message="exit code 1 (see logs/x.log)")
     edit_summary(b, break_one)
     r = compare(bin_dir, one_run, b, out=tmp_path / "cmp")
@@ -188,7 +188,7 @@ def test_differences_that_only_inform_need_no_force(bin_dir, one_run, tmp_path):
 def test_only_what_both_hold_is_compared_and_a_summary_alone_suffices(bin_dir, one_run, tmp_path):
     b = copy_of(one_run, tmp_path)
     edit_summary(b, lambda s: s["rows"].pop(0))  # tiny_graph only in A
-    for backend in ("engine", "libtorch"):
+    for backend in ("engine", "compiled"):
         shutil.rmtree(b / backend)  # result files gone: the summary is all B keeps
     r = compare(bin_dir, one_run, b, "--no-plots", out=tmp_path / "cmp")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -203,7 +203,7 @@ def test_runs_with_nothing_in_common_have_no_verdict(bin_dir, one_run, tmp_path)
     edit_summary(b, lambda s: [row.update(workload=row["workload"] + "_other",
                                           instance=row["instance"] + "_other")
                                for row in s["rows"]])
-    for backend in ("engine", "libtorch"):
+    for backend in ("engine", "compiled"):
         shutil.rmtree(b / backend)
     r = compare(bin_dir, one_run, b, "--no-plots", out=tmp_path / "cmp")
     assert r.returncode == 2, r.stdout + r.stderr
@@ -223,7 +223,7 @@ def test_different_machines_compare_with_force_and_say_so(bin_dir, one_run, tmp_
 @pytest.mark.skipif(not os.path.exists(GB_COMPARE), reason="libbenchmark-tools not installed")
 def test_google_benchmarks_compare_reads_our_files(bin_dir, one_run, tmp_path):
     b = copy_of(one_run, tmp_path)
-    for backend in ("engine", "libtorch"):
+    for backend in ("engine", "compiled"):
         name = load(one_run / "summary.json")["rows"][1]["backends"][backend]["file"]
         r = subprocess.run(["/usr/bin/python3", GB_COMPARE, "benchmarks", one_run / name, b / name],
                            capture_output=True, text=True, timeout=120)

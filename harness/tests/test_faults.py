@@ -23,39 +23,39 @@ from test_run import CPP, QUICK, bench_rows, cells, load, run, run_dirs, verdict
 
 def test_backend_crash_mid_run_keeps_other_results(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK, *CPP,
-            env={"BACKPROP_BENCH_FAULT": "crash:small_graph/libtorch"})
+            env={"BACKPROP_BENCH_FAULT": "crash:small_graph/compiled"})
     assert r.returncode == 3, r.stdout + r.stderr
     rows = bench_rows(tmp_path)
-    crashed = rows[("libtorch", "small_graph")]
+    crashed = rows[("compiled", "small_graph")]
     assert crashed["status"] == "failed" and crashed["signal"] == 6
-    for key in [("engine", "tiny_graph"), ("engine", "small_graph"), ("libtorch", "tiny_graph")]:
+    for key in [("engine", "tiny_graph"), ("engine", "small_graph"), ("compiled", "tiny_graph")]:
         assert rows[key]["status"] == "ok"
         assert (tmp_path / "latest" / rows[key]["file"]).is_file()
-    assert cells(tmp_path)[("libtorch", "grad/small_graph")]["status"] == "failed"
+    assert cells(tmp_path)[("compiled", "grad/small_graph")]["status"] == "failed"
     assert "failed" in (tmp_path / "latest" / "summary.txt").read_text()
 
 
 def test_hanging_backend_is_killed_at_the_timeout(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph", "--timeout", "3", *QUICK, *CPP,
-            env={"BACKPROP_BENCH_FAULT": "hang:tiny_graph/libtorch"})
+            env={"BACKPROP_BENCH_FAULT": "hang:tiny_graph/compiled"})
     assert r.returncode == 3
     rows = bench_rows(tmp_path)
-    assert rows[("libtorch", "tiny_graph")]["status"] == "timeout"
-    assert 3 <= rows[("libtorch", "tiny_graph")]["wall_seconds"] < 20
+    assert rows[("compiled", "tiny_graph")]["status"] == "timeout"
+    assert 3 <= rows[("compiled", "tiny_graph")]["wall_seconds"] < 20
     assert rows[("engine", "tiny_graph")]["status"] == "ok"
 
 
 def test_backend_with_wrong_answers_is_not_benchmarked(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK, *CPP,
-            env={"BACKPROP_BENCH_FAULT": "wrong:tiny_graph/libtorch"})
+            env={"BACKPROP_BENCH_FAULT": "wrong:tiny_graph/compiled"})
     assert r.returncode == 3
     assert "NOT OK" in r.stdout and "grad/tiny_graph: wrong" in r.stdout
     rows = bench_rows(tmp_path)
-    assert rows[("libtorch", "tiny_graph")]["status"] == "not_run"
-    assert rows[("libtorch", "small_graph")]["status"] == "ok", "only the wrong instance is dropped"
+    assert rows[("compiled", "tiny_graph")]["status"] == "not_run"
+    assert rows[("compiled", "small_graph")]["status"] == "ok", "only the wrong instance is dropped"
     assert rows[("engine", "tiny_graph")]["status"] == "ok"
     check = {(c["backend"], c["instance"]): c for c in load(tmp_path / "latest" / "check.json")["results"]}
-    wrong = check[("libtorch", "grad/tiny_graph")]
+    wrong = check[("compiled", "grad/tiny_graph")]
     assert wrong["status"] == "wrong" and "off the known answer by 1" in wrong["message"]
 
 
@@ -70,13 +70,13 @@ def test_broken_reset_of_a_model_is_caught(bin_dir, tmp_path):
 
 def test_backend_crashing_in_check_is_not_benchmarked(bin_dir, tmp_path):
     r = run(bin_dir, tmp_path, "--workloads", "tiny_graph,small_graph", *QUICK, *CPP,
-            env={"BACKPROP_BENCH_FAULT": "check-crash:small_graph/libtorch"})
+            env={"BACKPROP_BENCH_FAULT": "check-crash:small_graph/compiled"})
     assert r.returncode == 3
     rows = bench_rows(tmp_path)
-    assert rows[("libtorch", "small_graph")]["status"] == "not_run"
-    assert "killed by signal 6" in rows[("libtorch", "small_graph")]["message"]
+    assert rows[("compiled", "small_graph")]["status"] == "not_run"
+    assert "killed by signal 6" in rows[("compiled", "small_graph")]["message"]
     # the record written before the crash is kept and judged
-    assert rows[("libtorch", "tiny_graph")]["status"] == "ok"
+    assert rows[("compiled", "tiny_graph")]["status"] == "ok"
     assert rows[("engine", "small_graph")]["status"] == "ok"
 
 
@@ -309,7 +309,7 @@ def test_ctrl_c_during_the_plots_exits_130(bin_dir, tmp_path):
 def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path, rounds):
     args = ["--workloads", "tiny_graph,small_graph,mlp_width", "--sizes", "width=16", *QUICK, *CPP,
             "--rounds", rounds]
-    code, err = start_and_interrupt(bin_dir, tmp_path, args, "hang:small_graph/libtorch",
+    code, err = start_and_interrupt(bin_dir, tmp_path, args, "hang:small_graph/compiled",
                                     when="small_graph")
     assert code == 130, err
     [folder] = run_dirs(tmp_path)
@@ -322,11 +322,11 @@ def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path, rounds):
     status = {(b, row["instance"]): c["status"] for row in summary["rows"]
               for b, c in row["backends"].items()}
     tiny = "ok" if rounds == "1" else "interrupted"
-    assert status == {("engine", "grad/tiny_graph"): tiny, ("libtorch", "grad/tiny_graph"): tiny,
+    assert status == {("engine", "grad/tiny_graph"): tiny, ("compiled", "grad/tiny_graph"): tiny,
                       ("engine", "grad/small_graph"): "interrupted",
-                      ("libtorch", "grad/small_graph"): "interrupted",
+                      ("compiled", "grad/small_graph"): "interrupted",
                       ("engine", "step/mlp_width/width:16"): "interrupted",
-                      ("libtorch", "step/mlp_width/width:16"): "interrupted"}
+                      ("compiled", "step/mlp_width/width:16"): "interrupted"}
     for row in summary["rows"]:  # no result file was left half written
         for c in row["backends"].values():
             if c["file"] and (folder / c["file"]).exists():
@@ -355,7 +355,7 @@ def test_an_interrupted_run_is_written_and_resumed(bin_dir, tmp_path, rounds):
 
 
 def stopped_in_its_check(bin_dir, out):
-    """A run of engine and libtorch on tiny_graph, interrupted while the engine's check hangs:
+    """A run of engine and compiled on tiny_graph, interrupted while the engine's check hangs:
     its folder, INCOMPLETE."""
     runner = subprocess.Popen(
         [os.path.join(bin_dir, "bench_run"), "--out", str(out), "--workloads", "tiny_graph",
