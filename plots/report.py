@@ -234,6 +234,18 @@ def environment_section(s):
     return "<h2>Environment</h2>" + table(["what", "value"], rows, [["text", "text"]] * len(rows))
 
 
+def counted(others):
+    """As summary.txt says them: one process itself, more as "N processes: program count, ..."."""
+    if len(others) == 1:
+        return others[0]
+    count = {}
+    for o in others:
+        program = o.split(" ", 1)[-1]
+        count[program] = count.get(program, 0) + 1
+    return f"{len(others)} processes: " + ", ".join(
+        f"{p} {n}" for p, n in sorted(count.items(), key=lambda x: (-x[1], x[0])))
+
+
 def report(run_dir):
     s = load(os.path.join(run_dir, "summary.json"))
     if not s or "rows" not in s:
@@ -248,7 +260,7 @@ def report(run_dir):
     warnings = []
     if others:  # as summary.txt says it
         warnings.append(
-            f"warning: other benchmarks ran on this machine during this run ({', '.join(others)}); "
+            f"warning: other benchmarks ran on this machine during this run ({counted(others)}); "
             f"load average {m.get('load_average_start', -1):.2f} at the start, "
             f"{m.get('load_average_end', -1):.2f} at the end: timings may be inflated")
     for name in ("check.json", "processes.json"):

@@ -204,6 +204,15 @@ TEST(Results, ABf16SummarySaysEachBackendsPath) {
       << text;
 }
 
+// Other benchmarks seen during a run: named by program and counted, not listed by process id.
+TEST(Results, OtherBenchmarksAreCountedByProgram) {
+  EXPECT_EQ(bp::others_counted({"4242 bench_run"}), "4242 bench_run");
+  std::vector<std::string> many = {"1 bench_run", "2 pytorch_bench.py"};
+  for (int i = 3; i < 40; i++) many.push_back(std::to_string(i) + " bench_libtorch");
+  EXPECT_EQ(bp::others_counted(many),
+            "39 processes: bench_libtorch 37, bench_run 1, pytorch_bench.py 1");
+}
+
 // summary.csv: a line per benchmark in the run's backend order, a skipped one with its reason;
 // a field with a comma, a quote or a line break quoted (RFC 4180), a missing number empty.
 TEST(Results, SummaryCsvHasALinePerBenchmarkAndQuotesWhatItMust) {

@@ -49,7 +49,7 @@ void summary_phase(RunState& run) {
     text += "\n" + wrapped(fmt::format("warning: other benchmarks ran on this machine during this "
                                        "run ({}); load average {:.2f} at the start, {:.2f} at the "
                                        "end: timings may be inflated",
-                                       fmt::join(run.others, ", "),
+                                       others_counted(run.others),
                                        JsonView(s.machine)["load_average_start"].num_or(-1),
                                        JsonView(s.machine)["load_average_end"].num_or(-1)),
                            2);

@@ -80,6 +80,20 @@ inline std::vector<std::vector<std::string>> column_blocks(const Summary& s, siz
   return blocks;
 }
 
+// "N processes: bench_libtorch 31, pytorch_bench.py 12, ..." from "pid program" each (a loaded
+// machine under make test showed some 80 process ids in one paragraph); one process: itself.
+inline std::string others_counted(const std::vector<std::string>& others) {
+  if (others.size() == 1) return others[0];
+  std::map<std::string, int> count;
+  for (const std::string& o : others) count[o.substr(o.find(' ') + 1)]++;
+  std::vector<std::pair<int, std::string>> by_count;
+  for (const auto& [program, n] : count) by_count.push_back({-n, program});
+  std::sort(by_count.begin(), by_count.end());
+  std::vector<std::string> parts;
+  for (const auto& [n, program] : by_count) parts.push_back(fmt::format("{} {}", program, -n));
+  return fmt::format("{} processes: {}", others.size(), fmt::join(parts, ", "));
+}
+
 inline std::string machine_lines(const Summary& s) {
   const JsonView env = JsonView(s.machine)["environment"];
   const std::string kernel = env["kernel"].str_or("?");  // its release: what comes before ' #'

@@ -152,6 +152,8 @@ def test_the_warning_of_other_benchmarks_is_on_the_page(run_dir):
     (run_dir / "summary.json").write_text(json.dumps(s))
     page = report.report(str(run_dir))
     assert "other benchmarks ran on this machine during this run (4242 bench_run)" in page
+    assert report.counted(["1 bench_run"] + [f"{i} bench_libtorch" for i in range(2, 40)]) == \
+        "39 processes: bench_libtorch 38, bench_run 1"
     assert "timings may be inflated" in page and "class='banner bad'" in page
 
 
