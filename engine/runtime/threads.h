@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -176,8 +177,14 @@ inline SplitThresholds split_thresholds_from(const char* spec) {
     const char* end = std::strchr(p, ',');
     if (!end) end = p + std::strlen(p);
     char* stop = nullptr;
-    const long long v = eq && eq < end ? std::strtoll(eq + 1, &stop, 10) : -1;
+    errno = 0;
+    long long v = eq && eq < end ? std::strtoll(eq + 1, &stop, 10) : -1;
+    if (errno == ERANGE) v = -1;  // past 2^63: refused, not saturated
     const std::string_view key(p, eq && eq < end ? size_t(eq - p) : size_t(end - p));
+    if (end == p) {
+      std::fprintf(stderr, "BP_SPLIT=%s: an empty field (NAME=N, comma-separated)\n", spec);
+      std::exit(2);
+    }
     int64_t* field = key == "elems"   ? &t.elems
                      : key == "macs"  ? &t.macs
                      : key == "pairs" ? &t.pair_macs
@@ -195,6 +202,10 @@ inline SplitThresholds split_thresholds_from(const char* spec) {
     else
       t.rows = int32_t(v);
     p = *end ? end + 1 : end;
+    if (*end && !*p) {  // a comma at the end: an empty last field
+      std::fprintf(stderr, "BP_SPLIT=%s: an empty field (NAME=N, comma-separated)\n", spec);
+      std::exit(2);
+    }
   }
   return t;
 }

@@ -154,11 +154,15 @@ TEST(Threads, SplitThresholdsFromTheEnvironment) {
   EXPECT_EQ(t.side_by_side, 1);
   EXPECT_EQ(t.macs, defaults.macs);  // what is not named keeps its default
   EXPECT_EQ(t.pair_macs, defaults.pair_macs);
-  for (const char* bad :
-       {"elems=0", "elems=12x", "threads=2", "macs", "elems=4096,,rows=2", "rows=3000000000"})
+  for (const char* bad : {"elems=0", "elems=12x", "threads=2", "macs", "rows=3000000000",
+                          "elems=99999999999999999999"})  // past 2^63: refused, not saturated
     EXPECT_EXIT(bp::split_thresholds_from(bad), testing::ExitedWithCode(2),
                 "BP_SPLIT: .* is not NAME=N")
         << bad;
+  for (const char* empty : {"elems=4096,,rows=2", ",elems=1", "elems=1,"})
+    EXPECT_EXIT(bp::split_thresholds_from(empty), testing::ExitedWithCode(2),
+                "BP_SPLIT=.*: an empty field")
+        << empty;
 }
 
 }  // namespace threads_test

@@ -62,18 +62,19 @@ inline int write_input(const std::string& workload, const std::string& size_text
   const std::optional<int64_t> size = parse_whole(size_text);
   const WorkloadInfo* w = find_workload(workload);
   bool written = false;
-  if (w && size && size_error(*w, *size).empty())
-    for_each_workload([&]<class W>() {
-      if constexpr (requires { input_json(W::input(1)); })
-        if (W::name == workload) {
-          std::cout << dump_json(input_json(W::input(*size))) << '\n';
-          written = true;
-        }
-    });
+  std::string evals;  // the registry's, as the message names them
+  for_each_workload([&]<class W>() {
+    if constexpr (requires { input_json(W::input(1)); }) {
+      evals += (evals.empty() ? "" : ", ") + std::string(W::name);
+      if (W::name == workload && w && size && size_error(*w, *size).empty()) {
+        std::cout << dump_json(input_json(W::input(*size))) << '\n';
+        written = true;
+      }
+    }
+  });
   if (written) return 0;
-  usage("--write-input " + workload + " " + size_text +
-        ": expected a GradBench eval of the registry (lse, llsq, lstm, gmm_d2, gmm_d10) and a "
-        "size it accepts" +
+  usage("--write-input " + workload + " " + size_text + ": expected a GradBench eval of the " +
+        "registry (" + evals + ") and a size it accepts" +
         (w && size ? " (" + size_error(*w, *size) + ")" : ""));
 }
 

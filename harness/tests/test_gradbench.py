@@ -127,6 +127,10 @@ def test_precision_is_the_tensor_forms_and_a_bad_one_is_one_line(bin_dir):
     r = subprocess.run([tool, "--backend", "engine", "--precision=float32"],
                        input='{"id": 0, "kind": "start"}\n', capture_output=True, text=True)
     assert json.loads(r.stdout)["config"] == {"backend": "engine", "precision": "float32"}
+    # --write-input names every eval it writes, det and ode included (it wrote them, unnamed)
+    r = subprocess.run([tool, "--write-input", "nope", "1"], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "(lse, llsq, lstm, gmm_d2, gmm_d10, ode, det)" in r.stderr.splitlines()[0], r.stderr
 
 
 def gradbench_session(tool_argv, messages, log_path):
