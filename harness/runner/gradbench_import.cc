@@ -44,6 +44,12 @@ int import_gradbench_main(const std::vector<std::string>& args) {
     }
   }
   if (logs.empty()) import_error("name at least one GradBench log (a .jsonl of `gradbench run`)");
+  for (size_t i = 0; i < logs.size(); i++)  // one log twice would count its cells twice
+    for (size_t j = 0; j < i; j++) {
+      std::error_code ec;
+      if (fs::equivalent(logs[i], logs[j], ec))
+        import_error(logs[i].string() + ": given twice (as " + logs[j].string() + ")");
+    }
   GradbenchImport imported;
   try {
     for (const fs::path& log : logs) import_gradbench_log(log, &imported);

@@ -42,6 +42,7 @@ struct GradbenchImport {
   std::vector<ImportedCell> cells;
   std::vector<std::string> left_out;            // one line each: what and why
   std::map<std::string, std::string> versions;  // backend -> where it came from
+  std::map<std::string, std::string> tool_of;   // backend -> the tool's own name
 };
 
 // Our instance for an evaluate of `module`'s `function` on `input`, or "" with *why.
@@ -49,6 +50,11 @@ inline std::string gradbench_instance(const std::string& module, const std::stri
                                       JsonView input, const WorkloadInfo** w, int64_t* size,
                                       std::string* why) {
   auto count = [](JsonView v) { return int64_t(v.size()); };
+  // A size is a whole number from 0 to 2^53: 1e300 converted as it stands was a negative size.
+  auto whole = [](JsonView v) {
+    const double x = v.num_or(NAN);
+    return x >= 0 && x <= 9007199254740992.0 && x == std::floor(x) ? int64_t(x) : int64_t(-1);
+  };
   const bool gradient = function == "gradient" || function == "jacobian";
   std::string name;
   if (!gradient) {
@@ -58,8 +64,11 @@ inline std::string gradbench_instance(const std::string& module, const std::stri
   } else if (module == "llsq") {
     if (count(input["x"]) != Llsq::kCoefficients)
       *why = fmt::format("m = {} (our llsq has {})", count(input["x"]), Llsq::kCoefficients);
+    else if ((*size = whole(input["n"])) < 0)
+      *why =
+          fmt::format("n = {} is no size (a whole number from 0 to 2^53)", dump_json(input["n"]));
     else
-      name = "llsq", *size = int64_t(input["n"].num_or(0));
+      name = "llsq";
   } else if (module == "lstm") {
     if (count(input["main_params"]) != 2 * Lstm::kLayers)
       *why = fmt::format("{} layers (our lstm has {})", count(input["main_params"]) / 2,
@@ -67,15 +76,18 @@ inline std::string gradbench_instance(const std::string& module, const std::stri
     else
       name = "lstm", *size = count(input["sequence"]);
   } else if (module == "gmm") {
-    const int64_t d = int64_t(input["d"].num_or(0));
+    const int64_t d = whole(input["d"]);
     if ((d != 2 && d != 10) || input["n"].num_or(0) != GmmD2::kPoints ||
         input["m"].num_or(-1) != 0 || input["gamma"].num_or(0) != 1.0)
       *why = fmt::format(
           "d = {}, n = {}, m = {}, gamma = {} (ours: d = 2 or 10, n = 1000, m = 0, "
           "gamma = 1)",
           d, dump_json(input["n"]), dump_json(input["m"]), dump_json(input["gamma"]));
+    else if ((*size = whole(input["k"])) < 0)
+      *why =
+          fmt::format("k = {} is no size (a whole number from 0 to 2^53)", dump_json(input["k"]));
     else
-      name = d == 2 ? "gmm_d2" : "gmm_d10", *size = int64_t(input["k"].num_or(0));
+      name = d == 2 ? "gmm_d2" : "gmm_d10";
   } else {
     *why = "module " + module + " (not among our workloads)";
   }
@@ -114,6 +126,9 @@ inline std::string evaluate_seconds(JsonView timings, std::vector<double>* secon
 
 // Reads one log. A line that is not JSON, or a log with no start, is an error naming the line.
 inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw std::runtime_error(path.string() + ": a directory, not a GradBench log");
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path.string() + ": cannot open it");
   struct Evaluate {
@@ -163,7 +178,17 @@ inline void import_gradbench_log(const fs::path& path, GradbenchImport* out) {
         it->second.response = r.json();
     }
   }
+  if (evaluates.empty()) {  // said, not passed over as nothing
+    out->left_out.push_back(path.filename().string() +
+                            (line_number == 0 ? ": empty" : ": no evaluate message in it"));
+    return;
+  }
   const std::string backend = gradbench_backend_name(tool);
+  if (auto [it, fresh] = out->tool_of.emplace(backend, tool); !fresh && it->second != tool)
+    throw std::runtime_error(
+        fmt::format("{}: the tools {} and {} would both be the backend {} (names differ only in "
+                    "punctuation or case); rename one in its log",
+                    path.string(), it->second, tool, backend));
   out->versions[backend] =
       fmt::format("GradBench tool {} (imported from {})", tool, path.filename().string());
   for (auto& [id, e] : evaluates) {

@@ -369,3 +369,42 @@ def test_min_runs_past_ten_minutes_is_refused_after_one_run(bin_dir):
     assert replies[1]["id"] == 1 and replies[1].get("success") is False, replies[1]
     assert "min_runs: 100000 runs of" in replies[1]["error"] and "at most" in replies[1]["error"]
     assert replies[2] == {"id": 2, "success": True}, replies[2]
+
+
+# Logs an import must say something of: a directory, an empty log, one given twice, two tools
+# whose names differ only in punctuation (one backend name), a size past any size (llsq n 1e300
+# was a negative size).
+def test_an_import_names_every_log_it_cannot_take(bin_dir, tmp_path):
+    bench_run = os.path.join(bin_dir, "bench_run")
+
+    def log(tool, lse_size, extra=()):
+        lines = [{"response": {"id": 0, "tool": tool}},
+                 {"message": {"id": 1, "kind": "evaluate", "module": "lse",
+                              "function": "gradient", "input": {"x": [0.5] * lse_size}}},
+                 {"response": {"id": 1, "success": True, "output": [0.1] * lse_size,
+                               "timings": [{"name": "evaluate", "nanoseconds": 1000}]}}]
+        return "".join(json.dumps(line) + "\n" for line in lines + list(extra))
+
+    def imported(*logs):
+        return subprocess.run([bench_run, "import-gradbench", *map(str, logs), "--out",
+                               str(tmp_path / "out")], capture_output=True, text=True)
+    (tmp_path / "a.jsonl").write_text(log("tool-a", 2500))
+    (tmp_path / "b.jsonl").write_text(log("tool_a", 2500))
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "dir.jsonl").mkdir()
+    r = imported(tmp_path / "dir.jsonl")
+    assert r.returncode == 2 and "dir.jsonl: a directory, not a GradBench log" in r.stderr, r.stderr
+    r = imported(tmp_path / "empty.jsonl")
+    assert r.returncode == 2 and "left out: empty.jsonl: empty" in r.stderr, r.stderr
+    r = imported(tmp_path / "a.jsonl", tmp_path / "." / "a.jsonl")
+    assert r.returncode == 2 and "given twice" in r.stderr, r.stderr
+    r = imported(tmp_path / "a.jsonl", tmp_path / "b.jsonl")
+    assert r.returncode == 2, r.stderr
+    assert "the tools tool-a and tool_a would both be the backend gradbench_tool_a" in r.stderr
+    big = [{"message": {"id": 2, "kind": "evaluate", "module": "llsq", "function": "gradient",
+                        "input": {"x": [0.1] * 128, "n": 1e300}}}]
+    (tmp_path / "big.jsonl").write_text(log("tool-a", 2500, big))
+    r = imported(tmp_path / "big.jsonl")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "n = 1e+300 is no size" in r.stdout, r.stdout
+    assert not any(line.startswith("error") for line in r.stderr.splitlines()), r.stderr
