@@ -4,12 +4,15 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -335,6 +338,20 @@ inline Options parse_options(const std::vector<std::string>& args) {
         fmt::format("--cache-dir {}: not a directory (the plan cache needs one)", o.cache_dir));
   if (o.cache_dir.empty() && std::find(args.begin(), args.end(), "--cache-dir") != args.end())
     usage_error("--cache-dir '': name a directory");
+  // One that cannot be written is said here, on the console: each backend's own line goes to its
+  // log. Plans already in it are still read (a shared cache may be read-only on purpose).
+  if (!o.cache_dir.empty()) {
+    std::error_code ec;
+    fs::path dir = fs::absolute(o.cache_dir, ec);
+    while (!dir.empty() && !fs::exists(dir, ec) && dir.has_parent_path() &&
+           dir != dir.parent_path())
+      dir = dir.parent_path();  // the directory the cache would be made in
+    if (!dir.empty() && fs::is_directory(dir, ec) && access(dir.c_str(), W_OK | X_OK) != 0)
+      fmt::print(stderr,
+                 "warning: --cache-dir {}: {} cannot be written ({}): plans found there are used, "
+                 "no new one is kept\n",
+                 o.cache_dir, dir.string(), std::strerror(errno));
+  }
   if (o.jobs > 1 && !o.check_only)
     usage_error(
         fmt::format("--jobs {}: only with --check-only (benchmarks run one at a time)", o.jobs));

@@ -76,7 +76,8 @@ def compare_ddp(instance, ranks, tmp, weak_of=None):
     one = check([PYTHON, PYTORCH] + data, f"{tmp}/one.json", f"{weak_of or instance},check_steps=20")
     many = check(TORCHRUN + [f"--nproc_per_node={ranks}", PYTORCH, f"--ranks={ranks}"] + data +
                  (["--scaling=weak"] if weak_of else []), f"{tmp}/ranks.json",
-                 f"{instance},check_steps=20")
+                 f"{instance},check_steps=20",
+                 env=dict(ENV, TMPDIR=tmp))  # its torchelastic_* folder goes with tmp
     return agree(f"{instance}, {ranks} ranks, PyTorch DDP"
                  f"{f', weak (as {weak_of})' if weak_of else ''}", one, many)
 

@@ -524,7 +524,7 @@ def test_torchrun_leaves_no_folder_behind(bin_dir, tmp_path):
 
 
 @pytest.mark.parametrize("program", ["bench_ranks", "bench_libtorch"])
-def test_ranks_go_with_an_mpirun_killed_while_they_start(bin_dir, program):
+def test_ranks_go_with_an_mpirun_killed_while_they_start(bin_dir, tmp_path, program):
     """mpirun killed while its ranks are still starting (libtorch's 2-3 s on a cold machine, stood
     for by the slow-start fault): the ranks go with it, asked of the kernel before any library
     started, not left to finish and write into a run that has ended."""
@@ -534,8 +534,10 @@ def test_ranks_go_with_an_mpirun_killed_while_they_start(bin_dir, program):
     fault = f"slow-start:{program}-{os.getpid()}"
     mpirun = subprocess.Popen(
         [*launch, os.path.join(bin_dir, program), "--ranks=2", "--instance=workload=char_mlp,size=64"],
-        env=dict(os.environ, BACKPROP_BENCH_FAULT=fault), start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # a killed mpirun leaves its session folder and shared memory: in tmp_path, not /tmp
+        env=dict(os.environ, BACKPROP_BENCH_FAULT=fault, TMPDIR=str(tmp_path),
+                 OMPI_MCA_btl_vader_backing_directory=str(tmp_path)),
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):  # both ranks started
         if len(children_of(mpirun.pid)) >= 2:
             break
@@ -592,8 +594,8 @@ def test_torchrun_workers_go_with_a_killed_torchrun(tmp_path):
         ["torchrun", "--standalone", "--redirects", "1", "--tee", "1", "--nproc_per_node=2",
          "--log_dir", str(tmp_path), script, "--ranks=2", "--data=/usr/share/dict/words",
          "--instance=workload=char_mlp,size=64"],
-        env=dict(os.environ, BACKPROP_BENCH_FAULT="hang:char_mlp"), start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env=dict(os.environ, BACKPROP_BENCH_FAULT="hang:char_mlp", TMPDIR=str(tmp_path)),
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers = []
     for _ in range(300):  # torchrun's agent starts its two workers
         workers = children_of(torchrun.pid)
