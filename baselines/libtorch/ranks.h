@@ -12,7 +12,7 @@
 // on the interface GLOO_SOCKET_IFNAME names (PyTorch's variable), else over the loopback.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>  // Tensor and its factories: the umbrella torch/torch.h cost 6 s a unit
 
 #include <algorithm>
 #include <cstdio>
