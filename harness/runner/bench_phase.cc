@@ -214,12 +214,12 @@ Json process_ended(RunState& run, const Selected& s, Running& r, Cell& c) {
       if (line.rfind("out of memory: ", 0) == 0) said = ": " + line.substr(15);
     c.message = fmt::format("out of memory at {} under the limit of {}{}{} (see {})", s.id,
                             human_bytes(double(run.memory_limit_of(r.backend))),
-                            spec_of(r.backend).launcher ? " a process" : "", said, r.log);
+                            spec_of(r.backend).launcher ? " per rank" : "", said, r.log);
   } else if (const std::string line = p.ok() ? "" : run.memory_failure_line(r.log); !line.empty()) {
     c.status = "out_of_memory";
     c.message = fmt::format("could not start under the memory limit of {}{}: {} (see {})",
                             human_bytes(double(run.memory_limit_of(r.backend))),
-                            spec_of(r.backend).launcher ? " a process" : "", line, r.log);
+                            spec_of(r.backend).launcher ? " per rank" : "", line, r.log);
   } else if (!p.ok()) {
     c.status = p.timed_out ? "timeout" : "failed";
     c.message = p.failure() + ranks_failure(run, r, p) + " (see " + r.log + ")";
