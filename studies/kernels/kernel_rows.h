@@ -1,5 +1,6 @@
 // studies/kernels/kernel_rows.h: `bench_compiled --kernel_rows`, the matmul dialects kernel by
-// kernel on the shapes of real steps, and the core's FMA peak beside them in the same process.
+// kernel on the shapes of real steps, the causal attention's kernel beside them, and the core's
+// FMA peak in the same process.
 //
 // For each instance given, the workload is set up on the compiled backend under auto and stepped
 // once; each matmul or linear of its program with a shape not seen before gets a row per dialect
@@ -7,11 +8,12 @@
 //   kernel/<instance>/<op>[<operand shapes>]/<dialect>
 // Each iteration is the op's forward and backward (its three products) on buffers of its shapes,
 // as the step runs them. Counters: flops (per iteration, 2 M N K over the products, so GFLOP/s is
-// flops over the time), auto (1 on the dialect auto chose for that shape) and auto_seconds (what
-// auto measured for the dialect while choosing; 0 where it stopped timing a slow one early).
-// After every timed iteration the FMA loop below runs on every thread of the pool for about as
-// long, timed apart, so that each kernel is judged against the peak of the same minutes (this
-// machine's speed drifts by tens of percent between minutes): fma_gflops_per_core, and
+// flops over the time; an attention's, its six products over the causal triangle, 6 B C T (T+1),
+// softmax and its gradient not counted), auto (1 on the dialect auto chose for that shape) and
+// auto_seconds (what auto measured for the dialect while choosing; 0 where it stopped timing a slow
+// one early). After every timed iteration the FMA loop below runs on every thread of the pool for
+// about as long, timed apart, so that each kernel is judged against the peak of the same minutes
+// (this machine's speed drifts by tens of percent between minutes): fma_gflops_per_core, and
 // fraction_of_fma, the kernel's GFLOP/s per thread over it.
 // Then one row, peak/fma_f32/threads:1: fused multiply-adds on registers only, independent chains
 // of the widest vector the process runs (16 with AVX-512, 12 with AVX2), the ceiling any kernel
@@ -20,6 +22,7 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -60,8 +63,13 @@ inline std::string operand_shapes(const OpArgs<float>& a) {
   return s;
 }
 
-// The products' multiply-adds, twice: a forward and both operand gradients.
+// The products' multiply-adds, twice: a forward and both operand gradients. An attention of
+// B sequences of T positions and C channels (args B, T, H): per head and sequence, Q K^T and P V
+// forward, dP, dV, dQ and dK back, each over the causal triangle's T (T + 1) / 2 entries of d = C /
+// H: 6 B C T (T + 1) in all.
 inline double matmul_flops(TensorOp op, const OpArgs<float>& a) {
+  if (op == TensorOp::attention)
+    return 6.0 * a.arg[0] * double(a.cols) * a.arg[1] * (double(a.arg[1]) + 1);
   double f = 0;
   for (const ops::Product& p : ops::products_of(a, op == TensorOp::linear))
     f += 2.0 * p.M * p.N * p.K;
@@ -81,7 +89,7 @@ std::vector<MatmulShape> matmul_shapes_of(const InstanceSpec& spec, const Corpus
       run.step(backend);
       const std::string id = instance_id(*find_workload(W::name), *spec.size);
       for (const auto& k : backend.program.kernels())
-        if (family_of(k.op) == OpFamily::matmul)
+        if (family_of(k.op) == OpFamily::matmul || k.op == TensorOp::attention)
           out.push_back({id, k.op, program_ir::args_of<float>(k.shape), k.choice});
     }
   });
@@ -188,9 +196,12 @@ void register_kernel_rows(const std::vector<InstanceSpec>& instances, const Corp
   std::set<std::string> seen;
   for (const InstanceSpec& spec : instances)
     for (MatmulShape& m : matmul_shapes_of(spec, corpus)) {
+      const std::string flags = m.op == TensorOp::attention
+                                    ? fmt::format(",heads={}", m.shape.arg[2])
+                                : m.shape.arg[0] ? m.op == TensorOp::linear ? ",relu" : ",t"
+                                                 : "";
       const std::string shape =
-          std::string(tensor_op_names[int(m.op)]) + "[" + operand_shapes(m.shape) +
-          (m.shape.arg[0] ? m.op == TensorOp::linear ? ",relu" : ",t" : "") + "]";
+          std::string(tensor_op_names[int(m.op)]) + "[" + operand_shapes(m.shape) + flags + "]";
       if (!seen.insert(shape).second) continue;
       for (const Kernel<float>& k : kernels_of<float>(m.op)) {
         if (!k.in_build || !k.available(m.shape) || k.priority == 0) continue;

@@ -14,9 +14,10 @@ namespace bp {
 inline std::string kernels_table(const Summary& s) {
   const JsonView kernels = s.kernels;
   if (!kernels.is_object()) return "";
-  std::string out = "\n" + wrapped(fmt::format("matmul kernels, forward and backward of one op "
-                                               "(median per dialect; * auto's choice, made in "
-                                               "the step's own setup); FMA peak {:.1f} GFLOP/s:",
+  std::string out = "\n" + wrapped(fmt::format("matmul kernels and the attention's, forward and "
+                                               "backward of one op (median per dialect; * auto's "
+                                               "choice, made in the step's own setup); FMA peak "
+                                               "{:.1f} GFLOP/s:",
                                                kernels["peak_gflops"].num_or(NAN)),
                                    2);
   for (JsonView row : kernels["shapes"].elements()) {
