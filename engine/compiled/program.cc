@@ -42,6 +42,36 @@ void Program<T>::find_param_writes(const TensorGraph<T>& g, const std::vector<Pe
   });
 }
 
+// The given decisions' kernel for the next op (a plan cache's): by dialect name among the op's
+// kernels of this build, able to run its shape, and the one `dialects` would have chosen with its
+// timings (a plan naming another kernel is refused, not run).
+template <class T>
+KernelChoice<T> Program<T>::given_choice(TensorOp op, const OpArgs<T>& shape,
+                                         const DialectSelector<T>& dialects) const {
+  const size_t i = kernels_.size() - 1;
+  if (i >= given_->kernels.size())
+    throw PlanMismatch{"more ops than the plan's " + std::to_string(given_->kernels.size())};
+  const PlanDecisions::Choice& c = given_->kernels[i];
+  auto named = [&](const std::string& dialect) -> const Kernel<T>* {
+    if (bf16_op(op, shape)) return dialect == "bf16" ? bf16_kernel_of<T>(op) : nullptr;
+    for (const Kernel<T>& k : kernels_of<T>(op))
+      if (dialect == k.dialect && k.in_build) return &k;
+    return nullptr;
+  };
+  KernelChoice<T> choice{named(c.dialect), {}};
+  if (!choice.kernel || !choice.kernel->available(shape))
+    throw PlanMismatch{"op " + std::to_string(i) + ": no kernel " + c.dialect + " for " +
+                       shape_text(op, shape)};
+  for (const auto& [dialect, s] : c.seconds) {
+    const Kernel<T>* k = named(dialect);
+    if (!k) throw PlanMismatch{"op " + std::to_string(i) + ": no kernel " + dialect};
+    choice.seconds.push_back({k->dialect, s});
+  }
+  if (const std::string why = dialects.why_not_chosen(op, shape, choice); !why.empty())
+    throw PlanMismatch{"op " + std::to_string(i) + " (" + shape_text(op, shape) + "): " + why};
+  return choice;
+}
+
 template class Program<float>;
 template class Program<double>;  // bp_gradbench's tensor forms in float64
 

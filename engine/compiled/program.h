@@ -251,30 +251,7 @@ class Program {
   // The given decisions' kernel for the next op: by dialect name among the op's kernels of this
   // build, able to run its shape, and the one `dialects` would have chosen with its timings.
   KernelChoice<T> given_choice(TensorOp op, const OpArgs<T>& shape,
-                               const DialectSelector<T>& dialects) const {
-    const size_t i = kernels_.size() - 1;
-    if (i >= given_->kernels.size())
-      throw PlanMismatch{"more ops than the plan's " + std::to_string(given_->kernels.size())};
-    const PlanDecisions::Choice& c = given_->kernels[i];
-    auto named = [&](const std::string& dialect) -> const Kernel<T>* {
-      if (bf16_op(op, shape)) return dialect == "bf16" ? bf16_kernel_of<T>(op) : nullptr;
-      for (const Kernel<T>& k : kernels_of<T>(op))
-        if (dialect == k.dialect && k.in_build) return &k;
-      return nullptr;
-    };
-    KernelChoice<T> choice{named(c.dialect), {}};
-    if (!choice.kernel || !choice.kernel->available(shape))
-      throw PlanMismatch{"op " + std::to_string(i) + ": no kernel " + c.dialect + " for " +
-                         shape_text(op, shape)};
-    for (const auto& [dialect, s] : c.seconds) {
-      const Kernel<T>* k = named(dialect);
-      if (!k) throw PlanMismatch{"op " + std::to_string(i) + ": no kernel " + dialect};
-      choice.seconds.push_back({k->dialect, s});
-    }
-    if (const std::string why = dialects.why_not_chosen(op, shape, choice); !why.empty())
-      throw PlanMismatch{"op " + std::to_string(i) + " (" + shape_text(op, shape) + "): " + why};
-    return choice;
-  }
+                               const DialectSelector<T>& dialects) const;  // in program.cc
 
   // Each trained parameter's gradient's first writer (start_gradients), when it may write it fresh
   // (fresh_operand), and its last (backward(final)). In program.cc.
@@ -591,23 +568,31 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   std::vector<uint32_t> recomputed;
   Lowered l;
   std::vector<int32_t> slot;
+  // The activations recomputed to aim at `target` bytes (0: only what costs almost nothing).
+  auto choose = [&](size_t target, size_t* reached) {
+    size_t unfused_peak = 0;
+    return choose_recomputation(
+        e, buffers_, first_node_,
+        [&](const Emitted& em, const std::vector<uint32_t>& r) { return lower(em, r); }, target,
+        &unfused_peak, reached);
+  };
+  // The program with `r` recomputed, in waves (kept in order when `budgeted`) and fused: its
+  // buffers' lifetimes in planned_.
+  auto lay_out = [&](const std::vector<uint32_t>& r, bool budgeted) {
+    l = lower(e, r);
+    waves_.group(l, e.loss_buffer, threads_, budgeted);
+    fuse(l, e.loss_buffer, limit.fuse);
+    planned_ = program_ir::lifetimes(l, &slot);
+  };
   size_t budget = limit.bytes, free_arena = 0;
   // Under a budget, first the arena this program plans without one, at its own threads and with
   // its own fusion: a fraction is of that arena (so a budget never exceeds the plan it would have
   // had, whatever the thread count), and a budget no plan meets is told against it. A fraction
   // so small it rounds to no bytes is still a budget (one no plan meets), never none.
   if (limit.bytes > 0 || limit.fraction > 0) {
-    size_t unused = 0, reached = 0;
-    if (limit.free_recomputation)
-      recomputed = choose_recomputation(
-          e, buffers_, first_node_,
-          [&](const Emitted& em, const std::vector<uint32_t>& r) { return lower(em, r); }, 0,
-          &unused, &reached);
-    l = lower(e, recomputed);
-    waves_.group(l, e.loss_buffer, threads_, false);
-    fuse(l, e.loss_buffer, limit.fuse);
-    std::vector<PlannedBuffer> free_buffers = program_ir::lifetimes(l, &slot);
-    free_arena = plan_memory(free_buffers, waves_.time_slots(l)).arena_bytes;
+    size_t reached = 0;
+    lay_out(limit.free_recomputation ? choose(0, &reached) : std::vector<uint32_t>{}, false);
+    free_arena = plan_memory(planned_, waves_.time_slots(l)).arena_bytes;
     if (limit.fraction > 0)
       budget = std::max<size_t>(1, size_t(limit.fraction * double(free_arena)));
   }
@@ -615,7 +600,7 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   // The choice aims at the lower bound; placement can need a little more. Then aim lower by
   // the excess and choose again (a few times at most), or give up with the smallest arena
   // placed, which as a budget is met.
-  size_t target = budget, smallest = SIZE_MAX, unbudgeted = 0;
+  size_t target = budget, smallest = SIZE_MAX;
   if (given_) {
     recomputed = given_->recomputed;
     for (uint32_t c : recomputed)
@@ -625,10 +610,7 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       throw PlanMismatch{"a node recomputed twice"};
-    l = lower(e, recomputed);
-    waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
-    fuse(l, e.loss_buffer, limit.fuse);
-    planned_ = program_ir::lifetimes(l, &slot);
+    lay_out(recomputed, budget_bytes_ > 0);
     if (given_->offsets.size() != planned_.size())
       throw PlanMismatch{std::to_string(given_->offsets.size()) + " buffers placed for " +
                          std::to_string(planned_.size())};
@@ -655,15 +637,8 @@ void Program<T>::compile(const TensorGraph<T>& g, uint32_t root, ArenaBudget lim
   }
   for (int attempt = 0; !given_; attempt++) {
     size_t reached = 0;
-    if (budget || limit.free_recomputation)
-      recomputed = choose_recomputation(
-          e, buffers_, first_node_,
-          [&](const Emitted& em, const std::vector<uint32_t>& r) { return lower(em, r); }, target,
-          &unbudgeted, &reached);
-    l = lower(e, recomputed);
-    waves_.group(l, e.loss_buffer, threads_, budget_bytes_ > 0);
-    fuse(l, e.loss_buffer, limit.fuse);
-    planned_ = program_ir::lifetimes(l, &slot);
+    if (budget || limit.free_recomputation) recomputed = choose(target, &reached);
+    lay_out(recomputed, budget_bytes_ > 0);
     plan_ = plan_memory(planned_, waves_.time_slots(l));
     smallest = std::min(smallest, plan_.arena_bytes);
     if (!budget || plan_.arena_bytes <= budget) break;

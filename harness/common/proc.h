@@ -205,23 +205,24 @@ inline std::string read_proc_file(const std::string& path) {
   return text;
 }
 
-// A process's parent, from /proc/<pid>/stat ("pid (comm) state ppid ...": comm may hold spaces);
-// 0 if it is gone.
-inline long proc_parent_of(long pid) {
+// /proc/<pid>/stat after its command name ("pid (comm) state ppid ...": comm may hold spaces and
+// parentheses, so from the last ')'); "" if the process is gone.
+inline std::string proc_stat_fields(long pid) {
   const std::string line = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = line.rfind(')');
+  return close == std::string::npos ? "" : line.substr(close + 1);
+}
+// A process's parent; 0 if it is gone.
+inline long proc_parent_of(long pid) {
   long ppid = 0;
-  if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %*c %ld", &ppid);
+  std::sscanf(proc_stat_fields(pid).c_str(), " %*c %ld", &ppid);
   return ppid;
 }
-
-// A process's state letter, from /proc/<pid>/stat: R running, S sleeping, D in an uninterruptible
-// wait, T stopped by a signal, t stopped by a debugger, Z a zombie; 0 if it is gone.
+// A process's state letter: R running, S sleeping, D in an uninterruptible wait, T stopped by a
+// signal, t stopped by a debugger, Z a zombie; 0 if it is gone.
 inline char proc_state_of(long pid) {
-  const std::string line = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
-  const size_t close = line.rfind(')');
   char state = 0;
-  if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %c", &state);
+  std::sscanf(proc_stat_fields(pid).c_str(), " %c", &state);
   return state;
 }
 // `name`'s value in the environment `pid` started with; "" without one (or the process gone).
