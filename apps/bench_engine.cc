@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
   hooks.report = [](const EngineBackend& b, benchmark::State& state) {
     state.counters["arena_bytes"] = double(b.arena_bytes());
     for (const auto& [name, value] : b.extra_counters()) state.counters[name] = value;
+    // jobs the pool's caller ran alone, the machine too busy to share them (threads.h, step_done)
+    if (bp::thread_pool().size() > 1)
+      state.counters["pool_jobs_alone"] = bp::thread_pool().alone_share();
   };
   return bp::backend_main<EngineBackend>(argc, argv, hooks);
 }

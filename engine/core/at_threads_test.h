@@ -32,6 +32,7 @@ struct AtThreads {
       bp::split_thresholds() = {kNever, kNever, saved.rows, kNever, 0};
   }
   ~AtThreads() {
+    bp::thread_pool().delay_worker_for_tests(0, 0, false);
     bp::thread_pool().resize(1);
     bp::split_thresholds() = saved;
   }

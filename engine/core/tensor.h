@@ -386,6 +386,7 @@ class TensorGraph {
     nodes_.resize(num_params_);
     step_.reset();
     steps_++;
+    thread_pool().step_done();  // whether the pool shares its jobs is timed by steps
     backward_done_ = false;
   }
 

@@ -1,29 +1,38 @@
 // engine/runtime/threads.h: the engine's one pool of threads, made once at start (--threads), and
 // parallel_for, which splits a kernel's independent pieces (output tiles, rows, chunks) over it.
 //
-// A job is split into at most `size()` contiguous parts; the calling thread runs part 0 and the
-// workers the rest, each part writing outputs no other part writes. The kernels keep every sum in
-// one fixed order whatever the split (a row's reduction stays in one part; cross-row reductions
-// run after, in row order), so results are bitwise the same at any thread count
-// (engine/runtime/threads_test.cc checks products and every op at 1 to 4 threads,
-// engine/compiled/compiled_test.cc every model workload).
+// A job is split into at most `size()` contiguous parts, each writing outputs no other part
+// writes. Any thread runs any part: the caller takes the first part left, then the next, and every
+// worker that is running takes what remains (one word holds the job, its parts and the next part
+// to take), so a worker that is asleep, late or descheduled by other work on the machine holds
+// back only a part it has started; an idle worker's share falls to the caller. What a part
+// computes is fixed by its index, never by the thread that runs it, and the kernels keep every sum
+// in one fixed order whatever the split (a row's reduction stays in one part; cross-row
+// reductions run after, in row order), so results are bitwise the same at any thread count and
+// under any interleaving (engine/runtime/threads_test.cc checks products and every op at 1 to 4
+// threads, with a worker held back; engine/compiled/compiled_test.cc every model workload).
 //
-// Between jobs a worker spins a while (kSpinRounds pauses: ops follow each other that closely in a
-// step), then sleeps on a futex (std::atomic::wait) until the next job: an idle engine costs no
-// CPU between steps. More threads than CPUs run (the results say so): then nobody spins.
-// A parallel_for inside a part runs inline, so a kernel may be split at any level.
+// Waiting is bounded on both sides, as OpenMP runtimes and oneTBB do it: between jobs a worker
+// spins a while (kSpinRounds pauses: ops follow each other that closely in a step), then sleeps on
+// a futex (std::atomic::wait) until the next job, so an idle engine costs no CPU between steps;
+// the caller, its parts done, spins as long, gives the CPU up a few times (a worker descheduled
+// beside it may need it), then sleeps until the last part is done. More threads than CPUs run (the
+// results say so): then nobody spins. A parallel_for inside a part runs inline, so a kernel may be
+// split at any level.
 //
-// Not here: work stealing, priorities, NUMA. One job at a time, from one calling thread.
+// Not here: priorities, NUMA. One job at a time, from one calling thread.
 //
 //   bp::thread_pool().resize(2);
 //   bp::parallel_for(rows, /*grain=*/64, [&](int64_t r0, int64_t r1) { ... rows [r0, r1) ... });
 #pragma once
 
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -62,8 +71,12 @@ class ThreadPool {
     }
     if (threads == size()) return;
     stop();
+    stats_ = {}, window_start_ = Clock::now(), window_steps_ = 0, late_ = 0, window_shared_ = 0;
+    hold_left_ = 0;
+    hold_length_ = 1, window_switches_ = involuntary_switches(), phase_ = Phase::watch;
+    alone_ = false, last_alone_wins_ = false;
     quit_.store(false);
-    spin_ = threads <= cpus() ? kSpinRounds : 0;
+    spin_micros_ = threads <= cpus() ? kSpinMicros : 0;
     const uint32_t now = generation_.load();  // a worker waits for the job after this one
     for (int i = 1; i < threads; i++) workers_.emplace_back([this, i, now] { work(i, now); });
   }
@@ -74,11 +87,14 @@ class ThreadPool {
     const int threads = size();
     (void)new std::vector<std::thread>(std::move(workers_));  // never destroyed, never joined
     workers_.clear();
-    pending_.store(0), sleepers_.store(0), quit_.store(false), generation_.store(0);
+    claim_.store(0), done_.store(0), caller_waits_.store(0), sleepers_.store(0);
+    quit_.store(false), generation_.store(0);
     resize(threads);
   }
 
   // f(part, parts) for part in [0, parts), parts <= size(); returns when every part is done.
+  // The caller takes parts first and every running worker takes the next one left, so a worker
+  // that is asleep, late or descheduled only holds back the one part it has started.
   template <class F>
   void run(int parts, F&& f) {
     if (parts <= 1 || in_part_ || workers_.empty()) {
@@ -86,57 +102,192 @@ class ThreadPool {
       return;
     }
     parts = std::min(parts, size());
+    if (alone_) {  // other work holds the workers back: the caller runs every part (step_done)
+      stats_.alone++;
+      for (int p = 0; p < parts; p++) f(p, parts);
+      return;
+    }
+    stats_.shared++, window_shared_++;
     ctx_ = &f;
     call_ = [](void* ctx, int part, int n) { (*static_cast<F*>(ctx))(part, n); };
-    parts_ = parts;
-    pending_.store(int(workers_.size()), std::memory_order_relaxed);  // each worker checks in
-    generation_.fetch_add(1, std::memory_order_release);
-    if (sleepers_.load(std::memory_order_acquire) > 0) generation_.notify_all();
+    done_.store(0, std::memory_order_relaxed);
+    job_++;
+    claim_.store(uint64_t(job_) << 32 | uint64_t(parts) << 16, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
+    const auto start = Clock::now();
     in_part_ = true;
-    f(0, parts);
+    int mine = 0;
+    for (int p, n; claim(p, n); mine++) f(p, n);
     in_part_ = false;
-    while (pending_.load(std::memory_order_acquire) != 0)  // oversubscribed: give the CPU up
-      spin_ ? pause() : std::this_thread::yield();
+    last_parts_by_caller_ = mine;
+    if (done_.fetch_add(mine, std::memory_order_acq_rel) + mine == parts) return;
+    const auto own_end = Clock::now();
+    wait_for(parts);
+    // Waited past twice the caller's own part: a worker was descheduled holding one.
+    const auto own_part = (own_end - start) / std::max(mine, 1);
+    if (Clock::now() - own_end > 2 * own_part + std::chrono::microseconds(kLateMicros)) late_++;
+  }
+
+  // The end of a training step (the eager engine's and the compiled mode's backward call it).
+  // Sharing jobs with the workers is right on an idle machine and can be a loss on a busy one,
+  // where a worker spinning or holding a part takes the caller's CPU time. So the pool watches
+  // windows of steps: while the caller is preempted no more often than on an idle machine and
+  // parts come in time, it shares; at a sign of other work it times one window sharing and one
+  // alone, keeps the quicker for a while (twice as long each time the same way wins again), then
+  // looks again (after an untimed window that wakes the workers). The parts are the same either
+  // way, so the results are bitwise the same.
+  void step_done() {
+    if (workers_.empty()) return;
+    const auto now = Clock::now();
+    if (++window_steps_ < kWindowSteps || now - window_start_ < kWindowTime) return;
+    const double seconds = std::chrono::duration<double>(now - window_start_).count();
+    const double per_step = seconds / window_steps_;
+    const long switches = involuntary_switches();
+    const bool busy = double(switches - window_switches_) >= kBusySwitchesPerSecond * seconds ||
+                      late_ >= std::max<int64_t>(2, window_shared_ / kLateOneIn);
+    window_start_ = now, window_steps_ = 0, window_switches_ = switches, late_ = 0;
+    window_shared_ = 0;
+    switch (phase_) {
+      case Phase::watch:
+        if (busy) phase_ = Phase::try_shared;
+        break;
+      case Phase::settle:  // the workers woken after a while alone: this window not timed
+        phase_ = Phase::try_shared;
+        break;
+      case Phase::try_shared:
+        shared_step_ = per_step, alone_ = true, phase_ = Phase::try_alone;
+        break;
+      case Phase::try_alone: {
+        const bool alone_wins = per_step < kAloneMargin * shared_step_;
+        hold_length_ = alone_wins == last_alone_wins_ ? std::min(hold_length_ * 2, kHoldMost) : 1;
+        last_alone_wins_ = alone_wins, alone_ = alone_wins;
+        hold_left_ = hold_length_, phase_ = Phase::hold, stats_.probes++;
+        break;
+      }
+      case Phase::hold:
+        if (--hold_left_ > 0) break;
+        phase_ = alone_ ? Phase::settle : Phase::watch, alone_ = false;
+        break;
+    }
+  }
+  // What the pool did since it was sized: jobs shared with the workers, jobs the caller ran
+  // alone, and the times it timed both ways.
+  struct Stats {
+    int64_t shared = 0, alone = 0, probes = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+  // How many parts of the last job the calling thread ran itself (tests read it).
+  int last_parts_by_caller() const { return last_parts_by_caller_; }
+  // The share of jobs the caller ran alone since the pool was sized (step_done), 0 to 1.
+  double alone_share() const {
+    const int64_t jobs = stats_.shared + stats_.alone;
+    return jobs ? double(stats_.alone) / double(jobs) : 0.0;
+  }
+  // A test hook: worker `index` (1 to size() - 1; 0: none) sleeps `micros` before it looks for a
+  // part (late to a job, as one the system descheduled), or, `holding`, after it has taken one.
+  void delay_worker_for_tests(int index, int micros, bool holding) {
+    delayed_worker_.store(0), delay_micros_.store(micros), delay_holding_.store(holding);
+    delayed_worker_.store(index);
   }
 
  private:
   static constexpr int kMaxThreads = 256;
-  static constexpr int kSpinRounds = 1 << 14;  // a few microseconds of pause before sleeping
+  // Of pause before sleeping: ops follow each other that closely in a step; longer, a worker
+  // spinning between jobs on a busy machine takes CPU time the caller needs.
+  static constexpr int kSpinMicros = 100;
+  static constexpr int kLateMicros = 20;  // a part later than its like by this: descheduled
+  // step_done's windows: at least this many steps and this long; alone only if this much quicker;
+  // a decision held at most this many windows.
+  static constexpr int kWindowSteps = 2, kHoldMost = 64;
+  // A busy machine: the caller preempted this often (an idle one: some 50 a second), or one
+  // shared job in this many waiting on a late part.
+  static constexpr double kBusySwitchesPerSecond = 150;
+  static constexpr int64_t kLateOneIn = 20;
+  static constexpr std::chrono::milliseconds kWindowTime{20};
+  static constexpr double kAloneMargin = 0.9;
+  using Clock = std::chrono::steady_clock;
+  enum class Phase : uint8_t { watch, settle, try_shared, try_alone, hold };
 
-  static void pause() {
+  // This thread's involuntary context switches: the times the system gave its CPU to another.
+  static long involuntary_switches() {
+    rusage use;
+    return getrusage(RUSAGE_THREAD, &use) == 0 ? use.ru_nivcsw : 0;
+  }
+  // The spin loops' pause: x86's PAUSE (named so that ::pause(), which waits for a signal, is
+  // never what an unqualified call finds).
+  static void cpu_relax() {
 #if defined(__x86_64__)
     _mm_pause();
 #else
     std::this_thread::yield();
 #endif
   }
+  // Pauses until done() or spin_micros_ have passed; whether done().
+  template <class Done>
+  bool spin_until(Done&& done) const {
+    if (done()) return true;
+    if (spin_micros_ == 0) return false;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros_);
+    for (;;) {
+      for (int i = 0; i < 16; i++) {
+        cpu_relax();
+        if (done()) return true;
+      }
+      if (std::chrono::steady_clock::now() >= end) return false;
+    }
+  }
+  // Takes the next part of the job posted last (its index, and the job's parts); false when every
+  // part is taken. The job's number sits in the word beside its parts and the next part, so a late
+  // worker never takes a part of another job than the one whose function it calls (ctx_ stays
+  // until every part is done).
+  bool claim(int& part, int& parts) {
+    uint64_t word = claim_.load(std::memory_order_acquire);
+    for (;;) {
+      parts = int(word >> 16 & 0xffff), part = int(word & 0xffff);
+      if (part >= parts) return false;
+      if (claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+        return true;
+    }
+  }
+  // The caller, its own parts done, waits for those the workers took: spins a while (kSpinMicros),
+  // then sleeps on done_, leaving its CPU to a worker descheduled beside it.
+  void wait_for(int parts) {
+    if (spin_until([&] { return done_.load(std::memory_order_acquire) == parts; })) return;
+    caller_waits_.store(1, std::memory_order_seq_cst);
+    for (int d; (d = done_.load(std::memory_order_seq_cst)) != parts;) done_.wait(d);
+    caller_waits_.store(0, std::memory_order_relaxed);
+  }
   void work(int index, uint32_t seen) {
     for (;;) {
       uint32_t now = seen;
-      for (int i = 0; i < spin_ && now == seen; i++) {
-        pause();
-        now = generation_.load(std::memory_order_acquire);
-      }
+      spin_until([&] { return (now = generation_.load(std::memory_order_acquire)) != seen; });
       while (now == seen) {
-        sleepers_.fetch_add(1, std::memory_order_acq_rel);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
         generation_.wait(seen, std::memory_order_acquire);
         sleepers_.fetch_sub(1, std::memory_order_acq_rel);
         now = generation_.load(std::memory_order_acquire);
       }
       seen = now;
       if (quit_.load(std::memory_order_acquire)) return;
-      if (index < parts_) {
-        in_part_ = true;
-        call_(ctx_, index, parts_);
-        in_part_ = false;
+      in_part_ = true;
+      const bool delayed = delayed_worker_.load(std::memory_order_relaxed) == index;
+      const auto delay = std::chrono::microseconds(delay_micros_.load(std::memory_order_relaxed));
+      const bool holding = delay_holding_.load(std::memory_order_relaxed);
+      if (delayed && !holding) std::this_thread::sleep_for(delay);
+      for (int p, n; claim(p, n);) {
+        if (delayed && holding) std::this_thread::sleep_for(delay);
+        call_(ctx_, p, n);
+        done_.fetch_add(1, std::memory_order_seq_cst);
+        if (caller_waits_.load(std::memory_order_seq_cst)) done_.notify_one();
       }
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      in_part_ = false;
     }
   }
   void stop() {
     if (workers_.empty()) return;
-    parts_ = 0;  // no part to run: each worker only counts itself done
-    pending_.store(int(workers_.size()));
     quit_.store(true, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
@@ -145,14 +296,29 @@ class ThreadPool {
   }
 
   std::vector<std::thread> workers_;
-  int spin_ = kSpinRounds;
-  // The job: written by the caller before generation_ moves, read by workers after they see it.
+  int spin_micros_ = kSpinMicros;
+  // The job: written by the caller before claim_ names it, read by the workers that take a part.
   void* ctx_ = nullptr;
   void (*call_)(void*, int, int) = nullptr;
-  int parts_ = 0;
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0}, sleepers_{0};
+  uint32_t job_ = 0;
+  // job (32 bits) | parts (16) | next part to take (16)
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int> done_{0}, caller_waits_{0};
+  std::atomic<uint32_t> generation_{0};  // moves with each job; the sleeping workers wait on it
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> quit_{false};
+  std::atomic<int> delayed_worker_{0}, delay_micros_{0};  // the test hook
+  std::atomic<bool> delay_holding_{false};
+  int last_parts_by_caller_ = 0;
+  // step_done()'s state: the window so far, the phase, and whether the caller goes alone
+  Clock::time_point window_start_ = Clock::now();
+  int window_steps_ = 0, hold_left_ = 0, hold_length_ = 1;
+  int64_t late_ = 0, window_shared_ = 0;
+  long window_switches_ = 0;
+  Phase phase_ = Phase::watch;
+  bool alone_ = false, last_alone_wins_ = false;
+  double shared_step_ = 0;
+  Stats stats_;
   static inline thread_local bool in_part_ = false;
 };
 

@@ -82,6 +82,66 @@ TEST(Threads, ProductsAreBitwiseAtAnyThreadCount) {
     }
 }
 
+// Any thread runs any part: a worker late to every job leaves its parts to the caller, one that
+// holds each part it takes makes the caller wait; neither changes a bit of the products.
+TEST(Threads, ProductsAreBitwiseWithAWorkerLateOrHoldingItsPart) {
+  const std::vector<float> one = product(64, 1024, 600, false, false, true),
+                           one_t = product(33, 65, 40, true, false, false);
+  for (int n : {2, 3, 4})
+    for (bool holding : {false, true})
+      for (int worker = 1; worker < n; worker++) {
+        AtThreads at(n, Forced::every_split);
+        bp::thread_pool().delay_worker_for_tests(worker, 300, holding);
+        EXPECT_TRUE(same(one, product(64, 1024, 600, false, false, true)))
+            << n << " threads, worker " << worker << (holding ? " holding its part" : " late");
+        EXPECT_TRUE(same(one_t, product(33, 65, 40, true, false, false)))
+            << n << " threads, worker " << worker << (holding ? " holding its part" : " late");
+      }
+}
+
+// A worker that is not running takes nothing from the caller: its parts are the caller's.
+TEST(Threads, TheCallerTakesThePartsOfAWorkerThatIsLate) {
+  AtThreads at(2, Forced::nothing);
+  bp::thread_pool().delay_worker_for_tests(1, 200000, false);  // 0.2 s late to every job
+  std::vector<std::atomic<int>> hits(4);
+  for (int job = 0; job < 3; job++) {
+    bp::thread_pool().run(2, [&](int part, int parts) { hits[size_t(part * parts)]++; });
+    EXPECT_EQ(bp::thread_pool().last_parts_by_caller(), 2) << "job " << job;
+  }
+  EXPECT_EQ(hits[0].load(), 3);
+  EXPECT_EQ(hits[2].load(), 3);
+}
+
+// Steps whose jobs wait on a worker that holds every part it takes (a machine busy with other
+// work): the pool times a window of steps each way and runs the jobs alone, each part still once.
+TEST(Threads, StepsGoAloneWhenTheWorkersHoldThemBack) {
+  AtThreads at(2, Forced::nothing);
+  bp::thread_pool().delay_worker_for_tests(1, 2000, true);
+  std::atomic<int64_t> parts_run{0};
+  int64_t parts_asked = 0;
+  auto step = [&] {  // 4 jobs of 2 parts of 1 ms each: the worker is in time to take one
+    for (int job = 0; job < 4; job++, parts_asked += 2)
+      bp::thread_pool().run(2, [&](int, int) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+        while (std::chrono::steady_clock::now() < end) {
+        }
+        parts_run++;
+      });
+    bp::thread_pool().step_done();
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (bp::thread_pool().stats().probes == 0 && std::chrono::steady_clock::now() < give_up)
+    step();
+  const int64_t alone_before = bp::thread_pool().stats().alone;
+  for (int i = 0; i < 5; i++) step();
+  const bp::ThreadPool::Stats& s = bp::thread_pool().stats();
+  std::printf("  a worker holding each part 2 ms: %lld jobs shared, %lld alone, %lld probes\n",
+              (long long)s.shared, (long long)s.alone, (long long)s.probes);
+  EXPECT_GE(s.probes, 1);
+  EXPECT_GT(s.alone, alone_before) << "the steps after the probe, alone";
+  EXPECT_EQ(parts_run.load(), parts_asked);
+}
+
 TEST(Threads, EveryOpCaseIsBitwiseAtAnyThreadCountEagerAndCompiled) {
   int checked = 0;
   for (const OpCase& c : cases()) {
