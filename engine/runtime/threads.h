@@ -71,10 +71,7 @@ class ThreadPool {
     }
     if (threads == size()) return;
     stop();
-    stats_ = {}, window_start_ = Clock::now(), window_steps_ = 0, late_ = 0, window_shared_ = 0;
-    hold_left_ = 0;
-    hold_length_ = 1, window_switches_ = involuntary_switches(), phase_ = Phase::watch;
-    alone_ = false, last_alone_wins_ = false;
+    stats_ = {}, sharing_ = {}, sharing_.window_switches = involuntary_switches();
     quit_.store(false);
     spin_micros_ = threads <= cpus() ? kSpinMicros : 0;
     const uint32_t now = generation_.load();  // a worker waits for the job after this one
@@ -102,12 +99,13 @@ class ThreadPool {
       return;
     }
     parts = std::min(parts, size());
-    if (alone_) {  // other work holds the workers back: the caller runs every part (step_done)
+    if (sharing_
+            .alone) {  // other work holds the workers back: the caller runs every part (step_done)
       stats_.alone++;
       for (int p = 0; p < parts; p++) f(p, parts);
       return;
     }
-    stats_.shared++, window_shared_++;
+    stats_.shared++, sharing_.window_shared++;
     ctx_ = &f;
     call_ = [](void* ctx, int part, int n) { (*static_cast<F*>(ctx))(part, n); };
     done_.store(0, std::memory_order_relaxed);
@@ -126,7 +124,8 @@ class ThreadPool {
     wait_for(parts);
     // Waited past twice the caller's own part: a worker was descheduled holding one.
     const auto own_part = (own_end - start) / std::max(mine, 1);
-    if (Clock::now() - own_end > 2 * own_part + std::chrono::microseconds(kLateMicros)) late_++;
+    if (Clock::now() - own_end > 2 * own_part + std::chrono::microseconds(kLateMicros))
+      sharing_.late++;
   }
 
   // The end of a training step (the eager engine's and the compiled mode's backward call it).
@@ -139,35 +138,37 @@ class ThreadPool {
   // way, so the results are bitwise the same.
   void step_done() {
     if (workers_.empty()) return;
+    Sharing& w = sharing_;
     const auto now = Clock::now();
-    if (++window_steps_ < kWindowSteps || now - window_start_ < kWindowTime) return;
-    const double seconds = std::chrono::duration<double>(now - window_start_).count();
-    const double per_step = seconds / window_steps_;
+    if (++w.window_steps < kWindowSteps || now - w.window_start < kWindowTime) return;
+    const double seconds = std::chrono::duration<double>(now - w.window_start).count();
+    const double per_step = seconds / w.window_steps;
     const long switches = involuntary_switches();
-    const bool busy = double(switches - window_switches_) >= kBusySwitchesPerSecond * seconds ||
-                      late_ >= std::max<int64_t>(2, window_shared_ / kLateOneIn);
-    window_start_ = now, window_steps_ = 0, window_switches_ = switches, late_ = 0;
-    window_shared_ = 0;
-    switch (phase_) {
+    const bool busy = double(switches - w.window_switches) >= kBusySwitchesPerSecond * seconds ||
+                      w.late >= std::max<int64_t>(2, w.window_shared / kLateOneIn);
+    w.window_start = now, w.window_steps = 0, w.window_switches = switches;
+    w.late = 0, w.window_shared = 0;
+    switch (w.phase) {
       case Phase::watch:
-        if (busy) phase_ = Phase::try_shared;
+        if (busy) w.phase = Phase::try_shared;
         break;
       case Phase::settle:  // the workers woken after a while alone: this window not timed
-        phase_ = Phase::try_shared;
+        w.phase = Phase::try_shared;
         break;
       case Phase::try_shared:
-        shared_step_ = per_step, alone_ = true, phase_ = Phase::try_alone;
+        w.shared_step = per_step, w.alone = true, w.phase = Phase::try_alone;
         break;
       case Phase::try_alone: {
-        const bool alone_wins = per_step < kAloneMargin * shared_step_;
-        hold_length_ = alone_wins == last_alone_wins_ ? std::min(hold_length_ * 2, kHoldMost) : 1;
-        last_alone_wins_ = alone_wins, alone_ = alone_wins;
-        hold_left_ = hold_length_, phase_ = Phase::hold, stats_.probes++;
+        const bool alone_wins = per_step < kAloneMargin * w.shared_step;
+        w.hold_length =
+            alone_wins == w.last_alone_wins ? std::min(w.hold_length * 2, kHoldMost) : 1;
+        w.last_alone_wins = alone_wins, w.alone = alone_wins;
+        w.hold_left = w.hold_length, w.phase = Phase::hold, stats_.probes++;
         break;
       }
       case Phase::hold:
-        if (--hold_left_ > 0) break;
-        phase_ = alone_ ? Phase::settle : Phase::watch, alone_ = false;
+        if (--w.hold_left > 0) break;
+        w.phase = w.alone ? Phase::settle : Phase::watch, w.alone = false;
         break;
     }
   }
@@ -311,13 +312,15 @@ class ThreadPool {
   std::atomic<bool> delay_holding_{false};
   int last_parts_by_caller_ = 0;
   // step_done()'s state: the window so far, the phase, and whether the caller goes alone
-  Clock::time_point window_start_ = Clock::now();
-  int window_steps_ = 0, hold_left_ = 0, hold_length_ = 1;
-  int64_t late_ = 0, window_shared_ = 0;
-  long window_switches_ = 0;
-  Phase phase_ = Phase::watch;
-  bool alone_ = false, last_alone_wins_ = false;
-  double shared_step_ = 0;
+  struct Sharing {
+    Clock::time_point window_start = Clock::now();
+    int window_steps = 0, hold_left = 0, hold_length = 1;
+    int64_t late = 0, window_shared = 0;
+    long window_switches = 0;
+    Phase phase = Phase::watch;
+    bool alone = false, last_alone_wins = false;
+    double shared_step = 0;
+  } sharing_;
   Stats stats_;
   static inline thread_local bool in_part_ = false;
 };

@@ -116,7 +116,8 @@ TEST(Threads, TheCallerTakesThePartsOfAWorkerThatIsLate) {
 // work): the pool times a window of steps each way and runs the jobs alone, each part still once.
 TEST(Threads, StepsGoAloneWhenTheWorkersHoldThemBack) {
   AtThreads at(2, Forced::nothing);
-  bp::thread_pool().delay_worker_for_tests(1, 2000, true);
+  // held 20 ms a part: sharing 10x slower than alone, however busy the machine running the test
+  bp::thread_pool().delay_worker_for_tests(1, 20000, true);
   std::atomic<int64_t> parts_run{0};
   int64_t parts_asked = 0;
   auto step = [&] {  // 4 jobs of 2 parts of 1 ms each: the worker is in time to take one
@@ -135,7 +136,7 @@ TEST(Threads, StepsGoAloneWhenTheWorkersHoldThemBack) {
   const int64_t alone_before = bp::thread_pool().stats().alone;
   for (int i = 0; i < 5; i++) step();
   const bp::ThreadPool::Stats& s = bp::thread_pool().stats();
-  std::printf("  a worker holding each part 2 ms: %lld jobs shared, %lld alone, %lld probes\n",
+  std::printf("  a worker holding each part 20 ms: %lld jobs shared, %lld alone, %lld probes\n",
               (long long)s.shared, (long long)s.alone, (long long)s.probes);
   EXPECT_GE(s.probes, 1);
   EXPECT_GT(s.alone, alone_before) << "the steps after the probe, alone";
