@@ -3,9 +3,10 @@
 #              [REPETITIONS=10] [THREADS=1] [PRECISION=bf16] [ISA=avx2|avx512] [WARMUP=3]
 #              [MEMORY=8G [FORCE=1]]
 #              [DATA=file] [RANKS=2]   (RANKS alone: the study ranks, data parallel over N ranks)
+#              [BACKGROUND=N[,NICE]]   (N busy processes beside the timed steps: a busy machine)
 #              [CHECKPOINTS=/some/disk]   (where engine_multistage writes; default: the run's folder)
 #              [PLANS=dir]   (the compiled mode's plan cache; default: off, compiled from scratch)
-#   make study NAME=bptt|budget|first_step|kernels|threads|optim|gradbench|ranks|isa|...
+#   make study NAME=bptt|budget|first_step|kernels|threads|contention|optim|gradbench|ranks|isa|...
 #                                         (the same variables; bench_run --list names them all)
 #   make bench-all                        (every backend, size and study at once)
 #   make bench RESUME=results/<run-id>    (finishes an interrupted run)
@@ -20,7 +21,7 @@ SOURCES = $(shell find apps engine workloads harness baselines studies dev -name
 # single-quoted with its quotes escaped, not exported to the recipes' environment, and not passed
 # on in MAKEFLAGS (the make that `cmake --build` runs would expand them).
 USER_VARS := FILTER WORKLOADS SIZES BACKENDS DATA REPETITIONS THREADS PRECISION ISA WARMUP MEMORY \
-             FORCE RANKS RUN RESUME BASELINE NEW THRESHOLD CHECKPOINTS PLANS NAME
+             FORCE RANKS RUN RESUME BASELINE NEW THRESHOLD CHECKPOINTS PLANS NAME BACKGROUND
 unexport $(USER_VARS)
 MAKEOVERRIDES :=
 quote = '$(subst ','\'',$(1))'
@@ -30,7 +31,8 @@ BENCH_ARGS = $(call arg,FILTER,--filter) $(call arg,WORKLOADS,--workloads) \
   $(call arg,DATA,--data) $(call arg,REPETITIONS,--repetitions) $(call arg,THREADS,--threads) \
   $(call arg,PRECISION,--precision) $(call arg,ISA,--isa) $(call arg,RANKS,--ranks) \
   $(call arg,WARMUP,--warmup-steps) $(call arg,MEMORY,--memory-limit) $(if $(value FORCE),--force) \
-  $(call arg,CHECKPOINTS,--checkpoint-dir) $(call arg,PLANS,--cache-dir)
+  $(call arg,CHECKPOINTS,--checkpoint-dir) $(call arg,PLANS,--cache-dir) \
+  $(call arg,BACKGROUND,--background)
 # RESUME=results/<run-id> finishes an interrupted run with its own options (bench_run --resume).
 RUN_FOLDER = $(if $(value RESUME),--resume $(call quote,$(value RESUME)),--out results)
 COMPARE_ARGS = $(if $(value BASELINE),$(call quote,$(value BASELINE))) \

@@ -12,6 +12,7 @@
 #include "studies/amp/study.h"
 #include "studies/bptt/study.h"
 #include "studies/budget/study.h"
+#include "studies/contention/study.h"
 #include "studies/first_step/study.h"
 #include "studies/fusion/study.h"
 #include "studies/gradbench/study.h"
@@ -25,10 +26,21 @@
 
 namespace bp {
 
-inline constexpr Study kStudyRegistry[] = {
-    kMainStudy,    kBpttStudy,    kBudgetStudy, kFirstStepStudy, kFusionStudy,
-    kKernelsStudy, kThreadsStudy, kOptimStudy,  kGradbenchStudy, kGradbenchTensorStudy,
-    kAmpStudy,     kRanksStudy,   kIsaStudy,    kAllStudy};
+inline constexpr Study kStudyRegistry[] = {kMainStudy,
+                                           kBpttStudy,
+                                           kBudgetStudy,
+                                           kFirstStepStudy,
+                                           kFusionStudy,
+                                           kKernelsStudy,
+                                           kThreadsStudy,
+                                           kContentionStudy,
+                                           kOptimStudy,
+                                           kGradbenchStudy,
+                                           kGradbenchTensorStudy,
+                                           kAmpStudy,
+                                           kRanksStudy,
+                                           kIsaStudy,
+                                           kAllStudy};
 
 // Every study's rows in one table: backends in the order the studies first name them, each
 // variant right after its backend and that backend's earlier variants.

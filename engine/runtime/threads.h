@@ -172,6 +172,12 @@ class ThreadPool {
         break;
     }
   }
+  // A pause that is no step's (the process waited `seconds` for its turn to be timed): left out
+  // of the window of steps step_done() is timing.
+  void leave_out_of_window(double seconds) {
+    sharing_.window_start +=
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
   // What the pool did since it was sized: jobs shared with the workers, jobs the caller ran
   // alone, and the times it timed both ways.
   struct Stats {

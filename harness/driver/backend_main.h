@@ -292,6 +292,8 @@ ContextPairs result_context(const BackendHooks<B>& hooks, const DriverFlags& fla
       {"cxx_flags", BP_CXX_FLAGS},
       {"cpu_model", proc_cpu_model()},
       {"git_sha", sha ? sha : "unknown (not run by bench_run)"},
+      // the busy processes bench_run --background ran beside its timed steps
+      {"background", std::getenv("BP_BACKGROUND") ? std::getenv("BP_BACKGROUND") : "none"},
   };
   if (flags.ranks > 1) {  // data parallel: every rank runs the threads above
     context.push_back({"ranks", std::to_string(flags.ranks)});

@@ -51,6 +51,9 @@ struct BackendHooks {
   // After a benchmark's timed loop: counters and a label for its results (peak RSS is the
   // driver's own).
   std::function<void(const B&, benchmark::State&)> report = [](const B&, benchmark::State&) {};
+  // After the process waited `seconds` for its turn (--take_turns): what times its own steps
+  // (our pool's windows, engine/runtime/threads.h) leaves the wait out, as it is no step's.
+  std::function<void(double seconds)> after_wait = [](double) {};
   // --time_first_step: what a cold start must forget (kernel verdicts); null: the backend
   // compiles nothing and the flag is refused.
   std::function<void()> forget_warm_state;

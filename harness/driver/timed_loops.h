@@ -78,15 +78,18 @@ struct BackendProcess {
 // benchmark waits and its search runs within that turn, and after it a call waits only when its
 // count equals the previous call's (the search strictly grows the count). Each repetition is then
 // one turn, as in the Python backends. The runner closing fd 3 means no more: stop, quietly.
-inline void wait_for_turn(const std::string& benchmark, int64_t iterations) {
+// Returns the seconds it waited (the backend's own timing of its steps must not count them).
+inline double wait_for_turn(const std::string& benchmark, int64_t iterations) {
   static std::string previous_benchmark;
   static int64_t previous_iterations = -1;
   const bool repetition = benchmark != previous_benchmark || iterations == previous_iterations;
   previous_benchmark = benchmark, previous_iterations = iterations;
-  if (!repetition) return;
+  if (!repetition) return 0;
+  const auto start = std::chrono::steady_clock::now();
   if (write(4, "ready\n", 6) != 6) std::_Exit(0);
   for (char c = 0; c != '\n';)
     if (read(3, &c, 1) != 1) std::_Exit(0);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // An allocation refused: std::bad_alloc (new, our arenas), or libtorch's CPU allocator, which
@@ -173,7 +176,7 @@ void bench_steps(benchmark::State& state, const BackendProcess<B>& p, const Inst
   auto timed = [&](auto step) {
     if (fresh)
       for (int i = 0; i < p.flags.warmup_steps; i++) step();
-    if (p.flags.take_turns) wait_for_turn(spec.name, state.max_iterations);
+    if (p.flags.take_turns) p.hooks.after_wait(wait_for_turn(spec.name, state.max_iterations));
     const auto start = std::chrono::steady_clock::now();
     if (slow)  // two loops, so that the hook costs the timed one nothing
       for (auto _ : state)

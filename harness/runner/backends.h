@@ -74,6 +74,9 @@ struct BackendSpec {
   // "mpirun" (Open MPI) or "torchrun" (PyTorch's), alone on the machine rather than taking
   // turns (its ranks wait on each other every step).
   const char* launcher = nullptr;
+  // Timed beside the run's busy processes (--background; 1 at nice 0 unless given), which are
+  // stopped during every other row's turns (the study contention's rows).
+  bool under_load = false;
 };
 
 // The Debian package of each launcher, for the line that says one is missing.

@@ -258,13 +258,19 @@ std::map<std::string, Cell> bench_row(RunState& run, const Selected& s, int roun
   Turns turns;
   for (Running& r : running)
     if (!spec_of(r.backend).launcher)
-      start(r, true), turns.add(*r.child, spec_of(r.backend).measures_in_setup);
+      start(r, true),
+          turns.add(
+              *r.child, spec_of(r.backend).measures_in_setup,
+              run.opt.background_rows_only && run.loaded(r.backend) ? &run.background : nullptr);
   turns.take();
   for (Running& r : running)  // data-parallel rows after the turns, one at a time, alone
     if (spec_of(r.backend).launcher && !g_interrupted) {
+      const bool loaded = run.opt.background_rows_only && run.loaded(r.backend);
+      if (loaded) run.background.resume();
       start(r, false);
       r.child->ask_children_at_timeout();
       r.child->finish();
+      if (loaded) run.background.pause();
     }
   for (Running& r : running) {
     if (!r.child) {  // a data-parallel row the interrupt came before

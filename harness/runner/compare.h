@@ -137,6 +137,10 @@ inline EnvironmentDifferences run_differences(const RunForCompare& a, const RunF
       out.push_back(fmt::format("option {}: {} vs {}", option,
                                 dump_json(a.summary()["options"][option]),
                                 dump_json(b.summary()["options"][option])));
+  // --background (a run before it had none)
+  const std::string load_a = a.summary()["options"]["background"].str_or("none"),
+                    load_b = b.summary()["options"]["background"].str_or("none");
+  if (load_a != load_b) out.push_back(fmt::format("option background: {} vs {}", load_a, load_b));
   for (const auto& [backend, ctx] : a.summary()["backend_contexts"].members()) {
     const JsonView other = b.summary()["backend_contexts"][backend];
     if (other.is_null()) continue;

@@ -25,6 +25,7 @@
 #include "harness/common/protocol.h"
 #include "harness/common/text.h"
 #include "harness/runner/backends.h"
+#include "harness/runner/background.h"
 #include "harness/runner/studies.h"
 #include "workloads/data.h"
 #include "workloads/registry.h"
@@ -50,6 +51,10 @@ inline const char* kUsage =
   --ranks N            the data-parallel rows (the study ranks's) run as N ranks, N processes
                        under mpirun or torchrun (default 2); without --study or --backends it
                        runs the study ranks
+  --background N[,NICE] N busy processes (1 to 64) at nice NICE (0 to 19, default 0) beside
+                       the timed steps, as a user's machine has other work: beside every row,
+                       or in a study with rows under load (contention) beside those rows'
+                       turns only (there 1,0 unless given); each result records it
   --hostfile FILE      the mpirun rows' ranks on the hosts of FILE (Open MPI's host file), not
                        on this machine alone (the torchrun row, pytorch_ranks, is one host's)
   --precision P        fp32 (default) or bf16: mixed precision on every backend that has it
@@ -139,6 +144,10 @@ struct Options {
   int threads = 1, repetitions = 10, warmup_steps = 3, rounds = 0;
   int ranks = 0;         // --ranks: the data-parallel rows' ranks; 0 until given (then 2)
   std::string hostfile;  // --hostfile: where mpirun puts them (empty: this machine)
+  // --background: busy processes beside the timed steps; of the rows under load only where the
+  // selection has such rows (BackendSpec::under_load), else of every row.
+  BackgroundLoad background;
+  bool background_rows_only = false;
   int jobs = 1;       // --check-only: check processes at once, the memory limit shared among them
   bool bf16 = false;  // --precision bf16: every backend's rows under mixed precision
   // --isa: every backend's instruction sets (harness/common/isa_cap.h); "" until given, then the
@@ -244,7 +253,16 @@ bool apply_option(Options& o, const std::string& arg, Next&& next, std::string* 
     o.threads = parse_count(arg, next(), 1, 256);
   else if (arg == "--ranks")
     o.ranks = parse_count(arg, next(), 1, 4096);
-  else if (arg == "--hostfile") {
+  else if (arg == "--background") {
+    const std::string text = next();
+    const std::optional<BackgroundLoad> load = parse_background(text);
+    if (!load)
+      usage_error(fmt::format(
+          "--background {}: expected N or N,NICE: N busy processes from 1 to {}, NICE from 0 to "
+          "19 (e.g. 1 or 2,19)",
+          text, kMostBackground));
+    o.background = *load;
+  } else if (arg == "--hostfile") {
     o.hostfile = next();
     if (access(o.hostfile.c_str(), R_OK) != 0)
       usage_error(
@@ -379,6 +397,11 @@ inline Options parse_options(const std::vector<std::string>& args) {
           backends += (backends.empty() ? "" : ",") + std::string(b.name);
   }
   o.backends = parse_backends(backends);
+  // Rows under load (the study contention's): the load beside their turns alone, one busy
+  // process at nice 0 unless --background says otherwise.
+  o.background_rows_only = std::any_of(o.backends.begin(), o.backends.end(),
+                                       [](const std::string& b) { return spec_of(b).under_load; });
+  if (o.background_rows_only && !o.background.any()) o.background = {1, 0};
   for (const std::string& b : o.backends)  // torchrun's rows start their ranks on one host
     if (const char* launcher = spec_of(b).launcher;
         launcher && std::string_view(launcher) == "torchrun" && !o.hostfile.empty())

@@ -33,6 +33,7 @@
 
 #include "harness/common/proc.h"
 #include "harness/common/text.h"
+#include "harness/runner/background.h"
 
 namespace bp {
 
@@ -462,9 +463,12 @@ inline std::string capture_output(const std::vector<std::string>& argv) {
 // process before it ready, and it ready, before the next starts (add with alone).
 class Turns {
  public:
-  void add(Child& c, bool alone) {
+  // `load`: busy processes resumed for this child's turns and paused after them (bench_run
+  // --background beside the rows under load); null: none.
+  void add(Child& c, bool alone, BackgroundProcesses* load = nullptr) {
     if (alone) all_ready();
     waiting_.push_back({&c, false});
+    loads_.push_back(load);
     if (alone) all_ready();
   }
   // Waits until every process added so far is ready for its first turn (or has ended).
@@ -476,10 +480,13 @@ class Turns {
     all_ready();
     for (bool any = true; any && !g_interrupted;) {
       any = false;
-      for (auto& [child, ready] : waiting_) {
+      for (size_t i = 0; i < waiting_.size(); i++) {
+        auto& [child, ready] = waiting_[i];
         if (!ready || g_interrupted) continue;
+        if (loads_[i]) loads_[i]->resume();
         child->go();
         ready = child->wait_ready() == Child::Turn::ready;
+        if (loads_[i]) loads_[i]->pause();
         any = true;
       }
     }
@@ -487,7 +494,8 @@ class Turns {
 
  private:
   std::vector<std::pair<Child*, bool>> waiting_;
-  size_t asked_ = 0;  // processes asked whether they are ready
+  std::vector<BackgroundProcesses*> loads_;  // each child's, or null
+  size_t asked_ = 0;                         // processes asked whether they are ready
 };
 
 }  // namespace bp

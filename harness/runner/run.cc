@@ -75,6 +75,18 @@ void create_run_folder(RunState& run) {
              run.folder.dir().string());
 }
 
+// --background: its busy processes, from the check to the summary, running or (beside the rows
+// under load only) stopped until those rows' turns.
+void start_background(RunState& run) {
+  if (!run.opt.background.any()) return;
+  run.background = BackgroundProcesses(run.opt.background, !run.opt.background_rows_only);
+  fmt::print("background: {} beside {}\n", run.opt.background.text(),
+             run.opt.background_rows_only ? "the timed steps of the rows under load" : "every row");
+  if (run.background.started() < run.opt.background.processes)
+    fmt::print(stderr, "warning: --background: only {} of {} busy processes could start\n",
+               run.background.started(), run.opt.background.processes);
+}
+
 int run_main(RunState& run) {
   for (const std::string& b : run.opt.backends)
     if (!fs::exists(run.program(b)))
@@ -110,6 +122,7 @@ int run_main(RunState& run) {
     reopen_run(run);
   }
   run.note_other_benchmarks();
+  start_background(run);
   const bool all_agree = check_phase(run);
   if (run.opt.check_only && !g_interrupted) {
     run.folder.finished();
@@ -120,6 +133,7 @@ int run_main(RunState& run) {
     if (!g_interrupted && study.phase && (&study == run.opt.study || run.opt.study->everything))
       study.phase(run);
   summary_phase(run);  // interrupted too: what finished, the rest marked interrupted
+  run.background.end();
   if (g_interrupted) return stopped_run(run);
   run.folder.finished();
   run.folder.point_latest_here();

@@ -32,7 +32,7 @@ std::vector<std::string> RunState::command(const std::string& backend, bool read
   if (spec.mode_flags)
     for (const std::string& flag : fields(spec.mode_flags, ' ')) argv.push_back(flag);
   // A variant (one program, other flags) says its own name in its results.
-  if (spec.mode_flags || spec.fixed_threads || spec.launcher || spec.isa)
+  if (spec.variant_of || spec.mode_flags || spec.fixed_threads || spec.launcher || spec.isa)
     argv.push_back(fmt::format("--backend_name={}", backend));
   const std::string folder = scratch.empty() ? this->folder.dir().string() : scratch;
   if (spec.plan_cache)
@@ -121,6 +121,7 @@ std::vector<std::string> RunState::child_env(const std::string& backend) const {
   std::vector<std::string> env = {"BACKPROP_BENCH_GIT_SHA=" + git_sha,
                                   "BACKPROP_BENCH_ENVIRONMENT=" + dump_json(environment)};
   for (std::string& v : cap_environment(backend)) env.push_back(std::move(v));
+  env.push_back("BP_BACKGROUND=" + (loaded(backend) ? opt.background.text() : "none"));
   if (const char* launcher = spec_of(backend).launcher; launcher && !ranks_scratch.empty()) {
     env.push_back("TMPDIR=" + ranks_scratch);
     if (std::string_view(launcher) == "mpirun")
@@ -217,7 +218,11 @@ Json RunState::run_options_json() const {
                                {"warmup_steps", opt.warmup_steps},
                                {"time_budget", opt.time_budget},
                                {"memory_limit_bytes", opt.memory_limit},
-                               {"timeout", opt.timeout}});
+                               {"timeout", opt.timeout},
+                               {"background", opt.background.text()},
+                               {"background_beside", !opt.background.any()      ? "none"
+                                                     : opt.background_rows_only ? "rows under load"
+                                                                                : "every row"}});
   Json backends = Json::array(), sizes = Json::array();
   for (const std::string& b : opt.backends) backends.push_back(b);
   for (const std::string& s : opt.sizes) sizes.push_back(s);

@@ -16,6 +16,7 @@
 #include "harness/common/files.h"
 #include "harness/common/json.h"
 #include "harness/common/protocol.h"
+#include "harness/runner/background.h"
 #include "harness/runner/judge.h"
 #include "harness/runner/options.h"
 #include "harness/runner/process.h"
@@ -56,6 +57,13 @@ struct RunState {
   // mpirun left 8 MB of /dev/shm and a session folder behind each timed-out row, torchrun a
   // /tmp/torchelastic_* folder behind every launch.
   std::string ranks_scratch;
+  // --background's busy processes: running for the whole run, or stopped but in the turns of
+  // the rows under load (run.cc starts them, bench_phase.cc resumes and pauses them).
+  BackgroundProcesses background;
+  // Whether `backend`'s timed steps run beside them.
+  bool loaded(const std::string& backend) const {
+    return opt.background.any() && (!opt.background_rows_only || spec_of(backend).under_load);
+  }
 
   // ---- starting backend processes (run_state.cc) ----
   std::string program(const std::string& backend) const;

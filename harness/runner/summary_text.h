@@ -44,6 +44,25 @@ inline std::string wrapped(const std::string& text, size_t indent) {
   return out;
 }
 
+// Rows of cells as a table: the first column left-aligned, the others right-aligned, each as wide
+// as the widest cell it holds, two spaces apart.
+inline std::string aligned_table(const std::vector<std::vector<std::string>>& cells) {
+  std::vector<size_t> width;
+  for (const auto& line : cells)
+    for (size_t i = 0; i < line.size(); i++) {
+      if (width.size() <= i) width.push_back(0);
+      width[i] = std::max(width[i], line[i].size());
+    }
+  std::string out;
+  for (const auto& line : cells) {
+    if (line.empty()) continue;
+    out += fmt::format("{:<{}}", line[0], width[0]);
+    for (size_t i = 1; i < line.size(); i++) out += fmt::format("  {:>{}}", line[i], width[i]);
+    out += "\n";
+  }
+  return out;
+}
+
 // A cell's median with its marks: ~ a wide interval, ? unverified; or why there is none.
 inline std::string time_text(const Cell& c) {
   if (c.status == "not_run") return "not run";
@@ -134,6 +153,9 @@ inline std::string machine_lines(const Summary& s) {
       said.push_back(fmt::format("{} ({})", path, fmt::join(list, ", ")));
     if (!said.empty()) threads += fmt::format("; bf16 products: {}", fmt::join(said, "; "));
   }
+  if (const std::string load = JsonView(s.options)["background"].str_or("none"); load != "none")
+    threads += fmt::format("; background: {} beside {}", load,
+                           JsonView(s.options)["background_beside"].str_or("every row"));
   return wrapped(fmt::format("summary of {} (study {}); {}", s.run_id, s.study, threads), 2) +
          wrapped(fmt::format("machine: {} ({} family {} model {} stepping {}), CPUs {} of {}, "
                              "kernel {}, governor {}",

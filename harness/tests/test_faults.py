@@ -228,15 +228,29 @@ def test_a_full_disk_stops_the_run_and_keeps_the_last_good_files(bin_dir, tmp_pa
     assert not (tmp_path / "latest").exists(), "latest never points at a run that stopped"
 
 
+def comm_of(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def background_of(runner_pid):
+    """The busy processes (bench_run --background) of the runner `runner_pid`."""
+    return [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if parent_of(pid) == runner_pid and comm_of(pid) == "bp_background"]
+
+
 # A runner stopped mid-run (Ctrl-C, or SIGKILL where no handler runs) leaves no backend behind,
-# marks its folder incomplete and does not move `latest`.
+# nor its busy processes (--background), marks its folder incomplete and does not move `latest`.
 def test_a_stopped_runner_takes_its_backend_with_it(bin_dir, tmp_path):
     for sig in (signal.SIGINT, signal.SIGKILL):
         out = tmp_path / sig.name
         runner = subprocess.Popen(
             [os.path.join(bin_dir, "bench_run"), "--out", str(out), "--workloads", "tiny_graph",
-             "--backends", "engine", *QUICK], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=dict(os.environ, BACKPROP_BENCH_FAULT="hang:tiny_graph"))
+             "--backends", "engine", "--background", "2,19", *QUICK], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env=dict(os.environ, BACKPROP_BENCH_FAULT="hang:tiny_graph"))
         backend = None
         for _ in range(300):
             backend = next((pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
@@ -245,6 +259,8 @@ def test_a_stopped_runner_takes_its_backend_with_it(bin_dir, tmp_path):
                 break
             time.sleep(0.1)
         assert backend, "the backend process never started"
+        busy = background_of(runner.pid)
+        assert len(busy) == 2, busy
         runner.send_signal(sig)
         runner.wait(timeout=30)
         for _ in range(100):
@@ -252,6 +268,11 @@ def test_a_stopped_runner_takes_its_backend_with_it(bin_dir, tmp_path):
                 break
             time.sleep(0.05)
         assert parent_of(backend) is None, f"backend {backend} outlived a runner stopped by {sig}"
+        for _ in range(100):
+            if all(parent_of(pid) is None for pid in busy):
+                break
+            time.sleep(0.05)
+        assert all(parent_of(pid) is None for pid in busy), f"{busy} outlived it ({sig})"
         assert (run_dirs(out)[0] / "INCOMPLETE").exists()
         assert not (out / "latest").exists()
 

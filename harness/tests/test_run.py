@@ -14,6 +14,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -212,6 +213,11 @@ def test_order_of_backends_changes_nothing(bin_dir, tmp_path):
     (["--data", "/"], "--data=/: not a regular file (a directory)"),
     (["--cache-dir", "/etc/hostname"], "--cache-dir /etc/hostname: not a directory"),
     (["--frobnicate"], "unknown option '--frobnicate'"),
+    (["--background", "0"], "--background 0: expected N or N,NICE: N busy processes from 1 to 64, "
+                            "NICE from 0 to 19"),
+    (["--background", "1,20"], "--background 1,20: expected N or N,NICE"),
+    (["--background=1,-5"], "--background 1,-5: expected N or N,NICE"),
+    (["--background", "65"], "--background 65: expected N or N,NICE"),
     (["--out", "/dev/null"], "--out /dev/null: cannot create it"),
     (["--out", "/dev/null/results"], "--out /dev/null/results: cannot create it"),
 ])
@@ -747,6 +753,8 @@ def test_missing_checkpoint_directory_stops_multistage_only(bin_dir, tmp_path):
                  "engine,libtorch,libtorch_2t,pytorch_2t"], "threads.png"),
     ("isa", ["--workloads", "mlp_width", "--sizes", "width=16", "--backends",
              "engine_avx2,engine_avx512,libtorch_avx2,libtorch_avx512"], "isa.png"),
+    ("contention", ["--workloads", "mlp_width", "--sizes", "width=16", "--backends",
+                    "compiled,compiled_2t,compiled_busy,compiled_2t_busy"], "contention.png"),
 ])
 def test_every_study_draws_its_figure(bin_dir, tmp_path, study, args, figure):
     r = run(bin_dir, tmp_path, "--study", study, *args, "--repetitions", "2", "--min-time",
@@ -827,3 +835,40 @@ def test_the_interval_sweep_is_run_summarised_and_drawn(bin_dir, tmp_path):
     assert {"intervals.png", "recurrent_memory.png", "recurrent_time.png"} <= set(figures)
     for fig in figures.values():
         assert_readable(fig)
+
+
+# --background: its busy processes run beside the timed steps of the rows under load alone (the
+# study contention's), stopped during the others' turns; each result says what it ran beside; and
+# they end with the run. Without rows under load they run beside every row.
+def test_background_load_is_beside_the_busy_rows_and_ends_with_the_run(bin_dir, tmp_path):
+    from test_faults import background_of, parent_of
+    runner = subprocess.Popen(
+        [os.path.join(bin_dir, "bench_run"), "--out", str(tmp_path / "rows"), "--study",
+         "contention", "--workloads", "mlp_width", "--sizes", "width=16", "--backends",
+         "compiled,compiled_busy", "--background", "1,7", *QUICK],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    busy = []
+    while runner.poll() is None and not busy:
+        busy = background_of(runner.pid)
+        time.sleep(0.02)
+    out, err = runner.communicate(timeout=600)
+    assert runner.returncode == 0, out + err
+    assert len(busy) == 1 and all(parent_of(pid) is None for pid in busy), busy
+    assert "background: 1 busy process at nice 7 beside the timed steps of the rows under load" \
+        in out
+    latest = tmp_path / "rows" / "latest"
+    for p in load(latest / "processes.json")["processes"]:
+        if p["phase"] == "bench" and p["file"]:
+            said = load(latest / p["file"])["context"]["background"]
+            assert said == ("1 busy process at nice 7" if p["backend"] == "compiled_busy"
+                            else "none"), p
+    summary = load(latest / "summary.json")
+    assert summary["options"]["background_beside"] == "rows under load"
+    r = run(bin_dir, tmp_path / "all", "--workloads", "mlp_width", "--sizes", "width=16",
+            "--backends", "engine", "--background", "1", *QUICK)
+    assert r.returncode == 0, r.stdout + r.stderr
+    latest = tmp_path / "all" / "latest"
+    (result,) = (latest / "engine").glob("*.json")
+    assert load(result)["context"]["background"] == "1 busy process at nice 0"
+    assert "background: 1 busy process at nice 0 beside every row" in \
+        (latest / "summary.txt").read_text().replace("\n  ", " ")

@@ -51,21 +51,13 @@ inline std::string ranks_table(const Summary& s) {
                                        : NAN;
     cells.back().push_back(state > 0 ? human_ratio(state) : "-");
   }
-  std::vector<size_t> width(cells[0].size(), 0);
-  for (const auto& line : cells)
-    for (size_t i = 0; i < line.size(); i++) width[i] = std::max(width[i], line[i].size());
   std::string out = fmt::format(
       "\ndata parallel, {} ranks: time per step (of the slowest rank); 1 rank 2t: compiled_2t; "
       "then each row of ranks\n(engine_ranks, compiled_ranks, compiled_zero, libtorch_ranks, "
       "pytorch_ranks); ours/torch: the faster of ours over\nthe faster torch peer; zero state: "
       "AdamW's state per rank, sharded (compiled_zero) over not (compiled_ranks)\n",
       int(JsonView(s.options)["ranks"].num_or(2)));
-  for (const auto& line : cells) {
-    out += fmt::format("{:<{}}", line[0], width[0]);
-    for (size_t i = 1; i < line.size(); i++) out += fmt::format("  {:>{}}", line[i], width[i]);
-    out += "\n";
-  }
-  return out;
+  return out + aligned_table(cells);
 }
 
 }  // namespace bp

@@ -24,7 +24,6 @@ inline std::string threads_table(const Summary& s) {
   if (pairs.empty()) return "";
   auto table = [&](bool with_times) {
     std::vector<std::vector<std::string>> cells;  // per row: the instance, then each pair's
-    std::vector<size_t> width(pairs.size() + 1, 0);
     cells.push_back({"instance"});
     for (const std::string& b : pairs) cells.back().push_back(b);
     for (const SummaryRow& row : s.rows) {
@@ -38,15 +37,7 @@ inline std::string threads_table(const Summary& s) {
                                    : human_time(two->median_seconds) + " " + speedup);
       }
     }
-    for (const auto& line : cells)
-      for (size_t i = 0; i < line.size(); i++) width[i] = std::max(width[i], line[i].size());
-    std::string out;
-    for (const auto& line : cells) {
-      out += fmt::format("{:<{}}", line[0], width[0]);
-      for (size_t i = 1; i < line.size(); i++) out += fmt::format("  {:>{}}", line[i], width[i]);
-      out += "\n";
-    }
-    return out;
+    return aligned_table(cells);
   };
   std::string body = table(true);
   bool with_times = true;
