@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -90,6 +91,17 @@ struct CompiledBackendOf : EngineTensorInputs {
   using Node = typename TensorGraph<R>::Node;
   TensorGraph<R> graph{256, /*record_only=*/true};  // parameters; the capture
   Program<R> program;
+  // At two threads or more, once other work on the machine has made the pool run a step's jobs
+  // alone (ThreadPool::step_done): the step planned for one thread, which the pool's caller runs
+  // quicker than the waves planned for several (dev/notes.md, "Beside a busy process"); the same
+  // bits, as every plan at every thread count. Run, in a ThreadPool::Serial scope, in the steps
+  // the pool runs alone.
+  // Compiled at the end of the captured step (at two threads or more), without the plan cache;
+  // its arena is untouched, so not resident, until a step runs it.
+  std::optional<Program<R>> one_thread_program;
+  bool on_one_thread = false;  // this step runs one_thread_program
+  int64_t steps = 0, steps_on_one_thread = 0;
+  double one_thread_compile_seconds = 0;
   std::vector<Node> captured;  // the captured step's nodes from the first op to the loss
   uint32_t root = 0;           // the loss
   uint32_t cursor = 0;         // ops replayed in this step
@@ -232,13 +244,16 @@ struct CompiledBackendOf : EngineTensorInputs {
                "called twice in one step (every gradient would be added twice); call "
                "end_step() between steps");
     }
-    if (!ran_forward) graph.refresh_halves(), program.forward();
-    program.start_gradients(gradients_zeroed);
+    if (!ran_forward) run_forward();
+    std::optional<ThreadPool::Serial> serial;
+    if (on_one_thread) serial.emplace(thread_pool());
+    Program<R>& p = step_program();
+    p.start_gradients(gradients_zeroed);
     gradients_zeroed = false;
     if (graph.gradients_listened_to())  // data parallel: each gradient summed once it is final
-      program.backward([this](uint32_t j) { graph.gradient_is_final(j); });
+      p.backward([this](uint32_t j) { graph.gradient_is_final(j); });
     else
-      program.backward();
+      p.backward();
     ran_forward = ran_backward = true;
     if (first_step_seconds == 0) first_step_seconds = seconds_since(capture_started);
     if (after_backward) after_backward();
@@ -256,7 +271,14 @@ struct CompiledBackendOf : EngineTensorInputs {
   }
   int64_t skipped_steps() const { return graph.skipped_steps(); }
   void end_step() {
-    graph.end_step();
+    // after the captured step's, while its graph still holds the step (end_step rewinds it)
+    if (compiled() && !one_thread_program && thread_pool().size() > 1) {
+      const auto start = std::chrono::steady_clock::now();
+      compile_one_thread_program();
+      one_thread_compile_seconds = seconds_since(start);
+      thread_pool().leave_out_of_window(one_thread_compile_seconds);  // no step's time
+    }
+    graph.end_step();  // the pool's step_done: whether the next step runs alone
     cursor = 0;
     ran_forward = ran_backward = false;
   }
@@ -268,8 +290,9 @@ struct CompiledBackendOf : EngineTensorInputs {
     check_handle(loss, "loss_value");
     if (loss.id != root)
       refuse("loss_value", "of node %u; the program's loss is node %u", loss.id, root);
-    if (!ran_forward) graph.refresh_halves(), program.forward(), ran_forward = true;
-    return loss_over_ranks ? loss_over_ranks(program.loss()) : program.loss();
+    if (!ran_forward) run_forward(), ran_forward = true;
+    const R value = step_program().loss();
+    return loss_over_ranks ? loss_over_ranks(value) : value;
   }
   void read_grad(Tensor p, std::span<R> out) const {
     graph.read_grad(p, out);
@@ -301,7 +324,8 @@ struct CompiledBackendOf : EngineTensorInputs {
 
   // Counters: every arena this backend holds, and the plan's own figures.
   size_t arena_bytes() const {
-    return scalars.arena_bytes() + graph.arena_bytes() + program.memory().arena_bytes;
+    return scalars.arena_bytes() + graph.arena_bytes() + program.memory().arena_bytes +
+           (one_thread_program ? one_thread_program->memory().arena_bytes : 0);
   }
   std::vector<std::pair<const char*, double>> extra_counters() const {
     if (!compiled()) return scalars.counters();
@@ -320,10 +344,37 @@ struct CompiledBackendOf : EngineTensorInputs {
             {"compile_seconds", compile_seconds},
             {"dialect_selection_seconds", selection_seconds},
             {"first_step_seconds", first_step_seconds},
-            {"plan_cache_hit", plan_cache == "hit" ? 1.0 : 0.0}};
+            {"plan_cache_hit", plan_cache == "hit" ? 1.0 : 0.0},
+            // the share of steps the one-thread program ran (the pool alone on a busy machine)
+            {"steps_on_one_thread_plan", steps ? double(steps_on_one_thread) / double(steps) : 0},
+            {"one_thread_plan_arena_bytes",
+             one_thread_program ? double(one_thread_program->memory().arena_bytes) : 0.0},
+            {"one_thread_plan_compile_seconds", one_thread_compile_seconds}};
   }
 
  private:
+  Program<R>& step_program() { return on_one_thread ? *one_thread_program : program; }
+  // A step's forward, on the program the pool's state chose for the step.
+  void run_forward() {
+    on_one_thread = one_thread_program && thread_pool().alone();
+    steps++, steps_on_one_thread += on_one_thread;
+    graph.refresh_halves();
+    std::optional<ThreadPool::Serial> serial;
+    if (on_one_thread) serial.emplace(thread_pool());
+    step_program().forward();
+  }
+  // The step planned for one thread, as compile_program makes any but without the plan cache;
+  // what it reports of the compile stays the main program's. The next step's replay binds its
+  // inputs.
+  void compile_one_thread_program() {
+    const std::string cache = plan_cache, cache_dir = plan_cache_dir, left_out = libraries_left_out;
+    const double selection = selection_seconds;
+    plan_cache_dir.clear();
+    ThreadPool::Serial serial(thread_pool());
+    one_thread_program = compile_program();
+    plan_cache = cache, plan_cache_dir = cache_dir, libraries_left_out = left_out;
+    selection_seconds = selection;
+  }
   // The program, under the budget if there is one. A budget no plan meets ends the process with
   // one line naming the smallest this planner reached: exit 2, as for any bad flag, before any
   // arithmetic of the step has run.
@@ -422,6 +473,10 @@ struct CompiledBackendOf : EngineTensorInputs {
     return buf;
   }
 
+  void bind_constant(uint32_t id, int k, const R* data) {
+    program.bind_constant(id, k, data);
+    if (one_thread_program) one_thread_program->bind_constant(id, k, data);
+  }
   // One op of a replayed step: the guard, then the step's inputs into the program's slots.
   Tensor replay(TensorOp op, std::initializer_list<Tensor> operands, std::array<int32_t, 3> arg,
                 IndexSpan idx = {}, int32_t rows = 0, int32_t cols = 0) {
@@ -443,7 +498,7 @@ struct CompiledBackendOf : EngineTensorInputs {
       check_handle(t, name);
       if (t.id == c.in[k]) {
         if (t.id < P && !graph.node_at(t.id).needs_grad)  // a constant: this step's, again
-          program.bind_constant(id, k, graph.data(t));
+          bind_constant(id, k, graph.data(t));
       } else {
         const Node &given = t.id < P ? graph.node_at(t.id) : captured[t.id - P],
                    &want = c.in[k] < P ? graph.node_at(c.in[k]) : captured[c.in[k] - P];
@@ -460,7 +515,7 @@ struct CompiledBackendOf : EngineTensorInputs {
                  "op %u views constant %u, but the captured step viewed constant %u; a view's "
                  "constant cannot change between steps (pass the constant to an op instead)",
                  cursor + 1, t.id, c.in[k]);
-        program.bind_constant(id, k, graph.data(t));
+        bind_constant(id, k, graph.data(t));
       }
       k++;
     }
@@ -481,6 +536,7 @@ struct CompiledBackendOf : EngineTensorInputs {
       else
         TensorGraph<R>::check_targets(x, idx);
       program.bind_index(id, idx);
+      if (one_thread_program) one_thread_program->bind_index(id, idx);
     }
     cursor++;
     return Tensor{id, graph.serial(), graph.step_count()};

@@ -404,6 +404,41 @@ TEST(Threads, EveryModelWorkloadIsBitwiseAtAnyThreadCount) {
       num_models(), counts.c_str());
 }
 
+// A busy machine: once the pool runs a step's jobs alone, the compiled mode runs the step planned
+// for one thread (the waves planned for several are slower on one), and the waves again when it
+// shares. Every model workload, steps alternating shared and alone at 2 and 3 threads: bitwise
+// the 1-thread results, the one-thread program run in the steps alone.
+TEST(Threads, StepsAloneRunTheOneThreadProgramBitwise) {
+  const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
+  int checked = 0;
+  bp::for_each_workload([&]<class W>() {
+    if constexpr (bp::ModelWorkload<W>) {
+      const int64_t size = model_test_sizes<W>()[0];
+      const auto one = trace_at<W, bp::CompiledBackend>(1, Forced::nothing, size, corpus);
+      for (int n : {2, 3}) {
+        AtThreads at(n, Forced::nothing);
+        int64_t on_one_thread = 0;
+        const auto t = trace<W, bp::CompiledBackend>(
+            size, corpus, 6, 0, bp::Precision::fp32, [&](bp::CompiledBackend& be, int s) {
+              bp::thread_pool().hold_alone_for_tests(s % 2 == 1);
+              on_one_thread = be.steps_on_one_thread;
+            });
+        const std::string what = std::string(W::name) + " at " + std::to_string(n) + " threads";
+        expect_same_trace<W>(one, {t.losses, t.step0_grads, t.grads_after_updates},
+                             "compiled, alternately alone, " + what);
+        // seen before step 5: steps 1 and 3 (compiled at step 0's end; 5 and the last come after)
+        EXPECT_EQ(on_one_thread, 2) << what << ": steps 1 and 3 on the one-thread program";
+        checked++;
+      }
+    }
+  });
+  EXPECT_EQ(checked, num_models() * 2);
+  std::printf(
+      "  %d model workloads at 2 and 3 threads, steps alternately alone: bitwise the "
+      "1-thread results\n",
+      num_models());
+}
+
 // The first two buffers of a plan live at one instruction (or wave) that share a byte, or "".
 std::string live_buffers_sharing_bytes(const std::vector<bp::PlannedBuffer>& b) {
   for (size_t i = 0; i < b.size(); i++)

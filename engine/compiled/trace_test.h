@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -25,15 +26,18 @@ struct Trace {
   std::vector<double> losses;
   std::vector<std::vector<float>> step0_grads, grads_after_updates;
 };
+// `before_step(backend, s)`, if given, runs before each training step s.
 template <class W, class B>
 Trace<W, B> trace(int64_t size, const bp::Corpus& corpus, int steps, double budget_fraction = 0,
-                  bp::Precision precision = bp::Precision::fp32) {
+                  bp::Precision precision = bp::Precision::fp32,
+                  const std::function<void(B&, int)>& before_step = nullptr) {
   Trace<W, B> t;
   B be;
   if constexpr (std::is_same_v<B, bp::CompiledBackend>) be.budget_fraction = budget_fraction;
   be.graph.set_precision(precision);
   typename W::template Run<B> run(be, size, corpus);
   for (int s = 0; s < steps; s++) {
+    if (before_step) before_step(be, s);
     be.zero_grad();
     auto loss = run.loss(be, size_t(s) % bp::kBatches);
     be.backward(loss);

@@ -245,13 +245,16 @@ class DialectSelector {
   // that fails leaves the timing to this process, with one line.
   void time_in_child(const std::vector<std::pair<TensorOp, OpArgs<T>>>& nodes);
 
+  // A shape at a thread count: the kernels split by threads, and so may their ranking (the pool's
+  // Serial scope plans for one thread in a process of several: engine/compiled/backend.h).
   struct Key {
     TensorOp op;
     int32_t rows, cols;
     std::array<int32_t, 3> in_rows, in_cols, arg;
+    int32_t threads = 1;
     bool operator<(const Key& o) const {
-      return std::tie(op, rows, cols, in_rows, in_cols, arg) <
-             std::tie(o.op, o.rows, o.cols, o.in_rows, o.in_cols, o.arg);
+      return std::tie(op, rows, cols, in_rows, in_cols, arg, threads) <
+             std::tie(o.op, o.rows, o.cols, o.in_rows, o.in_cols, o.arg, o.threads);
     }
   };
 
@@ -261,7 +264,8 @@ class DialectSelector {
                a.cols,
                {a.in_rows[0], a.in_rows[1], a.in_rows[2]},
                {a.in_cols[0], a.in_cols[1], a.in_cols[2]},
-               {a.arg[0], a.arg[1], a.arg[2]}};
+               {a.arg[0], a.arg[1], a.arg[2]},
+               thread_pool().size()};
   }
   // Auto's verdict on this shape, if there is one (opens no library).
   static std::optional<KernelChoice<T>> verdict(TensorOp op, const OpArgs<T>& a) {
@@ -322,7 +326,9 @@ class DialectSelector {
     static std::set<Key> keys;
     return keys;
   }
+  // The shared lines are the process's own thread count's: nothing there for a Serial scope's.
   static void seek_shared(const Key& key) {
+    if (thread_pool().serial()) return;
     if (!verdicts().count(key) && sought().insert(key).second) read_shared_verdicts();
   }
   // One shared line: a verdict (kept unless this process has one for the shape) or a library's
@@ -343,7 +349,7 @@ class DialectSelector {
     return line;
   }
   static void publish_verdict(const Key& k, const KernelChoice<T>& c) {
-    if (exchange().publish) exchange().publish(verdict_line(k, c));
+    if (exchange().publish && !thread_pool().serial()) exchange().publish(verdict_line(k, c));
   }
 
   DialectSpec spec_;
@@ -532,7 +538,7 @@ void DialectSelector<T>::time_in_child(const std::vector<std::pair<TensorOp, OpA
   }
   std::istringstream lines(*in);
   for (std::string line; std::getline(lines, line);)
-    if (take_line(line) && exchange().publish) exchange().publish(line);
+    if (take_line(line) && exchange().publish && !thread_pool().serial()) exchange().publish(line);
   seconds_measuring_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
@@ -603,7 +609,7 @@ auto DialectSelector<T>::take_line(const std::string& line) -> bool {
   for (int i = 0; i < 3; i++) fields >> k.arg[i];
   fields >> chosen;
   if (!fields || op < 0 || op >= int(TensorOp::count)) return false;  // a foreign line
-  k.op = TensorOp(op);
+  k.op = TensorOp(op), k.threads = thread_pool().size();
   const Kernel<T>* kernel = kernel_named(k.op, chosen);
   if (!kernel || verdicts().count(k)) return false;
   KernelChoice<T> c{kernel, {}};

@@ -54,8 +54,28 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
   ~ThreadPool() { stop(); }
 
-  // The threads that run a job, the caller included. Changes only between jobs.
-  int size() const { return int(workers_.size()) + 1; }
+  // The threads that run a job, the caller included (1 inside a Serial scope). Changes only
+  // between jobs.
+  int size() const { return serial_ ? 1 : int(workers_.size()) + 1; }
+  // While one lives, the pool is one thread to the calling code: kernels split nothing and a
+  // compiled program is planned and run for one thread (the compiled mode's program for the steps
+  // the pool runs alone: engine/compiled/backend.h). Made and ended by the thread that calls run.
+  class Serial {
+   public:
+    explicit Serial(ThreadPool& pool) : pool_(pool), was_(pool.serial_) { pool_.serial_ = true; }
+    Serial(const Serial&) = delete;
+    Serial& operator=(const Serial&) = delete;
+    ~Serial() { pool_.serial_ = was_; }
+
+   private:
+    ThreadPool& pool_;
+    bool was_;
+  };
+  // Whether a Serial scope is open.
+  bool serial() const { return serial_; }
+  // Whether step_done() has the caller run the jobs of this step alone (other work on the machine
+  // made sharing them slower).
+  bool alone() const { return sharing_.alone; }
   // The CPUs this process may run on (its affinity mask), at least 1.
   static int cpus() {
     cpu_set_t set;
@@ -94,7 +114,7 @@ class ThreadPool {
   // that is asleep, late or descheduled only holds back the one part it has started.
   template <class F>
   void run(int parts, F&& f) {
-    if (parts <= 1 || in_part_ || workers_.empty()) {
+    if (parts <= 1 || in_part_ || workers_.empty() || serial_) {
       for (int p = 0; p < parts; p++) f(p, parts);
       return;
     }
@@ -191,6 +211,11 @@ class ThreadPool {
   double alone_share() const {
     const int64_t jobs = stats_.shared + stats_.alone;
     return jobs ? double(stats_.alone) / double(jobs) : 0.0;
+  }
+  // A test hook: the steps from now on run alone (or shared) until the pool is resized, whatever
+  // step_done() times.
+  void hold_alone_for_tests(bool alone) {
+    sharing_.alone = alone, sharing_.phase = Phase::hold, sharing_.hold_left = 1 << 30;
   }
   // A test hook: worker `index` (1 to size() - 1; 0: none) sleeps `micros` before it looks for a
   // part (late to a job, as one the system descheduled), or, `holding`, after it has taken one.
@@ -317,6 +342,7 @@ class ThreadPool {
   std::atomic<int> delayed_worker_{0}, delay_micros_{0};  // the test hook
   std::atomic<bool> delay_holding_{false};
   int last_parts_by_caller_ = 0;
+  bool serial_ = false;  // a Serial scope is open
   // step_done()'s state: the window so far, the phase, and whether the caller goes alone
   struct Sharing {
     Clock::time_point window_start = Clock::now();
