@@ -96,8 +96,8 @@ struct CompiledBackendOf : EngineTensorInputs {
   // quicker than the waves planned for several (dev/notes.md, "Beside a busy process"); the same
   // bits, as every plan at every thread count. Run, in a ThreadPool::Serial scope, in the steps
   // the pool runs alone.
-  // Compiled at the end of the captured step (at two threads or more), without the plan cache;
-  // its arena is untouched, so not resident, until a step runs it.
+  // Compiled at the end of the captured step (at two threads or more, without a memory budget),
+  // without the plan cache; its arena is untouched, so not resident, until a step runs it.
   std::optional<Program<R>> one_thread_program;
   bool on_one_thread = false;  // this step runs one_thread_program
   int64_t steps = 0, steps_on_one_thread = 0;
@@ -271,8 +271,10 @@ struct CompiledBackendOf : EngineTensorInputs {
   }
   int64_t skipped_steps() const { return graph.skipped_steps(); }
   void end_step() {
-    // after the captured step's, while its graph still holds the step (end_step rewinds it)
-    if (compiled() && !one_thread_program && thread_pool().size() > 1) {
+    // after the captured step's, while its graph still holds the step (end_step rewinds it); not
+    // under a memory budget, which a second arena would not keep
+    const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
+    if (compiled() && !one_thread_program && thread_pool().size() > 1 && !budgeted) {
       const auto start = std::chrono::steady_clock::now();
       compile_one_thread_program();
       one_thread_compile_seconds = seconds_since(start);
