@@ -10,6 +10,7 @@
 //   Tests: harness/tests/test_run.py (-k background).
 #pragma once
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,14 +57,26 @@ inline std::optional<BackgroundLoad> parse_background(const std::string& text) {
 class BackgroundProcesses {
  public:
   BackgroundProcesses() = default;
-  // Starts load.processes of them, running or stopped. Call before the runner opens any pipe
-  // it reads an end of (each child closes what it inherits, but only once it runs).
+  // Starts load.processes of them, running or stopped (each once it has set its parent-death
+  // signal and closed what it inherited).
   BackgroundProcesses(const BackgroundLoad& load, bool running) : load_(load) {
     const pid_t parent = getpid();
     for (int i = 0; i < load.processes; i++) {
+      int ready[2];
+      if (pipe2(ready, O_CLOEXEC) != 0) break;
       const pid_t pid = fork();
-      if (pid < 0) break;
-      if (pid == 0) spin(parent, load.nice);
+      if (pid == 0) close(ready[0]), spin(parent, load.nice, ready[1]);
+      close(ready[1]);
+      if (pid < 0) {
+        close(ready[0]);
+        break;
+      }
+      // stopped only once it is ready: one stopped before its parent-death signal was set would
+      // outlive a runner killed then
+      char byte;
+      while (read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      close(ready[0]);
       pids_.push_back(pid);
       if (!running) kill(pid, SIGSTOP);
     }
@@ -102,11 +116,12 @@ class BackgroundProcesses {
   }
   // The child: dies with the runner, keeps no file of it open (a backend's pipe end held here
   // would hide that backend's end), takes the signals' default actions, and spins.
-  [[noreturn]] static void spin(pid_t parent, int nice) {
+  [[noreturn]] static void spin(pid_t parent, int nice, int ready) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(0);  // the runner died before the line above
     prctl(PR_SET_NAME, "bp_background");
     for (int sig : {SIGINT, SIGTERM, SIGPIPE}) signal(sig, SIG_DFL);
+    if (write(ready, "r", 1) != 1) _exit(0);
     close_range(3, ~0U, 0);
     setpriority(PRIO_PROCESS, 0, nice);
     volatile uint64_t spins = 0;
