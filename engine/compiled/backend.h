@@ -373,19 +373,22 @@ struct CompiledBackendOf : EngineTensorInputs {
     const double selection = selection_seconds;
     plan_cache_dir.clear();
     ThreadPool::Serial serial(thread_pool());
-    one_thread_program = compile_program();
+    one_thread_program = compile_program(/*libraries=*/false);
     plan_cache = cache, plan_cache_dir = cache_dir, libraries_left_out = left_out;
     selection_seconds = selection;
   }
   // The program, under the budget if there is one. A budget no plan meets ends the process with
   // one line naming the smallest this planner reached: exit 2, as for any bad flag, before any
   // arithmetic of the step has run.
-  Program<R> compile_program() {
+  // libraries: whether auto may choose a library's kernel (false for the one-thread program:
+  // this process's verdicts are its thread count's, and choosing anew would open and time every
+  // library here, tens of MB resident beside the plans).
+  Program<R> compile_program(bool libraries = true) {
     try {
       // Under a memory budget no library is opened unless forced: its resident code and tables
       // would sit outside the budget (engine/dialects/dialects.h).
       const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
-      DialectSelector<R> selector(dialects, !budgeted);
+      DialectSelector<R> selector(dialects, !budgeted && libraries);
       const ArenaBudget budget{budget_bytes, budget_fraction, true, fuse};
       PlanCache cache(plan_cache_dir);
       PlanKey key;
