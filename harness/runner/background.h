@@ -59,7 +59,7 @@ class BackgroundProcesses {
   BackgroundProcesses() = default;
   // Starts load.processes of them, running or stopped (each once it has set its parent-death
   // signal and closed what it inherited).
-  BackgroundProcesses(const BackgroundLoad& load, bool running) : load_(load) {
+  BackgroundProcesses(const BackgroundLoad& load, bool running) {
     const pid_t parent = getpid();
     for (int i = 0; i < load.processes; i++) {
       int ready[2];
@@ -87,7 +87,7 @@ class BackgroundProcesses {
   BackgroundProcesses(BackgroundProcesses&& o) noexcept { *this = std::move(o); }
   BackgroundProcesses& operator=(BackgroundProcesses&& o) noexcept {
     end();
-    load_ = o.load_, pids_ = std::move(o.pids_), running_ = o.running_;
+    pids_ = std::move(o.pids_), running_ = o.running_;
     o.pids_.clear();
     return *this;
   }
@@ -96,8 +96,6 @@ class BackgroundProcesses {
   void resume() { signal_all(SIGCONT, true); }
   void pause() { signal_all(SIGSTOP, false); }
   int started() const { return int(pids_.size()); }
-  const BackgroundLoad& load() const { return load_; }
-  const std::vector<pid_t>& pids() const { return pids_; }
 
   // Kills and reaps every one (a stopped one too: SIGKILL needs no SIGCONT).
   void end() {
@@ -128,7 +126,6 @@ class BackgroundProcesses {
     for (;;) spins = spins + 1;
   }
 
-  BackgroundLoad load_;
   std::vector<pid_t> pids_;
   bool running_ = false;
 };
