@@ -33,6 +33,7 @@ struct AtThreads {
   }
   ~AtThreads() {
     bp::thread_pool().delay_worker_for_tests(0, 0, false);
+    bp::thread_pool().machine_has_room_for_tests(-1);
     bp::thread_pool().resize(1);
     bp::split_thresholds() = saved;
   }

@@ -28,6 +28,7 @@
 
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -153,8 +154,13 @@ class ThreadPool {
   // where a worker spinning or holding a part takes the caller's CPU time. So the pool watches
   // windows of steps: while the caller is preempted no more often than on an idle machine and
   // parts come in time, it shares; at a sign of other work it times one window sharing and one
-  // alone, keeps the quicker for a while (twice as long each time the same way wins again), then
-  // looks again (after an untimed window that wakes the workers). The parts are the same either
+  // alone, keeps the quicker for a while, then looks again (after an untimed window that wakes the
+  // workers). Either way wins by a margin, save that a tie goes alone when other work fills the
+  // machine. Sharing that wins again is kept twice as long; alone that wins again four times as
+  // long, since a hold alone ends at the first window that finds the machine's other work gone
+  // (machine_has_room: fewer other threads runnable than the workers would need), as GOMP's
+  // OMP_DYNAMIC sizes its teams from the machine's load. A short process (a benchmark's turn)
+  // so spends most of its steps on the quicker way, not on probes. The parts are the same either
   // way, so the results are bitwise the same.
   void step_done() {
     if (workers_.empty()) return;
@@ -179,14 +185,19 @@ class ThreadPool {
         w.shared_step = per_step, w.alone = true, w.phase = Phase::try_alone;
         break;
       case Phase::try_alone: {
-        const bool alone_wins = per_step < kAloneMargin * w.shared_step;
-        w.hold_length =
-            alone_wins == w.last_alone_wins ? std::min(w.hold_length * 2, kHoldMost) : 1;
+        // the quicker by a margin wins; a tie goes alone when other work fills the machine
+        const bool alone_wins = machine_has_room() ? per_step < kAloneMargin * w.shared_step
+                                                   : !(w.shared_step < kAloneMargin * per_step);
+        const int growth = alone_wins ? 4 : 2;
+        w.hold_length = alone_wins == w.last_alone_wins
+                            ? std::min(w.hold_length * growth, kHoldMost)
+                            : (alone_wins ? kFirstHoldAlone : 1);
         w.last_alone_wins = alone_wins, w.alone = alone_wins;
         w.hold_left = w.hold_length, w.phase = Phase::hold, stats_.probes++;
         break;
       }
       case Phase::hold:
+        if (w.alone && w.hold_left > 1 && machine_has_room()) w.hold_left = 1, stats_.holds_cut++;
         if (--w.hold_left > 0) break;
         w.phase = w.alone ? Phase::settle : Phase::watch, w.alone = false;
         break;
@@ -202,6 +213,7 @@ class ThreadPool {
   // alone, and the times it timed both ways.
   struct Stats {
     int64_t shared = 0, alone = 0, probes = 0;
+    int64_t holds_cut = 0;  // holds alone ended early: the machine had room for the workers
   };
   const Stats& stats() const { return stats_; }
 
@@ -217,6 +229,29 @@ class ThreadPool {
   void hold_alone_for_tests(bool alone) {
     sharing_.alone = alone, sharing_.phase = Phase::hold, sharing_.hold_left = 1 << 30;
   }
+  // Whether the machine has a CPU for each worker beside the caller: the threads runnable in the
+  // whole system now (/proc/loadavg's fourth field; the caller is one, the workers asleep), less
+  // the caller, fit on the online CPUs less the caller's and the workers'. No answer (no /proc):
+  // false, so holds run their length. Read once a window (some 10 us). A test may set it.
+  bool machine_has_room() const {
+    if (room_for_tests_ >= 0) return room_for_tests_ == 1;
+    const int running = system_threads_runnable();
+    if (running < 1) return false;
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return running - 1 <= online - 1 - long(workers_.size());
+  }
+  static int system_threads_runnable() {
+    FILE* f = std::fopen("/proc/loadavg", "r");
+    if (!f) return -1;
+    double load[3];
+    int running = -1, total = 0;
+    if (std::fscanf(f, "%lf %lf %lf %d/%d", &load[0], &load[1], &load[2], &running, &total) != 5)
+      running = -1;
+    std::fclose(f);
+    return running;
+  }
+  // A test hook: machine_has_room() answers `room` (1 yes, 0 no; -1: it reads the machine again).
+  void machine_has_room_for_tests(int room) { room_for_tests_ = room; }
   // A test hook: worker `index` (1 to size() - 1; 0: none) sleeps `micros` before it looks for a
   // part (late to a job, as one the system descheduled), or, `holding`, after it has taken one.
   void delay_worker_for_tests(int index, int micros, bool holding) {
@@ -232,7 +267,7 @@ class ThreadPool {
   static constexpr int kLateMicros = 20;  // a part later than its like by this: descheduled
   // step_done's windows: at least this many steps and this long; alone only if this much quicker;
   // a decision held at most this many windows.
-  static constexpr int kWindowSteps = 2, kHoldMost = 64;
+  static constexpr int kWindowSteps = 2, kHoldMost = 64, kFirstHoldAlone = 2;
   // A busy machine: the caller preempted this often (an idle one: some 50 a second), or one
   // shared job in this many waiting on a late part.
   static constexpr double kBusySwitchesPerSecond = 150;
@@ -342,7 +377,8 @@ class ThreadPool {
   std::atomic<int> delayed_worker_{0}, delay_micros_{0};  // the test hook
   std::atomic<bool> delay_holding_{false};
   int last_parts_by_caller_ = 0;
-  bool serial_ = false;  // a Serial scope is open
+  bool serial_ = false;      // a Serial scope is open
+  int room_for_tests_ = -1;  // machine_has_room()'s answer set by a test; -1: none
   // step_done()'s state: the window so far, the phase, and whether the caller goes alone
   struct Sharing {
     Clock::time_point window_start = Clock::now();

@@ -117,13 +117,13 @@ TEST(Threads, TheCallerTakesThePartsOfAWorkerThatIsLate) {
 // A probe may rightly keep sharing when the worker, itself descheduled on a busy host, took no part
 // in its timed window; the pool then looks again, so the test steps until a probe has sent the
 // steps alone (20 s at most).
-TEST(Threads, StepsGoAloneWhenTheWorkersHoldThemBack) {
-  AtThreads at(2, Forced::nothing);
-  // held 20 ms a part: sharing 10x slower than alone, however busy the machine running the test
-  bp::thread_pool().delay_worker_for_tests(1, 20000, true);
+// A step of 4 jobs of 2 parts of 1 ms each, with worker 1 holding each part it takes 20 ms:
+// sharing 10x slower than alone, however busy the machine running the test.
+struct StepWithALateWorker {
   std::atomic<int64_t> parts_run{0};
   int64_t parts_asked = 0;
-  auto step = [&] {  // 4 jobs of 2 parts of 1 ms each: the worker is in time to take one
+  StepWithALateWorker() { bp::thread_pool().delay_worker_for_tests(1, 20000, true); }
+  void operator()() {
     for (int job = 0; job < 4; job++, parts_asked += 2)
       bp::thread_pool().run(2, [&](int, int) {
         const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
@@ -132,7 +132,12 @@ TEST(Threads, StepsGoAloneWhenTheWorkersHoldThemBack) {
         parts_run++;
       });
     bp::thread_pool().step_done();
-  };
+  }
+};
+
+TEST(Threads, StepsGoAloneWhenTheWorkersHoldThemBack) {
+  AtThreads at(2, Forced::nothing);
+  StepWithALateWorker step;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   int64_t alone_after_a_probe = 0;  // jobs alone in the step right after the one that probed
   while (alone_after_a_probe == 0 && std::chrono::steady_clock::now() < give_up) {
@@ -148,7 +153,28 @@ TEST(Threads, StepsGoAloneWhenTheWorkersHoldThemBack) {
               (long long)s.shared, (long long)s.alone, (long long)s.probes);
   EXPECT_GE(s.probes, 1);
   EXPECT_GT(alone_after_a_probe, 0) << "no step after a probe ran alone in 20 s";
-  EXPECT_EQ(parts_run.load(), parts_asked);
+  EXPECT_EQ(step.parts_run.load(), step.parts_asked);
+}
+
+// A hold alone runs its length while the machine has no room for the workers, and ends at the
+// first window that finds room (the machine's other work gone).
+TEST(Threads, AHoldAloneEndsWhenTheMachineHasRoom) {
+  for (int room : {0, 1}) {
+    AtThreads at(2, Forced::nothing);
+    bp::thread_pool().machine_has_room_for_tests(room);
+    StepWithALateWorker step;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (bp::thread_pool().stats().probes < 3 && std::chrono::steady_clock::now() < give_up)
+      step();
+    const bp::ThreadPool::Stats& s = bp::thread_pool().stats();
+    std::printf("  room %d: %lld probes, %lld holds alone cut short, %lld jobs alone\n", room,
+                (long long)s.probes, (long long)s.holds_cut, (long long)s.alone);
+    ASSERT_GE(s.probes, 3) << "room " << room << ": fewer than 3 probes in 20 s";
+    if (room == 0) EXPECT_EQ(s.holds_cut, 0);
+    // every hold alone after a probe that alone won (all but those a noisy window lost) is cut
+    if (room == 1) EXPECT_GE(s.holds_cut, 1);
+    EXPECT_EQ(step.parts_run.load(), step.parts_asked);
+  }
 }
 
 TEST(Threads, EveryOpCaseIsBitwiseAtAnyThreadCountEagerAndCompiled) {
