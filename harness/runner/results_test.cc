@@ -170,6 +170,7 @@ TEST(Results, RatiosCrossoversAndTheirText) {
   EXPECT_NEAR(unpaired.hi, 21.0 / 19.8, 1e-12);
   EXPECT_EQ(bp::human_ratio(0.04), "0.04x");
   EXPECT_EQ(bp::human_ratio(0.5), "0.5x");
+  EXPECT_EQ(bp::human_ratio(0.997), "0.997x");
   EXPECT_EQ(bp::human_ratio(2.25), "2.2x");
   EXPECT_EQ(bp::human_ratio(346.3), "346x");
   const std::string text = bp::summary_text(s);

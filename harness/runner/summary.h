@@ -123,6 +123,7 @@ inline std::string human_ratio(double r) {
   if (!std::isfinite(r)) return "-";
   if (r >= 100) return fmt::format("{:.0f}x", r);
   if (r >= 1) return fmt::format("{:.1f}x", r);
+  if (r >= 0.995) return fmt::format("{:.3f}x", r);  // not "1x", which reads as 1 or more
   return fmt::format("{:.2g}x", r);
 }
 

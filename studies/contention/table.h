@@ -1,7 +1,7 @@
 // studies/contention/table.h: the study contention's table in summary.txt: per row, each
 // backend's speedup at two threads (its one-thread time over its two-thread time), idle and beside
-// the busy processes, and at two threads libtorch's time over ours, idle and busy ("" when the run
-// holds none of it).
+// the busy processes, and at two threads the others' time over the compiled mode's (or the first
+// backend's, without it), idle and busy ("" when the run holds none of it).
 #pragma once
 
 #include <fmt/format.h>
@@ -22,6 +22,9 @@ inline std::string contention_table(const Summary& s) {
   for (const std::string& b : s.backends)
     if (has(b + "_busy") && has(b + "_2t") && has(b + "_2t_busy")) bases.push_back(b);
   if (bases.empty()) return "";
+  // the others' time over the compiled mode's when the run has it, else over the first's
+  std::stable_partition(bases.begin(), bases.end(),
+                        [](const std::string& b) { return b == "compiled"; });
   auto ratio = [&](const SummaryRow& row, const std::string& num, const std::string& den) {
     const Cell *a = ran(row, num), *b = ran(row, den);
     return a && b ? human_ratio(a->median_seconds / b->median_seconds) : std::string("-");
