@@ -272,9 +272,11 @@ struct CompiledBackendOf : EngineTensorInputs {
   int64_t skipped_steps() const { return graph.skipped_steps(); }
   void end_step() {
     // after the captured step's, while its graph still holds the step (end_step rewinds it); not
-    // under a memory budget, which a second arena would not keep
+    // under a memory budget, which a second arena would not keep, nor where the program runs a
+    // library's kernel: the one-thread program runs ours only, whose bits are not the library's
     const bool budgeted = budget_bytes > 0 || budget_fraction > 0;
-    if (compiled() && !one_thread_program && thread_pool().size() > 1 && !budgeted) {
+    if (compiled() && !one_thread_program && thread_pool().size() > 1 && !budgeted &&
+        !runs_a_library(program)) {
       const auto start = std::chrono::steady_clock::now();
       compile_one_thread_program();
       one_thread_compile_seconds = seconds_since(start);
@@ -437,6 +439,12 @@ struct CompiledBackendOf : EngineTensorInputs {
                    e.budget, e.smallest, double(e.smallest) / double(e.unbudgeted), e.unbudgeted);
       std::exit(2);
     }
+  }
+  // Whether any of p's kernels runs a library's code.
+  static bool runs_a_library(const Program<R>& p) {
+    for (const auto& k : p.kernels())
+      if (k.choice.kernel->library) return true;
+    return false;
   }
   // Auto keeps a library only while its resident memory fits in what the plan saves over the
   // eager tape (engine/dialects/dialects.h, keep_what_fits): false if it left one out.
