@@ -444,6 +444,7 @@ TEST(Threads, StepsAloneRunTheOneThreadProgramBitwise) {
 // bits than the steps shared (the check's "step 0 again" caught it on mini_gpt_wide beside a
 // busy process). Steps alone run the program itself, bitwise the steps shared.
 TEST(Threads, AProgramWithALibraryKernelRunsItselfInTheStepsAlone) {
+  if (!bp::dialect_in_build<float>(bp::OpFamily::matmul, "blis")) GTEST_SKIP() << "no BLIS";
   const bp::Corpus corpus = bp::load_corpus(bp::kDefaultCorpus, 1000);
   std::string error;
   const std::optional<bp::DialectSpec> blis = bp::parse_dialect_spec("matmul:blis", &error);
