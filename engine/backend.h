@@ -57,6 +57,8 @@ struct EngineTensorOps : EngineTensorInputs {
   Tensor view(Tensor x, int32_t rows, int32_t cols) { return graph.view(x, rows, cols); }
   Tensor add(Tensor x, Tensor y) { return graph.add(x, y); }
   Tensor mul(Tensor x, Tensor y) { return graph.mul(x, y); }
+  Tensor sub(Tensor x, Tensor y) { return graph.sub(x, y); }
+  Tensor div(Tensor x, Tensor y) { return graph.div(x, y); }
   Tensor tanh(Tensor x) { return graph.tanh(x); }
   Tensor relu(Tensor x) { return graph.relu(x); }
   Tensor sigmoid(Tensor x) { return graph.sigmoid(x); }

@@ -146,4 +146,58 @@ TEST(LibtorchModels, EveryModelTrainsIdentically) {
   EXPECT_GE(checked, 4);
 }
 
+// The engine's elementwise binary ops against torch's on the same inputs, in double: x op y with
+// y of x's shape or one row broadcast over x's rows, loss = sum(out * R), the loss and both
+// gradients compared. (Every op against finite differences: engine/core/tensor_test.cc.)
+TEST(LibtorchOps, BinaryOpsMatchTorchWithAndWithoutABroadcastRow) {
+  using G = bp::TensorGraph<double>;
+  struct Op {
+    const char* name;
+    bp::Tensor (G::*engine)(bp::Tensor, bp::Tensor);
+    torch::Tensor (*torch_op)(const torch::Tensor&, const torch::Tensor&);
+    double y_lo, y_hi;  // y's values: away from div's pole
+  };
+  const Op ops[] = {
+      {"add", &G::add, [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; }, -1, 1},
+      {"mul", &G::mul, [](const torch::Tensor& x, const torch::Tensor& y) { return x * y; }, -1, 1},
+      {"sub", &G::sub, [](const torch::Tensor& x, const torch::Tensor& y) { return x - y; }, -1, 1},
+      {"div", &G::div, [](const torch::Tensor& x, const torch::Tensor& y) { return x / y; }, 0.5,
+       2}};
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  auto values = [](size_t n, double lo, double hi, uint64_t seed) {
+    std::vector<double> v(n);
+    for (double& x : v) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      x = lo + (hi - lo) * double(seed >> 11) / double(1ull << 53);
+    }
+    return v;
+  };
+  const int32_t R = 5, C = 7;
+  for (const Op& op : ops)
+    for (const int32_t y_rows : {R, 1}) {
+      const std::vector<double> x = values(size_t(R) * C, -1, 1, 1),
+                                y = values(size_t(y_rows) * C, op.y_lo, op.y_hi, 2),
+                                w = values(size_t(R) * C, -1, 1, 3);
+      G g;
+      const bp::Tensor gx = g.param(R, C, x), gy = g.param(y_rows, C, y);
+      const bp::Tensor loss = g.sum(g.mul((g.*op.engine)(gx, gy), g.input(R, C, w)));
+      g.backward(loss);
+      auto tensor = [&](const std::vector<double>& v, int32_t rows) {
+        return torch::from_blob(const_cast<double*>(v.data()), {rows, C}, options).clone();
+      };
+      torch::Tensor tx = tensor(x, R).requires_grad_(), ty = tensor(y, y_rows).requires_grad_();
+      const torch::Tensor tloss = (op.torch_op(tx, ty) * tensor(w, R)).sum();
+      tloss.backward();
+      double worst = std::fabs(g.data(loss)[0] - tloss.item<double>());
+      for (auto [t, p, n] : {std::tuple{tx, gx, R * C}, std::tuple{ty, gy, y_rows * C}}) {
+        const torch::Tensor grad = t.grad().contiguous();
+        for (int32_t i = 0; i < n; i++)
+          worst = std::max(worst, std::fabs(g.grad(p)[i] - grad.data_ptr<double>()[i]));
+      }
+      std::printf("  %s, y (%d, %d): max |engine - torch| %.1e (tolerance 1e-12)\n", op.name,
+                  y_rows, C, worst);
+      EXPECT_LE(worst, 1e-12) << op.name << " with y of " << y_rows << " rows";
+    }
+}
+
 }  // namespace

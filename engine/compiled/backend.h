@@ -173,6 +173,14 @@ struct CompiledBackendOf : EngineTensorInputs {
     if (!compiled()) return capture(graph.mul(x, y));
     return replay(TensorOp::mul, {x, y}, {0, 0, 0});
   }
+  Tensor sub(Tensor x, Tensor y) {
+    if (!compiled()) return capture(graph.sub(x, y));
+    return replay(TensorOp::sub, {x, y}, {0, 0, 0});
+  }
+  Tensor div(Tensor x, Tensor y) {
+    if (!compiled()) return capture(graph.div(x, y));
+    return replay(TensorOp::div, {x, y}, {0, 0, 0});
+  }
   Tensor sigmoid(Tensor x) {
     if (!compiled()) return capture(graph.sigmoid(x));
     return replay(TensorOp::sigmoid, {x}, {0, 0, 0});

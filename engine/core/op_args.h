@@ -40,12 +40,15 @@ enum class TensorOp : uint8_t {
   sigmoid,
   logsumexp,
   sum_rows,
+  sub,
+  div,
   count
 };
 inline constexpr const char* tensor_op_names[] = {
-    "leaf",      "view",    "matmul",    "linear",        "add",       "mul",       "tanh",
-    "relu",      "gelu",    "exp",       "log",           "embedding", "sum",       "mean",
-    "layernorm", "softmax", "attention", "cross_entropy", "sigmoid",   "logsumexp", "sum_rows"};
+    "leaf",    "view",      "matmul",    "linear",  "add",       "mul",
+    "tanh",    "relu",      "gelu",      "exp",     "log",       "embedding",
+    "sum",     "mean",      "layernorm", "softmax", "attention", "cross_entropy",
+    "sigmoid", "logsumexp", "sum_rows",  "sub",     "div"};
 static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
 // The tensor operands an op's node reads (its in[0..n)); the others read one, a leaf none.
 inline constexpr int tensor_op_operands(TensorOp op) {
@@ -53,7 +56,9 @@ inline constexpr int tensor_op_operands(TensorOp op) {
     case TensorOp::leaf: return 0;
     case TensorOp::matmul:
     case TensorOp::add:
-    case TensorOp::mul: return 2;
+    case TensorOp::mul:
+    case TensorOp::sub:
+    case TensorOp::div: return 2;
     case TensorOp::linear:
     case TensorOp::layernorm: return 3;
     default: return 1;

@@ -83,6 +83,12 @@ constexpr OpRuleTable<T> make_op_rules() {
       /* sum_rows */
       {ops::sum_rows_forward<T>, ops::sum_rows_backward<T>, ops::none<T>, ops::none<T>,
        ops::none<T>, 0, false, false, 1, true},
+      /* sub */
+      {ops::sub_forward<T>, ops::sub_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
+       false, true, 1 | 2},
+      /* div */
+      {ops::div_forward<T>, ops::div_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
+       kReadsIn0 | kReadsIn1, false, true},
   };
   static_assert(std::size(rules) == size_t(TensorOp::count), "a rule for every TensorOp");
   OpRuleTable<T> table{};

@@ -232,7 +232,7 @@ bool products_available(const OpArgs<T>& a) {
   return true;
 }
 
-// ---- add and mul: in1 has in0's shape, or is one row broadcast over every row ----
+// ---- add, mul, sub, div: in1 has in0's shape, or is one row broadcast over every row ----
 template <class T>
 bool broadcasts_row(const OpArgs<T>& a) {
   return a.in_rows[1] == 1 && a.rows != 1;
@@ -300,6 +300,75 @@ void mul_backward(const OpArgs<T>& a) {
       for (int32_t r = 0; r < a.rows; r++) {
         const T* gr = a.dout + size_t(r) * C;
         for (int32_t c = c0; c < c1; c++) a.din[1][c] += gr[c] * a.in[0][size_t(r) * C + c];
+      }
+    });
+}
+// x - y, broadcast as add; y's gradient is add's negated.
+template <class T>
+void sub_forward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
+      const T* xr = a.in[0] + size_t(r) * C;
+      T* out = a.out + size_t(r) * C;
+      for (int32_t c = 0; c < C; c++) out[c] = xr[c] - yr[c];
+    }
+  });
+}
+template <class T>
+void sub_backward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* gr = a.dout + size_t(r) * C;
+      if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C, a.fresh & 1);
+      if (a.din[1] && !row) axpy(a.din[1] + size_t(r) * C, T(-1), gr, C, a.fresh & 2);
+    }
+  });
+  if (a.din[1] && row)
+    for_columns(C, a.rows, [&](int32_t c0, int32_t c1) {
+      for (int32_t r = 0; r < a.rows; r++)
+        axpy(a.din[1] + c0, T(-1), a.dout + size_t(r) * C + c0, c1 - c0, (a.fresh & 2) && r == 0);
+    });
+}
+// x / y, broadcast as mul: dx = g / y, dy = -g x / y^2.
+template <class T>
+void div_forward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
+      const T* xr = a.in[0] + size_t(r) * C;
+      T* out = a.out + size_t(r) * C;
+      for (int32_t c = 0; c < C; c++) out[c] = xr[c] / yr[c];
+    }
+  });
+}
+template <class T>
+void div_backward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  const bool row = broadcasts_row(a);
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* gr = a.dout + size_t(r) * C;
+      const T* x = a.in[0] + size_t(r) * C;
+      const T* y = a.in[1] + (row ? 0 : size_t(r) * C);
+      if (a.din[0])
+        for (int32_t c = 0; c < C; c++) a.din[0][size_t(r) * C + c] += gr[c] / y[c];
+      if (a.din[1] && !row)
+        for (int32_t c = 0; c < C; c++) a.din[1][size_t(r) * C + c] -= gr[c] * x[c] / (y[c] * y[c]);
+    }
+  });
+  if (a.din[1] && row)
+    for_columns(C, a.rows, [&](int32_t c0, int32_t c1) {
+      for (int32_t r = 0; r < a.rows; r++) {
+        const T* gr = a.dout + size_t(r) * C;
+        const T* x = a.in[0] + size_t(r) * C;
+        for (int32_t c = c0; c < c1; c++) a.din[1][c] -= gr[c] * x[c] / (a.in[1][c] * a.in[1][c]);
       }
     });
 }

@@ -164,6 +164,9 @@ class TensorGraph {
   Tensor add(Tensor x, Tensor y) { return binary(TensorOp::add, x, y); }
   // x * y elementwise, with the same broadcasting as add.
   Tensor mul(Tensor x, Tensor y) { return binary(TensorOp::mul, x, y); }
+  // x - y and x / y elementwise, with the same broadcasting as add.
+  Tensor sub(Tensor x, Tensor y) { return binary(TensorOp::sub, x, y); }
+  Tensor div(Tensor x, Tensor y) { return binary(TensorOp::div, x, y); }
 
   Tensor tanh(Tensor x) { return unary(TensorOp::tanh, x); }
   Tensor relu(Tensor x) { return unary(TensorOp::relu, x); }
