@@ -74,6 +74,8 @@ struct EngineTensorOps : EngineTensorInputs {
   Tensor cross_entropy(Tensor logits, Indices targets) {
     return graph.cross_entropy(logits, targets);
   }
+  Tensor log_softmax(Tensor x) { return graph.log_softmax(x); }
+  Tensor nll(Tensor logp, Indices targets) { return graph.nll(logp, targets); }
   Tensor param(int32_t rows, int32_t cols, std::span<const T> v) {
     return graph.param(rows, cols, v);
   }

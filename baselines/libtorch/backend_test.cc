@@ -200,4 +200,43 @@ TEST(LibtorchOps, BinaryOpsMatchTorchWithAndWithoutABroadcastRow) {
     }
 }
 
+// log_softmax, nll and the two together (torch's cross-entropy) against torch's on the same
+// inputs, in double: loss = sum(log_softmax(x) * R), nll(x), nll(log_softmax(x)).
+TEST(LibtorchOps, LogSoftmaxAndNllMatchTorch) {
+  using G = bp::TensorGraph<double>;
+  const int32_t N = 4, V = 6;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  std::vector<double> x(size_t(N) * V), w(size_t(N) * V);
+  for (size_t i = 0; i < x.size(); i++)
+    x[i] = std::sin(0.7 * double(i)) * 9, w[i] = std::cos(double(i));
+  const std::vector<int32_t> targets = {5, 0, 3, 3};
+  const std::vector<int64_t> targets64(targets.begin(), targets.end());
+  enum class Form { log_softmax, nll, nll_of_log_softmax };
+  for (Form form : {Form::log_softmax, Form::nll, Form::nll_of_log_softmax}) {
+    G g;
+    const bp::Tensor gx = g.param(N, V, x);
+    const bp::IndexSpan t{targets.data(), N};
+    const bp::Tensor loss = form == Form::log_softmax
+                                ? g.sum(g.mul(g.log_softmax(gx), g.input(N, V, w)))
+                            : form == Form::nll ? g.nll(gx, t)
+                                                : g.nll(g.log_softmax(gx), t);
+    g.backward(loss);
+    torch::Tensor tx = torch::from_blob(x.data(), {N, V}, options).clone().requires_grad_();
+    const torch::Tensor tt = torch::tensor(targets64, torch::kLong);
+    const torch::Tensor tw = torch::from_blob(w.data(), {N, V}, options).clone();
+    const torch::Tensor tloss = form == Form::log_softmax ? (torch::log_softmax(tx, 1) * tw).sum()
+                                : form == Form::nll
+                                    ? torch::nll_loss(tx, tt)
+                                    : torch::nll_loss(torch::log_softmax(tx, 1), tt);
+    tloss.backward();
+    double worst = std::fabs(g.data(loss)[0] - tloss.item<double>());
+    const torch::Tensor grad = tx.grad().contiguous();
+    for (int32_t i = 0; i < N * V; i++)
+      worst = std::max(worst, std::fabs(g.grad(gx)[i] - grad.data_ptr<double>()[i]));
+    const char* names[] = {"log_softmax", "nll", "nll of log_softmax"};
+    std::printf("  %s: max |engine - torch| %.1e (tolerance 1e-12)\n", names[int(form)], worst);
+    EXPECT_LE(worst, 1e-12) << names[int(form)];
+  }
+}
+
 }  // namespace

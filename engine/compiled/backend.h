@@ -217,6 +217,14 @@ struct CompiledBackendOf : EngineTensorInputs {
     if (!compiled()) return capture(graph.cross_entropy(logits, targets));
     return replay(TensorOp::cross_entropy, {logits}, {0, 0, 0}, targets);
   }
+  Tensor log_softmax(Tensor x) {
+    if (!compiled()) return capture(graph.log_softmax(x));
+    return replay(TensorOp::log_softmax, {x}, {0, 0, 0});
+  }
+  Tensor nll(Tensor logp, Indices targets) {
+    if (!compiled()) return capture(graph.nll(logp, targets));
+    return replay(TensorOp::nll, {logp}, {0, 0, 0}, targets);
+  }
 
   // After the captured step, zeroing is the program's: its first writers write the parameters'
   // gradients fresh instead (Program::start_gradients); until then they read as zeros.
@@ -547,7 +555,7 @@ struct CompiledBackendOf : EngineTensorInputs {
     if (op == TensorOp::view && (rows != c.rows || cols != c.cols))
       refuse(name, "op %u views as (%d, %d); the captured step viewed as (%d, %d)", cursor + 1,
              rows, cols, c.rows, c.cols);
-    if (op == TensorOp::embedding || op == TensorOp::cross_entropy) {
+    if (tensor_op_takes_indices(op)) {
       if (idx.size != c.index.size)
         refuse(name, "op %u has %d indices; the captured step had %d", cursor + 1, idx.size,
                c.index.size);
@@ -555,7 +563,7 @@ struct CompiledBackendOf : EngineTensorInputs {
       if (op == TensorOp::embedding)
         TensorGraph<R>::check_embedding_indices(x, idx);
       else
-        TensorGraph<R>::check_targets(x, idx);
+        TensorGraph<R>::check_targets(x, idx, name);
       program.bind_index(id, idx);
       if (one_thread_program) one_thread_program->bind_index(id, idx);
     }

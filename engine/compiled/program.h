@@ -355,7 +355,7 @@ auto Program<T>::emit(const TensorGraph<T>& g, uint32_t root, DialectSelector<T>
     Pending p{kernel.forward, kernels_.back().shape, {}, {}, {}, {}, {}, {}, n.op, false, i};
     if (const size_t a = rule.aux_elems(shape)) aux[i] = new_buffer(a, false);
     p.out = data[i], p.aux = Ref{aux[i], -1};
-    bool recomputable = n.op != TensorOp::embedding && n.op != TensorOp::cross_entropy && i != root;
+    bool recomputable = !tensor_op_takes_indices(n.op) && i != root;
     for (int k = 0; k < tensor_op_operands(n.op); k++) {
       p.in[k] = data[n.in[k]];
       const auto& x = g.node_at(n.in[k]);

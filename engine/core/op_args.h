@@ -42,14 +42,21 @@ enum class TensorOp : uint8_t {
   sum_rows,
   sub,
   div,
+  log_softmax,
+  nll,
   count
 };
 inline constexpr const char* tensor_op_names[] = {
-    "leaf",    "view",      "matmul",    "linear",  "add",       "mul",
-    "tanh",    "relu",      "gelu",      "exp",     "log",       "embedding",
-    "sum",     "mean",      "layernorm", "softmax", "attention", "cross_entropy",
-    "sigmoid", "logsumexp", "sum_rows",  "sub",     "div"};
+    "leaf",     "view",      "matmul",        "linear",      "add",
+    "mul",      "tanh",      "relu",          "gelu",        "exp",
+    "log",      "embedding", "sum",           "mean",        "layernorm",
+    "softmax",  "attention", "cross_entropy", "sigmoid",     "logsumexp",
+    "sum_rows", "sub",       "div",           "log_softmax", "nll"};
 static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
+// The ops whose node holds indices (Node::index) besides its operands: a step binds its own.
+inline constexpr bool tensor_op_takes_indices(TensorOp op) {
+  return op == TensorOp::embedding || op == TensorOp::cross_entropy || op == TensorOp::nll;
+}
 // The tensor operands an op's node reads (its in[0..n)); the others read one, a leaf none.
 inline constexpr int tensor_op_operands(TensorOp op) {
   switch (op) {

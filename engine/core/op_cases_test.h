@@ -133,6 +133,13 @@ std::vector<OpCase> cases() {
               [targets4](auto& g, auto& p) { return g.cross_entropy(p[0], targets4); }),
       op_case("cross_entropy far", {{4, 5, -60, 60}},  // targets far below the row maximum
               [targets4](auto& g, auto& p) { return g.cross_entropy(p[0], targets4); }),
+      op_case("log_softmax", {{3, 5, -2, 2}}, [](auto& g, auto& p) { return g.log_softmax(p[0]); }),
+      op_case("log_softmax far", {{3, 5, -20, 20}},  // values up to 40 apart in a row
+              [](auto& g, auto& p) { return g.log_softmax(p[0]); }),
+      op_case("nll", {{4, 5, -3, 0}},
+              [targets4](auto& g, auto& p) { return g.nll(p[0], targets4); }),
+      op_case("nll of log_softmax", {{4, 5, -2, 2}},  // torch's cross-entropy, in two ops
+              [targets4](auto& g, auto& p) { return g.nll(g.log_softmax(p[0]), targets4); }),
   };
 }
 

@@ -89,6 +89,12 @@ constexpr OpRuleTable<T> make_op_rules() {
       /* div */
       {ops::div_forward<T>, ops::div_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>,
        kReadsIn0 | kReadsIn1, false, true},
+      /* log_softmax */
+      {ops::log_softmax_forward<T>, ops::log_softmax_backward<T>, ops::none<T>, ops::none<T>,
+       ops::none<T>, kReadsOut, false, false, 0, true},
+      /* nll */
+      {ops::nll_forward<T>, ops::nll_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
+       false, false},
   };
   static_assert(std::size(rules) == size_t(TensorOp::count), "a rule for every TensorOp");
   OpRuleTable<T> table{};

@@ -649,6 +649,53 @@ void softmax_backward(const OpArgs<T>& a) {
     }
   });
 }
+// out = x - logsumexp(x) per row (the max taken out first); backward from the output:
+// dx = g - softmax(x) sum(g), softmax(x) = exp(out).
+template <class T>
+void log_softmax_forward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const T* x = a.in[0] + size_t(r) * C;
+      T* out = a.out + size_t(r) * C;
+      T most = x[0];
+      for (int32_t c = 1; c < C; c++) most = most > x[c] ? most : x[c];
+      T total = 0;
+      for (int32_t c = 0; c < C; c++) total += exp_t(x[c] - most);
+      const T lse = most + std::log(total);
+      for (int32_t c = 0; c < C; c++) out[c] = x[c] - lse;
+    }
+  });
+}
+template <class T>
+void log_softmax_backward(const OpArgs<T>& a) {
+  const int32_t C = a.cols;
+  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t r = r0; r < r1; r++) {
+      const size_t o = size_t(r) * C;
+      T total = 0;
+      for (int32_t c = 0; c < C; c++) total += a.dout[o + c];
+      for (int32_t c = 0; c < C; c++)
+        a.din[0][o + c] += a.dout[o + c] - exp_t(a.out[o + c]) * total;
+    }
+  });
+}
+
+// ---- negative log-likelihood of log-probabilities (N, V) at one target a row: -mean ----
+// torch's nll_loss, reduction mean: the rows' terms summed in row order on one thread.
+template <class T>
+void nll_forward(const OpArgs<T>& a) {
+  const int32_t N = a.in_rows[0], V = a.in_cols[0];
+  T total = 0;
+  for (int32_t r = 0; r < N; r++) total += a.in[0][size_t(r) * V + a.index.data[r]];
+  a.out[0] = -total / T(N);
+}
+template <class T>
+void nll_backward(const OpArgs<T>& a) {
+  const int32_t N = a.in_rows[0], V = a.in_cols[0];
+  const T each = -a.dout[0] / T(N);
+  for (int32_t r = 0; r < N; r++) a.din[0][size_t(r) * V + a.index.data[r]] += each;
+}
 
 // ---- causal self-attention of in0 (B*T, 3C) into (B*T, C); arg: B, T, H; aux: (B, H, T, T) ----
 // Sequences are independent: threads take whole sequences (b), each its own rows of every buffer.

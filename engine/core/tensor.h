@@ -234,9 +234,24 @@ class TensorGraph {
   }
 
   // Mean over rows of -log softmax(logits)[target]: logits (N, V), targets (N). Output (1, 1).
+  // Per row of x (N, C): x - log(sum(exp(x))), the log of softmax without its underflow.
+  Tensor log_softmax(Tensor x) {
+    const Node a = operand(x, "log_softmax");
+    make(TensorOp::log_softmax, a.rows, a.cols, {x.id});
+    return forward_last();
+  }
+  // The mean over rows of -logp[r, target r] (1, 1): torch's nll_loss; after log_softmax, the
+  // cross-entropy of the logits.
+  Tensor nll(Tensor logp, IndexSpan targets) {
+    const Node a = operand(logp, "nll");
+    check_targets(a, targets, "nll");
+    Node& n = make(TensorOp::nll, 1, 1, {logp.id});
+    n.index = targets;
+    return forward_last();
+  }
   Tensor cross_entropy(Tensor logits, IndexSpan targets) {
     const Node a = operand(logits, "cross_entropy");
-    check_targets(a, targets);
+    check_targets(a, targets, "cross_entropy");
     Node& n = make(TensorOp::cross_entropy, 1, 1, {logits.id});
     n.index = targets;
     return forward_last();
@@ -435,14 +450,13 @@ class TensorGraph {
         fail("embedding", "table %s, index %d at position %d: valid indices are 0 to %d",
              shape(t).text, idx.data[i], i, t.rows - 1);
   }
-  static void check_targets(const Node& a, IndexSpan targets) {
+  static void check_targets(const Node& a, IndexSpan targets, const char* op) {
     if (targets.size != a.rows || !targets.data)
-      fail("cross_entropy", "logits %s, %d targets: need one target per row", shape(a).text,
-           targets.size);
+      fail(op, "logits %s, %d targets: need one target per row", shape(a).text, targets.size);
     for (int32_t r = 0; r < a.rows; r++)
       if (targets.data[r] < 0 || targets.data[r] >= a.cols)
-        fail("cross_entropy", "logits %s, target %d at row %d: valid targets are 0 to %d",
-             shape(a).text, targets.data[r], r, a.cols - 1);
+        fail(op, "logits %s, target %d at row %d: valid targets are 0 to %d", shape(a).text,
+             targets.data[r], r, a.cols - 1);
   }
 
   // Node n's application of its op, every pointer and shape filled from the tape, no scratch.

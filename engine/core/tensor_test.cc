@@ -281,6 +281,10 @@ TEST(TensorContractDeathTest, EveryOperandShapeIsChecked) {
   EXPECT_DEATH(g.linear(x, w, b), "TensorGraph::linear: x \\(4, 24\\), w \\(5, 3\\), b \\(1, 5\\)");
   EXPECT_DEATH(g.matmul(x, w, false), "TensorGraph::matmul: a \\(4, 24\\), b \\(5, 3\\)");
   EXPECT_DEATH(g.add(x, w), "TensorGraph::add: x \\(4, 24\\), y \\(5, 3\\)");
+  EXPECT_DEATH(g.sub(x, w), "TensorGraph::sub: x \\(4, 24\\), y \\(5, 3\\)");
+  EXPECT_DEATH(g.div(w, b),
+               "TensorGraph::div: x \\(5, 3\\), y \\(1, 5\\): y must have x's shape or be "
+               "one row \\(1, 3\\)");
   EXPECT_DEATH(g.view(x, 5, 5), "TensorGraph::view: x \\(4, 24\\) cannot be viewed as \\(5, 5\\)");
   EXPECT_DEATH(g.view(x, -4, -24), "cannot be viewed as \\(-4, -24\\)");
   // attention with H = 0 died of a division by zero; negative sizes read out of bounds
@@ -295,6 +299,9 @@ TEST(TensorContractDeathTest, EveryOperandShapeIsChecked) {
   EXPECT_DEATH(g.embedding(w, {ids, -1}), "-1 indices");
   EXPECT_DEATH(g.cross_entropy(w, {ids, 2}),
                "TensorGraph::cross_entropy: logits \\(5, 3\\), 2 targets");
+  const int32_t targets5[5] = {0, 1, 2, 3, 1};
+  EXPECT_DEATH(g.nll(w, {targets5, 5}),
+               "TensorGraph::nll: logits \\(5, 3\\), target 3 at row 3: valid targets are 0 to 2");
   EXPECT_DEATH(g.param(-1, 3, std::vector<double>{}), "TensorGraph::param: shape \\(-1, 3\\)");
   EXPECT_DEATH(g.param(2, 3, std::vector<double>(5)), "shape \\(2, 3\\) holds 6 values; 5 given");
 }
