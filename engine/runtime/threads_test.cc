@@ -163,16 +163,20 @@ TEST(Threads, AHoldAloneEndsWhenTheMachineHasRoom) {
     AtThreads at(2, Forced::nothing);
     bp::thread_pool().machine_has_room_for_tests(room);
     StepWithALateWorker step;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (bp::thread_pool().stats().probes < 3 && std::chrono::steady_clock::now() < give_up)
-      step();
+    // Without room: three probes (holds alone after those alone won run their length). With
+    // room: steps until a hold alone is cut, the first window after a probe that alone won (on a
+    // loaded test machine some probes find sharing as quick, and hold shared instead).
     const bp::ThreadPool::Stats& s = bp::thread_pool().stats();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((room ? s.holds_cut < 1 : s.probes < 3) && std::chrono::steady_clock::now() < give_up)
+      step();
     std::printf("  room %d: %lld probes, %lld holds alone cut short, %lld jobs alone\n", room,
                 (long long)s.probes, (long long)s.holds_cut, (long long)s.alone);
-    ASSERT_GE(s.probes, 3) << "room " << room << ": fewer than 3 probes in 20 s";
-    if (room == 0) EXPECT_EQ(s.holds_cut, 0);
-    // every hold alone after a probe that alone won (all but those a noisy window lost) is cut
-    if (room == 1) EXPECT_GE(s.holds_cut, 1);
+    if (room == 0) {
+      ASSERT_GE(s.probes, 3) << "fewer than 3 probes in 20 s";
+      EXPECT_EQ(s.holds_cut, 0);
+    }
+    if (room == 1) EXPECT_GE(s.holds_cut, 1) << "no hold alone cut short in 20 s";
     EXPECT_EQ(step.parts_run.load(), step.parts_asked);
   }
 }
