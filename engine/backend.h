@@ -75,6 +75,7 @@ struct EngineTensorOps : EngineTensorInputs {
     return graph.cross_entropy(logits, targets);
   }
   Tensor log_softmax(Tensor x) { return graph.log_softmax(x); }
+  Tensor transpose(Tensor x) { return graph.transpose(x); }
   Tensor nll(Tensor logp, Indices targets) { return graph.nll(logp, targets); }
   Tensor param(int32_t rows, int32_t cols, std::span<const T> v) {
     return graph.param(rows, cols, v);

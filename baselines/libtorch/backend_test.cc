@@ -239,4 +239,28 @@ TEST(LibtorchOps, LogSoftmaxAndNllMatchTorch) {
   }
 }
 
+// transpose against torch's t() on the same input, in double, past one 16 x 16 tile both ways:
+// loss = sum(x^T * R).
+TEST(LibtorchOps, TransposeMatchesTorch) {
+  using G = bp::TensorGraph<double>;
+  const int32_t N = 37, C = 20;
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  std::vector<double> x(size_t(N) * C), w(size_t(N) * C);
+  for (size_t i = 0; i < x.size(); i++)
+    x[i] = std::sin(0.3 * double(i)), w[i] = std::cos(double(i));
+  G g;
+  const bp::Tensor gx = g.param(N, C, x);
+  const bp::Tensor loss = g.sum(g.mul(g.transpose(gx), g.input(C, N, w)));
+  g.backward(loss);
+  torch::Tensor tx = torch::from_blob(x.data(), {N, C}, options).clone().requires_grad_();
+  const torch::Tensor tloss = (tx.t() * torch::from_blob(w.data(), {C, N}, options)).sum();
+  tloss.backward();
+  double worst = std::fabs(g.data(loss)[0] - tloss.item<double>());
+  const torch::Tensor grad = tx.grad().contiguous();
+  for (int32_t i = 0; i < N * C; i++)
+    worst = std::max(worst, std::fabs(g.grad(gx)[i] - grad.data_ptr<double>()[i]));
+  std::printf("  transpose (%d, %d): max |engine - torch| %.1e (tolerance 1e-12)\n", N, C, worst);
+  EXPECT_LE(worst, 1e-12);
+}
+
 }  // namespace

@@ -217,6 +217,10 @@ struct CompiledBackendOf : EngineTensorInputs {
     if (!compiled()) return capture(graph.cross_entropy(logits, targets));
     return replay(TensorOp::cross_entropy, {logits}, {0, 0, 0}, targets);
   }
+  Tensor transpose(Tensor x) {
+    if (!compiled()) return capture(graph.transpose(x));
+    return replay(TensorOp::transpose, {x}, {0, 0, 0});
+  }
   Tensor log_softmax(Tensor x) {
     if (!compiled()) return capture(graph.log_softmax(x));
     return replay(TensorOp::log_softmax, {x}, {0, 0, 0});

@@ -44,14 +44,14 @@ enum class TensorOp : uint8_t {
   div,
   log_softmax,
   nll,
+  transpose,
   count
 };
 inline constexpr const char* tensor_op_names[] = {
-    "leaf",     "view",      "matmul",        "linear",      "add",
-    "mul",      "tanh",      "relu",          "gelu",        "exp",
-    "log",      "embedding", "sum",           "mean",        "layernorm",
-    "softmax",  "attention", "cross_entropy", "sigmoid",     "logsumexp",
-    "sum_rows", "sub",       "div",           "log_softmax", "nll"};
+    "leaf",      "view",    "matmul",      "linear",        "add",       "mul",       "tanh",
+    "relu",      "gelu",    "exp",         "log",           "embedding", "sum",       "mean",
+    "layernorm", "softmax", "attention",   "cross_entropy", "sigmoid",   "logsumexp", "sum_rows",
+    "sub",       "div",     "log_softmax", "nll",           "transpose"};
 static_assert(std::size(tensor_op_names) == size_t(TensorOp::count), "name every TensorOp");
 // The ops whose node holds indices (Node::index) besides its operands: a step binds its own.
 inline constexpr bool tensor_op_takes_indices(TensorOp op) {

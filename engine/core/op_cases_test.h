@@ -134,6 +134,11 @@ std::vector<OpCase> cases() {
       op_case("cross_entropy far", {{4, 5, -60, 60}},  // targets far below the row maximum
               [targets4](auto& g, auto& p) { return g.cross_entropy(p[0], targets4); }),
       op_case("log_softmax", {{3, 5, -2, 2}}, [](auto& g, auto& p) { return g.log_softmax(p[0]); }),
+      op_case("transpose", {{3, 5, -1, 1}}, [](auto& g, auto& p) { return g.transpose(p[0]); }),
+      op_case("transpose tiles", {{37, 20, -1, 1}},  // past one 16 x 16 tile both ways
+              [](auto& g, auto& p) { return g.transpose(p[0]); }),
+      op_case("transpose of a row", {{1, 7, -1, 1}},
+              [](auto& g, auto& p) { return g.matmul(g.transpose(p[0]), p[0], false); }),
       op_case("log_softmax far", {{3, 5, -20, 20}},  // values up to 40 apart in a row
               [](auto& g, auto& p) { return g.log_softmax(p[0]); }),
       op_case("nll", {{4, 5, -3, 0}},

@@ -95,6 +95,9 @@ constexpr OpRuleTable<T> make_op_rules() {
       /* nll */
       {ops::nll_forward<T>, ops::nll_backward<T>, ops::none<T>, ops::none<T>, ops::none<T>, 0,
        false, false},
+      /* transpose */
+      {ops::transpose_forward<T>, ops::transpose_backward<T>, ops::none<T>, ops::none<T>,
+       ops::none<T>, 0, false, false},
   };
   static_assert(std::size(rules) == size_t(TensorOp::count), "a rule for every TensorOp");
   OpRuleTable<T> table{};

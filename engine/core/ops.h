@@ -696,6 +696,30 @@ void nll_backward(const OpArgs<T>& a) {
   const T each = -a.dout[0] / T(N);
   for (int32_t r = 0; r < N; r++) a.din[0][size_t(r) * V + a.index.data[r]] += each;
 }
+// ---- transpose: out (C, R) = x (R, C)^T ----
+// Blocks of kTile x kTile keep both sides' lines in cache; parts take whole blocks of output rows
+// (forward) or of input rows (backward), so each element is written once, by one part.
+inline constexpr int32_t kTransposeTile = 16;
+template <class T>
+void transpose_forward(const OpArgs<T>& a) {
+  const int32_t R = a.in_rows[0], C = a.in_cols[0], B = kTransposeTile;
+  for_rows(a.rows, R, [&](int32_t c0, int32_t c1) {
+    for (int32_t r0 = 0; r0 < R; r0 += B)
+      for (int32_t c = c0; c < c1; c++)
+        for (int32_t r = r0; r < std::min(R, r0 + B); r++)
+          a.out[size_t(c) * R + r] = a.in[0][size_t(r) * C + c];
+  });
+}
+template <class T>
+void transpose_backward(const OpArgs<T>& a) {
+  const int32_t R = a.in_rows[0], C = a.in_cols[0], B = kTransposeTile;
+  for_rows(R, C, [&](int32_t r0, int32_t r1) {
+    for (int32_t c0 = 0; c0 < C; c0 += B)
+      for (int32_t r = r0; r < r1; r++)
+        for (int32_t c = c0; c < std::min(C, c0 + B); c++)
+          a.din[0][size_t(r) * C + c] += a.dout[size_t(c) * R + r];
+  });
+}
 
 // ---- causal self-attention of in0 (B*T, 3C) into (B*T, C); arg: B, T, H; aux: (B, H, T, T) ----
 // Sequences are independent: threads take whole sequences (b), each its own rows of every buffer.

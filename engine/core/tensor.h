@@ -234,6 +234,12 @@ class TensorGraph {
   }
 
   // Mean over rows of -log softmax(logits)[target]: logits (N, V), targets (N). Output (1, 1).
+  // x (R, C) transposed: (C, R), a copy (a view keeps x's layout: view()).
+  Tensor transpose(Tensor x) {
+    const Node a = operand(x, "transpose");
+    make(TensorOp::transpose, a.cols, a.rows, {x.id});
+    return forward_last();
+  }
   // Per row of x (N, C): x - log(sum(exp(x))), the log of softmax without its underflow.
   Tensor log_softmax(Tensor x) {
     const Node a = operand(x, "log_softmax");
