@@ -265,8 +265,9 @@ class ThreadPool {
   // spinning between jobs on a busy machine takes CPU time the caller needs.
   static constexpr int kSpinMicros = 100;
   static constexpr int kLateMicros = 20;  // a part later than its like by this: descheduled
-  // step_done's windows: at least this many steps and this long; alone only if this much quicker;
-  // a decision held at most this many windows.
+  // step_done's windows: at least this many steps and this long; either way wins only this much
+  // quicker (a tie goes alone when the machine is full); a first hold alone, and a decision held
+  // at most this many windows.
   static constexpr int kWindowSteps = 2, kHoldMost = 64, kFirstHoldAlone = 2;
   // A busy machine: the caller preempted this often (an idle one: some 50 a second), or one
   // shared job in this many waiting on a late part.
