@@ -233,7 +233,6 @@ class TensorGraph {
     return forward_last();
   }
 
-  // Mean over rows of -log softmax(logits)[target]: logits (N, V), targets (N). Output (1, 1).
   // x (R, C) transposed: (C, R), a copy (a view keeps x's layout: view()).
   Tensor transpose(Tensor x) {
     const Node a = operand(x, "transpose");
@@ -255,6 +254,7 @@ class TensorGraph {
     n.index = targets;
     return forward_last();
   }
+  // Mean over rows of -log softmax(logits)[target]: logits (N, V), targets (N). Output (1, 1).
   Tensor cross_entropy(Tensor logits, IndexSpan targets) {
     const Node a = operand(logits, "cross_entropy");
     check_targets(a, targets, "cross_entropy");
