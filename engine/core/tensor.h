@@ -53,6 +53,7 @@
 #include <initializer_list>
 #include <iterator>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -456,12 +457,14 @@ class TensorGraph {
         fail("embedding", "table %s, index %d at position %d: valid indices are 0 to %d",
              shape(t).text, idx.data[i], i, t.rows - 1);
   }
+  // op: cross_entropy (of logits) or nll (of log-probabilities, "logp").
   static void check_targets(const Node& a, IndexSpan targets, const char* op) {
+    const char* of = std::string_view(op) == "nll" ? "logp" : "logits";
     if (targets.size != a.rows || !targets.data)
-      fail(op, "logits %s, %d targets: need one target per row", shape(a).text, targets.size);
+      fail(op, "%s %s, %d targets: need one target per row", of, shape(a).text, targets.size);
     for (int32_t r = 0; r < a.rows; r++)
       if (targets.data[r] < 0 || targets.data[r] >= a.cols)
-        fail(op, "logits %s, target %d at row %d: valid targets are 0 to %d", shape(a).text,
+        fail(op, "%s %s, target %d at row %d: valid targets are 0 to %d", of, shape(a).text,
              targets.data[r], r, a.cols - 1);
   }
 

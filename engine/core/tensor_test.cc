@@ -301,7 +301,7 @@ TEST(TensorContractDeathTest, EveryOperandShapeIsChecked) {
                "TensorGraph::cross_entropy: logits \\(5, 3\\), 2 targets");
   const int32_t targets5[5] = {0, 1, 2, 3, 1};
   EXPECT_DEATH(g.nll(w, {targets5, 5}),
-               "TensorGraph::nll: logits \\(5, 3\\), target 3 at row 3: valid targets are 0 to 2");
+               "TensorGraph::nll: logp \\(5, 3\\), target 3 at row 3: valid targets are 0 to 2");
   EXPECT_DEATH(g.param(-1, 3, std::vector<double>{}), "TensorGraph::param: shape \\(-1, 3\\)");
   EXPECT_DEATH(g.param(2, 3, std::vector<double>(5)), "shape \\(2, 3\\) holds 6 values; 5 given");
 }
