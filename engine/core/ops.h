@@ -237,8 +237,9 @@ template <class T>
 bool broadcasts_row(const OpArgs<T>& a) {
   return a.in_rows[1] == 1 && a.rows != 1;
 }
-template <class T>
-void add_forward(const OpArgs<T>& a) {
+// out = f(x, y) element by element, y's row r or its one broadcast row.
+template <class T, class F>
+void binary_rows(const OpArgs<T>& a, F f) {
   const int32_t C = a.cols;
   const bool row = broadcasts_row(a);
   for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
@@ -246,40 +247,40 @@ void add_forward(const OpArgs<T>& a) {
       const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
       const T* xr = a.in[0] + size_t(r) * C;
       T* out = a.out + size_t(r) * C;
-      for (int32_t c = 0; c < C; c++) out[c] = xr[c] + yr[c];
+      for (int32_t c = 0; c < C; c++) out[c] = f(xr[c], yr[c]);
     }
   });
 }
-// A broadcast row's gradient is a sum down the rows: by columns, written by the first row.
 template <class T>
-void add_backward(const OpArgs<T>& a) {
+void add_forward(const OpArgs<T>& a) {
+  binary_rows(a, [](T x, T y) { return x + y; });
+}
+// add's backward (y_sign 1) and sub's (-1): x's gradient is g, y's y_sign g. A broadcast row's
+// gradient is a sum down the rows: by columns, written by the first row.
+template <class T>
+void signed_sum_backward(const OpArgs<T>& a, T y_sign) {
   const int32_t C = a.cols;
   const bool row = broadcasts_row(a);
   for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
     for (int32_t r = r0; r < r1; r++) {
       const T* gr = a.dout + size_t(r) * C;
       if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C, a.fresh & 1);
-      if (a.din[1] && !row) axpy(a.din[1] + size_t(r) * C, T(1), gr, C, a.fresh & 2);
+      if (a.din[1] && !row) axpy(a.din[1] + size_t(r) * C, y_sign, gr, C, a.fresh & 2);
     }
   });
   if (a.din[1] && row)
     for_columns(C, a.rows, [&](int32_t c0, int32_t c1) {
       for (int32_t r = 0; r < a.rows; r++)
-        axpy(a.din[1] + c0, T(1), a.dout + size_t(r) * C + c0, c1 - c0, (a.fresh & 2) && r == 0);
+        axpy(a.din[1] + c0, y_sign, a.dout + size_t(r) * C + c0, c1 - c0, (a.fresh & 2) && r == 0);
     });
 }
 template <class T>
+void add_backward(const OpArgs<T>& a) {
+  signed_sum_backward(a, T(1));
+}
+template <class T>
 void mul_forward(const OpArgs<T>& a) {
-  const int32_t C = a.cols;
-  const bool row = broadcasts_row(a);
-  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
-    for (int32_t r = r0; r < r1; r++) {
-      const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
-      const T* xr = a.in[0] + size_t(r) * C;
-      T* out = a.out + size_t(r) * C;
-      for (int32_t c = 0; c < C; c++) out[c] = xr[c] * yr[c];
-    }
-  });
+  binary_rows(a, [](T x, T y) { return x * y; });
 }
 template <class T>
 void mul_backward(const OpArgs<T>& a) {
@@ -306,47 +307,16 @@ void mul_backward(const OpArgs<T>& a) {
 // x - y, broadcast as add; y's gradient is add's negated.
 template <class T>
 void sub_forward(const OpArgs<T>& a) {
-  const int32_t C = a.cols;
-  const bool row = broadcasts_row(a);
-  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
-    for (int32_t r = r0; r < r1; r++) {
-      const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
-      const T* xr = a.in[0] + size_t(r) * C;
-      T* out = a.out + size_t(r) * C;
-      for (int32_t c = 0; c < C; c++) out[c] = xr[c] - yr[c];
-    }
-  });
+  binary_rows(a, [](T x, T y) { return x - y; });
 }
 template <class T>
 void sub_backward(const OpArgs<T>& a) {
-  const int32_t C = a.cols;
-  const bool row = broadcasts_row(a);
-  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
-    for (int32_t r = r0; r < r1; r++) {
-      const T* gr = a.dout + size_t(r) * C;
-      if (a.din[0]) axpy(a.din[0] + size_t(r) * C, T(1), gr, C, a.fresh & 1);
-      if (a.din[1] && !row) axpy(a.din[1] + size_t(r) * C, T(-1), gr, C, a.fresh & 2);
-    }
-  });
-  if (a.din[1] && row)
-    for_columns(C, a.rows, [&](int32_t c0, int32_t c1) {
-      for (int32_t r = 0; r < a.rows; r++)
-        axpy(a.din[1] + c0, T(-1), a.dout + size_t(r) * C + c0, c1 - c0, (a.fresh & 2) && r == 0);
-    });
+  signed_sum_backward(a, T(-1));
 }
 // x / y, broadcast as mul: dx = g / y, dy = -g x / y^2.
 template <class T>
 void div_forward(const OpArgs<T>& a) {
-  const int32_t C = a.cols;
-  const bool row = broadcasts_row(a);
-  for_rows(a.rows, C, [&](int32_t r0, int32_t r1) {
-    for (int32_t r = r0; r < r1; r++) {
-      const T* yr = a.in[1] + (row ? 0 : size_t(r) * C);
-      const T* xr = a.in[0] + size_t(r) * C;
-      T* out = a.out + size_t(r) * C;
-      for (int32_t c = 0; c < C; c++) out[c] = xr[c] / yr[c];
-    }
-  });
+  binary_rows(a, [](T x, T y) { return x / y; });
 }
 template <class T>
 void div_backward(const OpArgs<T>& a) {
